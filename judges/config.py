@@ -1,0 +1,47 @@
+"""Typed parameters of readers, judges and the shared client (composed by pipelines/config.py)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClientConfig(_Strict):
+    """The one shared client: it owns retries, concurrency limits, timeouts and the seed."""
+
+    base_url: str | None = Field(default=None, description="OpenAI-compatible /v1 URL; None = the Serve app")
+    api_key_env: str = "CCRS_LLM_API_KEY"
+    timeout_s: float = Field(default=300.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=20.0, ge=0)
+    max_concurrency: int = Field(default=16, ge=1)
+    seed: int = 0
+
+
+class ReaderConfig(_Strict):
+    """One reader (generator). kind=llm goes through the client; kind=extractive is a non-LLM baseline."""
+
+    name: str
+    kind: Literal["llm", "extractive"] = "llm"
+    model: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = Field(default=2048, ge=1)
+    max_sentences: int = Field(default=3, ge=1, description="extractive baseline only")
+
+
+class JudgeConfig(_Strict):
+    model: str = "smollm2-135m-instruct"
+    metrics: list[Literal["CC", "QR", "ID", "AC", "IR"]] = ["CC", "QR", "ID", "AC", "IR"]
+    ac_lambda: float = Field(default=0.7, ge=0, le=1)
+    em_use_exact_answer_synonyms: bool = False
+    max_reasks: int = Field(default=2, ge=0)
+    max_tokens: int = Field(default=8, ge=1)
+    prompt_version: str = "v1"
+    shared_prefix: bool = False
+    structured_output: bool = False
+    justification: bool = False

@@ -1,0 +1,1 @@
+"""Pipelines: run configs, the DAG of stages, the `ccrs` CLI, MLflow logging."""

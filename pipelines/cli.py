@@ -1,0 +1,39 @@
+"""The `ccrs` command. Each subcommand lives in its own module exposing `add_arguments(parser)` and
+`main(args) -> int`; modules are imported only when their subcommand runs, so `ccrs --help` stays fast."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "setup": ("pipelines.setup_cmd", "prepare local models (GGUF -> HF folder) for the CPU stack"),
+    "run": ("pipelines.run_cmd", "run the whole pipeline: ingest -> ... -> statistics -> MLflow"),
+    "index": ("pipelines.retrieval_cmd", "ingest, chunk, embed and index a dataset"),
+    "retrieve": ("pipelines.retrieval_cmd", "retrieve top-k contexts for every question and score them"),
+    "serve": ("pipelines.serve_cmd", "start/stop/inspect the Ray Serve LLM app (readers + judge)"),
+    "stats": ("pipelines.stats_cmd", "statistics of per-sample scores (HSD, Holm, bootstrap, ...)"),
+    "compare": ("pipelines.compare_cmd", "regression check of a run against a baseline run"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="ccrs")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        sub_parser.set_defaults(_module=module_name)
+        if argv and argv[0] == name:
+            importlib.import_module(module_name).add_arguments(sub_parser, name)
+    args = parser.parse_args(argv)
+    module = importlib.import_module(args._module)
+    try:
+        return int(module.main(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted; finished stages are kept and a rerun resumes", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

