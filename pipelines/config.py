@@ -1,0 +1,103 @@
+"""The run configuration: one pydantic model (extra="forbid") composed of the components' typed
+parameters, loaded from YAML and validated before any work starts."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from infra.serving import ServingConfig
+from judges.config import ClientConfig, JudgeConfig, ReaderConfig
+from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = REPO_ROOT / "configs" / "cpu-demo.yaml"
+STAGES = ("retrieve", "generate", "judge", "reduce", "track")
+
+
+class ConfigError(ValueError):
+    """A run configuration that cannot be used; the message names the file and the offending key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StatsConfig(_Strict):
+    b: int = Field(default=10_000, ge=100)
+    seed: int = 0
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    hypotheses: str | None = Field(default=None, description="YAML hypotheses file (see configs/hypotheses)")
+
+
+class MlflowConfig(_Strict):
+    tracking_uri: str | None = Field(default=None, description="None: $MLFLOW_TRACKING_URI or ./mlruns")
+    experiment: str = "ccrs-bioasq"
+    run_name: str | None = None
+
+    def resolved_uri(self, base: Path) -> str:
+        uri = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        return uri or (base / "mlruns").resolve().as_uri()
+
+
+class RayConfig(_Strict):
+    address: str | None = Field(default=None, description="None: $RAY_ADDRESS or a local Ray")
+    num_cpus: int | None = Field(default=None, ge=1)
+
+
+class RunConfig(_Strict):
+    name: str = "ccrs-cpu-demo"
+    run_dir: str = "runs/{name}"
+    dataset: DatasetConfig = DatasetConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    index: IndexConfig = IndexConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    serving: ServingConfig = ServingConfig()
+    client: ClientConfig = ClientConfig()
+    readers: list[ReaderConfig] = Field(min_length=1)
+    judge: JudgeConfig = JudgeConfig()
+    stats: StatsConfig = StatsConfig()
+    mlflow: MlflowConfig = MlflowConfig()
+    ray: RayConfig = RayConfig()
+    judges: list[Literal["ccrs"]] = ["ccrs"]
+
+    @model_validator(mode="after")
+    def _unique_readers(self) -> "RunConfig":
+        names = [reader.name for reader in self.readers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"reader names must be unique, got {names}")
+        return self
+
+    def resolved_run_dir(self, base: Path | None = None) -> Path:
+        path = Path(self.run_dir.format(name=self.name))
+        return path if path.is_absolute() else (base or Path.cwd()) / path
+
+
+def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:
+    """Load and validate a YAML run config; `overrides` are dotted keys, e.g. {"dataset.limit": 5}."""
+    path = Path(path) if path else DEFAULT_CONFIG
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(raw).__name__}")
+    for dotted, value in (overrides or {}).items():
+        _set_dotted(raw, dotted, value)
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: invalid config:\n{exc}") from exc
+
+
+def _set_dotted(tree: dict, dotted: str, value) -> None:
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        tree = tree.setdefault(key, {})
+    tree[leaf] = value

@@ -1,0 +1,110 @@
+"""The pipeline DAG: composes the Ray stages of tasks/ in order and hands results to MLflow."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipelines.config import REPO_ROOT, STAGES, RunConfig
+
+
+@dataclass
+class PipelineResult:
+    run_dir: Path
+    stats_dir: Path
+    tracked: dict
+    stages: dict = field(default_factory=dict)
+
+
+def _forced(stage: str, from_stage: str | None) -> bool:
+    return from_stage is not None and STAGES.index(stage) >= STAGES.index(from_stage)
+
+
+def _resolve_paths(config: RunConfig) -> RunConfig:
+    """Relative dataset/hypotheses paths are taken from the working directory, then from the repo."""
+    data = config.model_dump()
+    for section, key in (("dataset", "path"), ("stats", "hypotheses")):
+        value = data[section][key]
+        if value and not Path(value).is_absolute():
+            candidate = Path.cwd() / value
+            data[section][key] = str((candidate if candidate.exists() else REPO_ROOT / value).resolve())
+    return RunConfig.model_validate(data)
+
+
+def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving: bool = False) -> PipelineResult:
+    from infra.serving import start_serve_app, stop_serve_app
+    from tasks.generate import run_generation
+    from tasks.judge import run_judging
+    from tasks.ray_runtime import ensure_ray
+    from tasks.reduce import run_reduce
+    from tasks.retrieval_stages import run_retrieval
+    from tasks.stage import file_fingerprint
+
+    config = _resolve_paths(config)
+    run_dir = config.resolved_run_dir()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
+    dashboard = ensure_ray(config.ray.address, config.ray.num_cpus)
+    print(f"Ray: {dashboard or 'local (no dashboard)'}; run directory: {run_dir}")
+
+    retrieval = run_retrieval(
+        run_dir, config.dataset, config.chunking, config.embedder, config.index, config.retrieval,
+        force=_forced("retrieve", from_stage),
+    )
+    print(f"retrieval: {json.dumps(retrieval.metrics_summary, default=str)}")
+    base_url = start_serve_app(config.serving)
+    try:
+        generation = run_generation(
+            run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers, config.client, base_url,
+            config.retrieval.top_k, force=_forced("generate", from_stage),
+        )
+        judging = run_judging(
+            run_dir, retrieval.queries_path, retrieval.retrieved_path, generation.path, config.judge,
+            config.client, base_url, config.retrieval.top_k, force=_forced("judge", from_stage),
+        )
+    finally:
+        if not keep_serving:
+            stop_serve_app()
+    reduce = run_reduce(
+        run_dir, judging.scores_path, file_fingerprint(judging.scores_path), config.stats.b, config.stats.seed, config.stats.alpha,
+        config.stats.hypotheses, force=_forced("reduce", from_stage),
+    )
+    tracked = _track(config, run_dir, retrieval, generation, judging, reduce, force=_forced("track", from_stage))
+    return PipelineResult(run_dir, reduce.out_dir, tracked, {
+        "generate": generation.summary, "judge": judging.summary, "reduce": reduce.summary,
+    })
+
+
+def _track(config, run_dir, retrieval, generation, judging, reduce, force: bool) -> dict:
+    from tasks.stage import run_stage, stage_key
+    from tasks.tracking import git_commit, log_pipeline_run, package_versions
+
+    tracking_uri = config.mlflow.resolved_uri(Path.cwd())
+    key = stage_key("track", {"uri": tracking_uri, "experiment": config.mlflow.experiment}, [reduce.key])
+
+    def log(out_dir: Path) -> dict:
+        provenance = {
+            "git_commit": git_commit(REPO_ROOT),
+            "packages": package_versions(),
+            "seeds": {"client": config.client.seed, "stats": config.stats.seed},
+            "models": {"judge": config.judge.model, "readers": [r.model or r.kind for r in config.readers],
+                       "embedder": config.embedder.model},
+            "prompt_versions": {"ccrs_judge": config.judge.prompt_version},
+        }
+        tracked = log_pipeline_run(
+            tracking_uri=tracking_uri,
+            experiment=config.mlflow.experiment,
+            run_name=config.mlflow.run_name or config.name,
+            config=config.model_dump(mode="json"),
+            provenance=provenance,
+            stats_dir=reduce.out_dir,
+            generations_path=generation.path,
+            judgments_path=judging.judgments_path,
+            queries_path=retrieval.queries_path,
+            retrieval_metrics=retrieval.metrics_summary,
+            stage_summaries={"generate": generation.summary, "judge": judging.summary},
+        )
+        return {"run_id": tracked.run_id, "experiment_id": tracked.experiment_id, "url": tracked.url,
+                "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}
+
+    return run_stage(run_dir, "track", key, log, force=force).summary

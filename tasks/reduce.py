@@ -1,0 +1,41 @@
+"""The final reducer stage: per-sample scores -> CCRS statistics (stats/ does the math)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from stats.hypotheses import load_hypotheses
+from stats.report import compute_all, load_scores, write_outputs
+from tasks.stage import StageResult, run_stage, stage_key
+
+
+def run_reduce(
+    run_dir: Path,
+    scores_path: Path,
+    upstream_key: str,
+    b: int,
+    seed: int,
+    alpha: float,
+    hypotheses_path: str | None = None,
+    force: bool = False,
+) -> StageResult:
+    config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path)}
+    key = stage_key("reduce", config, [upstream_key])
+
+    def reduce_scores(out_dir: Path) -> dict:
+        scores = load_scores(scores_path)
+        hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None
+        result = compute_all(scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha)
+        written = write_outputs(result, scores, out_dir)
+        return {
+            "n_queries": result["n_queries"],
+            "systems": result["systems"],
+            "metrics": result["metrics"],
+            "hypotheses": result.get("hypotheses", {}),
+            "files": [str(path.relative_to(out_dir)) for path in written],
+        }
+
+    return run_stage(run_dir, "reduce", key, reduce_scores, force=force)
+
+
+def _hypotheses_text(path: str | None) -> str | None:
+    return Path(path).read_text() if path else None

