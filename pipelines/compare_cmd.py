@@ -16,7 +16,7 @@ EXIT_REGRESSION = 3
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--run", default="latest", help="run id to check, or 'latest' (default)")
     parser.add_argument("--baseline", default="previous", help="baseline run id, or 'previous' (default)")
-    parser.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or ./mlruns")
+    parser.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or ./mlflow.db")
     parser.add_argument("--experiment", default="ccrs-bioasq")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--b", type=int, default=10_000)

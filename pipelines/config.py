@@ -34,13 +34,13 @@ class StatsConfig(_Strict):
 
 
 class MlflowConfig(_Strict):
-    tracking_uri: str | None = Field(default=None, description="None: $MLFLOW_TRACKING_URI or ./mlruns")
+    tracking_uri: str | None = Field(default=None, description="None: $MLFLOW_TRACKING_URI or ./mlflow.db")
     experiment: str = "ccrs-bioasq"
     run_name: str | None = None
 
     def resolved_uri(self, base: Path) -> str:
         uri = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-        return uri or (base / "mlruns").resolve().as_uri()
+        return uri or f"sqlite:///{(base / 'mlflow.db').resolve()}"
 
 
 class RayConfig(_Strict):

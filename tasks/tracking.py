@@ -96,7 +96,7 @@ def log_pipeline_run(
 
     mlflow.set_tracking_uri(tracking_uri)
     try:
-        experiment_id = mlflow.set_experiment(experiment).experiment_id
+        experiment_id = _ensure_experiment(tracking_uri, experiment)
     except Exception as exc:  # MLflow raises many types for an unreachable store
         raise TrackingError(f"MLflow tracking server {tracking_uri} unavailable: {exc}") from exc
     stats = json.loads((stats_dir / "stats.json").read_text())
@@ -112,6 +112,18 @@ def log_pipeline_run(
         }
         run_id = parent.info.run_id
     return TrackedRun(run_id, experiment_id, tracking_uri, run_url(tracking_uri, experiment_id, run_id), system_runs)
+
+
+def _ensure_experiment(tracking_uri: str, name: str) -> str:
+    """A local (sqlite) store keeps artifacts in ./mlartifacts beside it; a server decides for itself."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    if client.get_experiment_by_name(name) is None and tracking_uri.startswith("sqlite:///"):
+        store = Path(tracking_uri.removeprefix("sqlite:///"))
+        client.create_experiment(name, artifact_location=(store.parent / "mlartifacts").as_uri())
+    return mlflow.set_experiment(name).experiment_id
 
 
 def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries) -> None:

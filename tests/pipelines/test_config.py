@@ -1,0 +1,48 @@
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_run_configs_validate(path):
+    config = load_config(path)
+    assert config.readers and config.judge.metrics
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_unknown_key_is_an_error_naming_the_key(tmp_path):
+    path = _write(tmp_path, "readers: [{name: r1, kind: extractive}]\nchunking: {chunk_tokns: 5}\n")
+    with pytest.raises(ConfigError, match="chunk_tokns"):
+        load_config(path)
+
+
+def test_impossible_values_are_errors(tmp_path):
+    path = _write(tmp_path, "readers: [{name: r1, kind: extractive}]\nchunking: {chunk_tokens: 50, overlap_tokens: 50}\n")
+    with pytest.raises(ConfigError, match="overlap_tokens"):
+        load_config(path)
+    path = _write(tmp_path, "readers: [{name: r1, kind: extractive}, {name: r1, kind: extractive}]\n")
+    with pytest.raises(ConfigError, match="unique"):
+        load_config(path)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="YAML"):
+        load_config(_write(tmp_path, "readers: [\n"))
+
+
+def test_dotted_overrides_apply(tmp_path):
+    path = _write(tmp_path, "readers: [{name: r1, kind: extractive}]\n")
+    config = load_config(path, {"dataset.limit": 3, "run_dir": str(tmp_path / "r")})
+    assert config.dataset.limit == 3
+    assert config.resolved_run_dir() == tmp_path / "r"

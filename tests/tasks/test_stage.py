@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from tasks.stage import file_fingerprint, run_stage, stage_key
+
+
+def _writer(calls):
+    def write(out_dir):
+        calls.append(out_dir)
+        (out_dir / "part.txt").write_text("done")
+        return {"rows": 3}
+    return write
+
+
+def test_same_key_reuses_finished_output(tmp_path):
+    calls = []
+    first = run_stage(tmp_path, "chunk", "k1", _writer(calls))
+    second = run_stage(tmp_path, "chunk", "k1", _writer(calls))
+    assert len(calls) == 1
+    assert not first.reused and second.reused
+    assert second.summary == {"rows": 3}
+    assert (tmp_path / "chunk" / "part.txt").read_text() == "done"
+
+
+def test_changed_key_or_force_recomputes(tmp_path):
+    calls = []
+    run_stage(tmp_path, "chunk", "k1", _writer(calls))
+    run_stage(tmp_path, "chunk", "k2", _writer(calls))
+    run_stage(tmp_path, "chunk", "k2", _writer(calls), force=True)
+    assert len(calls) == 3
+    assert json.loads((tmp_path / "chunk" / "_STAGE.json").read_text())["key"] == "k2"
+
+
+def test_failed_stage_keeps_previous_output(tmp_path):
+    run_stage(tmp_path, "judge", "k1", _writer([]))
+
+    def crash(out_dir):
+        (out_dir / "part.txt").write_text("half")
+        raise RuntimeError("server died")
+
+    with pytest.raises(RuntimeError):
+        run_stage(tmp_path, "judge", "k2", crash)
+    assert (tmp_path / "judge" / "part.txt").read_text() == "done"
+    assert run_stage(tmp_path, "judge", "k1", _writer([])).reused
+
+
+def test_stage_key_depends_on_config_upstream_and_code():
+    base = stage_key("embed", {"model": "a"}, ["u1"])
+    assert base == stage_key("embed", {"model": "a"}, ["u1"])
+    assert base != stage_key("embed", {"model": "b"}, ["u1"])
+    assert base != stage_key("embed", {"model": "a"}, ["u2"])
+    assert base != stage_key("embed", {"model": "a"}, ["u1"], code_version="2")
+
+
+def test_file_fingerprint_tracks_content(tmp_path):
+    data = tmp_path / "d.json"
+    data.write_text('{"questions": []}')
+    before = file_fingerprint(data)
+    data.write_text('{"questions": [1]}')
+    assert file_fingerprint(data) != before

@@ -1,0 +1,21 @@
+from tasks.tracking import flatten, redact, run_url
+
+
+def test_redact_hides_secret_values_but_keeps_env_var_names():
+    config = {"opensearch": {"password_env": "OPENSEARCH_PASSWORD", "password": "hunter2"},
+              "client": {"api_key": "sk-123", "api_key_env": "CCRS_LLM_API_KEY", "timeout_s": 5},
+              "list": [{"token": "t"}]}
+    clean = redact(config)
+    assert clean["opensearch"] == {"password_env": "OPENSEARCH_PASSWORD", "password": "***"}
+    assert clean["client"] == {"api_key": "***", "api_key_env": "CCRS_LLM_API_KEY", "timeout_s": 5}
+    assert clean["list"] == [{"token": "***"}]
+
+
+def test_flatten_uses_dotted_keys_and_json_for_lists():
+    assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": None, "e": True}) == {
+        "a.b": "1", "a.c": "[1, 2]", "d": "null", "e": "true"}
+
+
+def test_run_url_for_server_and_local_store():
+    assert run_url("http://mlflow:5000/", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"
+    assert run_url("sqlite:///x.db", "1", "r").startswith("http://127.0.0.1:5000/#/experiments/1/runs/r")
