@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stats.multiple import holm
+from stats.multiple import holm_adjust
 from stats.paired import paired_randomization_test
 
 JUDGMENTS_ARTIFACT = "samples/judgments.parquet"
@@ -70,7 +70,7 @@ def paired_table(current: pd.DataFrame, baseline: pd.DataFrame, alpha: float, b:
         rows.append({"system": system, "metric": metric, "n": result.n, "mean_run": cell["score_run"].mean(),
                      "mean_baseline": cell["score_base"].mean(), "diff": result.mean_diff, "p_value": result.p_value})
     table = pd.DataFrame(rows)
-    table["adjusted_p"] = holm(table["p_value"].to_numpy())
+    table["adjusted_p"] = holm_adjust(table["p_value"].to_numpy())
     table["significant"] = table["adjusted_p"] < alpha
     table["verdict"] = np.where(table["significant"], np.where(table["diff"] < 0, "regression", "improvement"), "same")
     return table
