@@ -63,3 +63,20 @@ def test_cron_recipe_submits_with_ray_job_submit():
     script = (ROOT / "infra" / "cron" / "nightly.sh").read_text()
     assert "ray job submit --working-dir ." in script
     assert "ccrs compare --baseline previous --fail-on-regression" in script
+
+
+def test_rayservice_mirrors_the_cluster_serving_profile():
+    from infra.serving import ServingConfig, llm_config_kwargs
+
+    (service,) = _documents(K8S / "rayservice-llm.yaml")
+    (app,) = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"]
+    assert app["import_path"] == "ray.serve.llm:build_openai_app"
+    manifest = {c["model_loading_config"]["model_id"]: c for c in app["args"]["llm_configs"]}
+    cluster = ServingConfig.for_profile("cluster")
+    assert sorted(manifest) == sorted(cluster.model_ids())
+    for model in cluster.models:
+        expected = llm_config_kwargs(model, "cluster")
+        deployed = manifest[model.model_id]
+        assert deployed["engine_kwargs"] == expected["engine_kwargs"], model.model_id
+        assert deployed["deployment_config"] == expected["deployment_config"], model.model_id
+        assert deployed["accelerator_type"] == expected["accelerator_type"], model.model_id

@@ -1,0 +1,80 @@
+"""End-to-end fixtures: a real `mlflow server` on loopback and one pipeline run of the shipped CPU demo
+config against it (reusing the session's real CPU LLM stack from tests/conftest.py)."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pipelines.config import DEFAULT_CONFIG, load_config
+
+E2E_QUESTIONS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {timeout_s:.0f}s")
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """`mlflow server` with a SQLite backend and proxied local artifacts, bound to 127.0.0.1."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    command = [
+        str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1", "--port", str(port),
+        "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+        "--artifacts-destination", (root / "artifacts").as_uri(), "--workers", "1",
+    ]
+    log = open(root / "server.log", "wb")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/health", 120)
+        yield url
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+
+
+def e2e_config(run_dir: Path, llm_base_url: str, tracking_uri: str, experiment: str = "ccrs-e2e"):
+    """The shipped demo config, on the first few questions, against an already running LLM endpoint."""
+    return load_config(DEFAULT_CONFIG, {
+        "name": "e2e",
+        "run_dir": str(run_dir),
+        "dataset.limit": E2E_QUESTIONS,
+        "serving": {"profile": "external", "base_url": llm_base_url},
+        "stats.b": 1000,
+        "mlflow.tracking_uri": tracking_uri,
+        "mlflow.experiment": experiment,
+    })
+
+
+@pytest.fixture(scope="session")
+def e2e_run(llm_endpoint, mlflow_server, tmp_path_factory, judge_cache_dir):
+    from pipelines.pipeline import run_pipeline
+
+    config = e2e_config(tmp_path_factory.mktemp("e2e") / "run", llm_endpoint.base_url, mlflow_server)
+    started = time.perf_counter()
+    result = run_pipeline(config, keep_serving=True)
+    result.stages["wall_s"] = time.perf_counter() - started
+    return config, result

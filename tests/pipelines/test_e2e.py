@@ -1,0 +1,70 @@
+"""`ccrs run` end to end on real BioASQ questions with the real CPU model stack, asserting on what lands
+in a real MLflow server."""
+import json
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from pipelines.pipeline import run_pipeline
+
+pytestmark = [pytest.mark.llm, pytest.mark.slow]
+CCRS = ["CC", "QR", "ID", "AC", "IR"]
+
+
+def _runs(tracking_uri, experiment):
+    client = MlflowClient(tracking_uri)
+    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    return client, client.search_runs([experiment_id])
+
+
+def test_parent_run_holds_statistics_samples_config_and_provenance(e2e_run):
+    config, result = e2e_run
+    client, runs = _runs(config.mlflow.tracking_uri, config.mlflow.experiment)
+    (parent,) = [run for run in runs if run.data.tags.get("ccrs.kind") == "pipeline"]
+    assert parent.info.run_id == result.tracked["run_id"]
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"stats", "plots", "tables", "samples", "config"} <= artifacts
+    plots = [a.path for a in client.list_artifacts(parent.info.run_id, "plots")]
+    assert plots and all(path.endswith(".png") for path in plots)
+    stats_path = client.download_artifacts(parent.info.run_id, "stats/stats.json")
+    stats = json.loads(open(stats_path).read())
+    assert {"n_queries", "systems", "metrics", "per_metric", "correlations", "b", "seed", "alpha"} <= set(stats)
+    assert stats["systems"] == list("ABCDEF") and stats["metrics"] == CCRS
+    params = parent.data.params
+    for key in ("provenance.git_commit", "provenance.seeds.client", "provenance.seeds.stats",
+                "provenance.prompt_versions.ccrs_judge", "provenance.packages.ray", "judge.model"):
+        assert key in params, key
+    assert len(parent.inputs.dataset_inputs) == 1
+
+
+def test_one_nested_run_per_system_with_ccrs_means_and_cis(e2e_run):
+    config, result = e2e_run
+    _, runs = _runs(config.mlflow.tracking_uri, config.mlflow.experiment)
+    systems = {run.data.tags["system"]: run for run in runs if "system" in run.data.tags}
+    assert sorted(systems) == list("ABCDEF")
+    for label, run in systems.items():
+        assert run.data.tags["mlflow.parentRunId"] == result.tracked["run_id"]
+        assert run.data.tags["retriever"] in ("bm25", "knn") and run.data.tags["reader"]
+        for metric in CCRS:
+            failed = run.data.metrics[f"{metric}_failed"]
+            if failed < 3:  # a metric with every judgment failed has no mean (never a NaN or 0)
+                assert 0.0 <= run.data.metrics[metric] <= 1.0
+                assert run.data.metrics[f"{metric}_ci_low"] <= run.data.metrics[f"{metric}_ci_high"]
+
+
+def test_every_sample_has_one_judgment_or_one_recorded_failure(e2e_run):
+    config, result = e2e_run
+    judgments = pd.read_parquet(result.run_dir / "judge" / "judgments.parquet")
+    assert not judgments.duplicated(["query_id", "system", "metric"]).any()
+    assert len(judgments) == 3 * 6 * len(CCRS)
+    ok = judgments["status"] != "failed"
+    assert judgments.loc[ok, "score"].between(0, 1).all()
+    assert judgments.loc[~ok, "score"].isna().all() and judgments.loc[~ok, "reason"].str.len().gt(0).all()
+
+
+def test_rerun_reuses_every_stage(e2e_run):
+    config, result = e2e_run
+    again = run_pipeline(config, keep_serving=True)
+    assert again.tracked["run_id"] == result.tracked["run_id"]
+    assert again.stages["generate"] == result.stages["generate"]
