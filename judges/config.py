@@ -32,6 +32,9 @@ class ReaderConfig(_Strict):
     temperature: float = 0.0
     max_tokens: int = Field(default=2048, ge=1)
     max_sentences: int = Field(default=3, ge=1, description="extractive baseline only")
+    context_window: int = Field(default=2048, ge=64, description="model window (prompt + new tokens)")
+    tokenizer: str | None = Field(default=None, description="tokenizer for the window check; None = the "
+                                  "local model folder when there is one, else a character estimate")
 
 
 class JudgeConfig(_Strict):
@@ -45,3 +48,7 @@ class JudgeConfig(_Strict):
     shared_prefix: bool = False
     structured_output: bool = False
     justification: bool = False
+    lenient_parse: bool = Field(default=False, description="accept one unambiguous integer inside prose")
+    context_window: int = Field(default=2048, ge=64)
+    tokenizer: str | None = None
+    cache: bool = True

@@ -10,6 +10,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def redact_userinfo(url: str) -> str:
+    scheme, sep, rest = url.rpartition("://")
+    if "@" not in rest:
+        return url
+    return f"{scheme}{sep}***@{rest.split('@', 1)[1]}"
+
+
 class DatasetConfig(_Strict):
     """Where the questions and passages come from."""
 
@@ -25,6 +32,7 @@ class ChunkingConfig(_Strict):
     chunk_tokens: int = Field(default=300, ge=8)
     overlap_tokens: int = Field(default=60, ge=0)
     shard_size: int = Field(default=2000, ge=1, description="passages per Ray task")
+    max_parallel: int = Field(default=2, ge=1, description="chunking Ray tasks in flight at once")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> "ChunkingConfig":
@@ -43,6 +51,10 @@ class EmbedderConfig(_Strict):
     instruction: str | None = None
     batch_size: int = Field(default=64, ge=1)
     normalize: bool = True
+    device: str | None = Field(default=None, description="sentence-transformers device; None: auto")
+    engine_kwargs: dict = Field(default_factory=dict, description="extra vllm.LLM(...) arguments")
+    num_workers: int = Field(default=1, ge=1, description="embedding Ray tasks (each loads the model once)")
+    num_gpus: float = Field(default=0.0, ge=0, description="GPUs per embedding task (vllm: 1)")
 
 
 class OpenSearchConfig(_Strict):
@@ -62,7 +74,15 @@ class OpenSearchConfig(_Strict):
     hnsw_m: int = 16
     hnsw_ef_construction: int = 128
     bulk_batch: int = 500
+    search_batch: int = Field(default=64, ge=1, description="queries per _msearch request")
     timeout_s: float = 60.0
+
+    def __repr__(self) -> str:
+        # Hosts may carry user:password@; show them without it. Secrets themselves live only in env vars.
+        hosts = [redact_userinfo(h) for h in self.hosts]
+        return f"OpenSearchConfig(hosts={hosts}, index_name={self.index_name!r}, auth={self.auth!r}, ...)"
+
+    __str__ = __repr__
 
 
 class IndexConfig(_Strict):
@@ -70,8 +90,14 @@ class IndexConfig(_Strict):
     opensearch: OpenSearchConfig = OpenSearchConfig()
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
+    bm25_stopwords: str | None = Field(default="en", description="embedded BM25: bm25s stopword list or None")
+    bm25_stemmer: str | None = Field(
+        default=None, description="embedded BM25: PyStemmer language (e.g. 'english'); needs PyStemmer"
+    )
 
 
 class RetrievalConfig(_Strict):
     retrievers: list[Literal["bm25", "knn"]] = ["bm25", "knn"]
     top_k: int = Field(default=20, ge=1)
+    query_shard_size: int = Field(default=256, ge=1, description="queries per Ray retrieval task")
+    max_parallel: int = Field(default=2, ge=1, description="retrieval Ray tasks in flight at once")

@@ -7,7 +7,10 @@ from pipelines.config import ConfigError, load_config
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+RUN_CONFIGS = [ROOT / "configs" / name for name in ("cpu-demo.yaml", "paper-bioasq.yaml")]
+
+
+@pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)
 def test_shipped_run_configs_validate(path):
     config = load_config(path)
     assert config.readers and config.judge.metrics
