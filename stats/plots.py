@@ -1,0 +1,133 @@
+"""PNG plots of a stats.json result: box plots, histograms, ASL curves, correlation heatmaps.
+
+matplotlib (Agg backend) is imported inside the functions so that importing stats stays light.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from stats.scores import ScoreCube
+
+
+def write_plots(result: dict, cube: ScoreCube, plot_dir: Path) -> list[Path]:
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    return [
+        boxplots(cube, plot_dir / "boxplots.png"),
+        histograms(cube, plot_dir / "histograms.png"),
+        asl_curves(result, plot_dir / "asl_curves.png"),
+        correlation_heatmaps(result, plot_dir / "correlations.png"),
+    ]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _grid(plt, n_panels: int, panel_size: tuple[float, float] = (4.0, 3.2)):
+    columns = min(3, n_panels)
+    rows = math.ceil(n_panels / columns)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(panel_size[0] * columns, panel_size[1] * rows), squeeze=False
+    )
+    for axis in axes.ravel()[n_panels:]:
+        axis.set_visible(False)
+    return figure, axes.ravel()
+
+
+def _complete_rows(cube: ScoreCube, metric: str) -> np.ndarray:
+    matrix = cube.metric_matrix(metric)
+    return matrix[np.isfinite(matrix).all(axis=1)]
+
+
+def boxplots(cube: ScoreCube, path: Path) -> Path:
+    """One panel per metric, systems sorted by median score (paired queries only)."""
+    plt = _pyplot()
+    figure, axes = _grid(plt, len(cube.metrics))
+    for axis, metric in zip(axes, cube.metrics):
+        used = _complete_rows(cube, metric)
+        axis.set_title(f"{metric} (n={len(used)})")
+        if len(used) == 0:
+            continue
+        order = np.argsort(np.median(used, axis=0), kind="stable")
+        axis.boxplot([used[:, s] for s in order], showmeans=True)
+        axis.set_xticks(range(1, len(order) + 1), [cube.systems[s] for s in order], rotation=45, ha="right")
+        axis.set_ylim(-0.05, 1.05)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def histograms(cube: ScoreCube, path: Path) -> Path:
+    """One panel per metric: each system's score histogram as a step line."""
+    plt = _pyplot()
+    figure, axes = _grid(plt, len(cube.metrics))
+    bins = np.linspace(0.0, 1.0, 21)
+    for axis, metric in zip(axes, cube.metrics):
+        used = _complete_rows(cube, metric)
+        axis.set_title(metric)
+        for s, system in enumerate(cube.systems):
+            if len(used):
+                axis.hist(used[:, s], bins=bins, histtype="step", label=system)
+        axis.set_xlabel("score")
+        axis.set_ylabel("queries")
+    axes[0].legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def asl_curves(result: dict, path: Path) -> Path:
+    """Sakai's ASL curves: each metric's pairwise p-values sorted, against their rank."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(6.0, 4.0))
+    for metric, entry in result["per_metric"].items():
+        p_values = sorted(pair["p_value"] for pair in entry["pairwise"] if pair["p_value"] is not None)
+        if p_values:
+            axis.plot(range(1, len(p_values) + 1), p_values, marker="o", markersize=3, label=metric)
+    axis.axhline(result["alpha"], color="grey", linestyle="--", linewidth=1, label=f"alpha={result['alpha']}")
+    axis.set_xlabel("system pairs sorted by p-value")
+    axis.set_ylabel("achieved significance level (p-value)")
+    axis.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def correlation_heatmaps(result: dict, path: Path) -> Path:
+    """Fisher-z averaged metric x metric correlations, one panel per method."""
+    plt = _pyplot()
+    metrics = result["metrics"]
+    methods = list(result["correlations"])
+    figure, axes = plt.subplots(1, len(methods), figsize=(4.2 * len(methods), 3.8), squeeze=False)
+    for axis, method in zip(axes.ravel(), methods):
+        matrix = np.array(
+            [
+                [np.nan if r is None else r for r in row]
+                for row in result["correlations"][method]["fisher_z_mean"]
+            ],
+            dtype=float,
+        )
+        image = axis.imshow(matrix, vmin=-1.0, vmax=1.0, cmap="coolwarm")
+        axis.set_xticks(range(len(metrics)), metrics, rotation=45, ha="right")
+        axis.set_yticks(range(len(metrics)), metrics)
+        for (i, j), value in np.ndenumerate(matrix):
+            if np.isfinite(value):
+                axis.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
+        axis.set_title(f"{method} (Fisher-z mean)")
+        figure.colorbar(image, ax=axis, fraction=0.046)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

@@ -1,0 +1,303 @@
+"""The statistics reducer: scores in, the stats.json dict out (compute_all), then files (write_outputs)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stats.bootstrap import bootstrap_mean_ci
+from stats.descriptive import (
+    CORRELATION_METHODS,
+    bound_counts,
+    correlation_matrix,
+    fisher_z_mean,
+    population_stats,
+    tie_rate,
+)
+from stats.errors import StatsInputError
+from stats.hsd import HSDResult, randomized_tukey_hsd
+from stats.hypotheses import HypothesisResult, HypothesisSet, check_hypotheses_against, evaluate_hypotheses
+from stats.scores import ScoreCube, build_cube, read_scores_file, validate_scores
+
+CI_LEVEL = 0.95
+# Random streams are seeded by (seed, purpose, metric index) through numpy's SeedSequence.
+_HSD_STREAM = 1
+_BOOTSTRAP_STREAM = 2
+
+
+def load_scores(path: str | Path) -> pd.DataFrame:
+    """Read long-format scores from Parquet or CSV and validate them (raises StatsInputError)."""
+    return validate_scores(read_scores_file(path))
+
+
+def compute_all(
+    scores: pd.DataFrame,
+    hypotheses: HypothesisSet | None = None,
+    b: int = 10000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    *,
+    on_metric: Callable[[str], None] | None = None,
+) -> dict:
+    """Every statistic of the stats.json contract, JSON-serializable, null (with a note) where undefined.
+
+    on_metric, if given, is called with each metric's name once its tests are done (progress reporting).
+    """
+    _check_options(b, seed, alpha)
+    cube = build_cube(validate_scores(scores))
+    if hypotheses is not None:
+        check_hypotheses_against(hypotheses, cube.systems, cube.metrics)
+    complete = {metric: np.isfinite(cube.metric_matrix(metric)).all(axis=1) for metric in cube.metrics}
+    groups = _groups_with_same_queries(cube, complete)
+    intervals = _bootstrap_intervals(cube, groups, complete, b, seed)
+    hsd_by_metric = _hsd_by_metric(cube, complete, b, seed, on_metric)
+    notes: list[str] = []
+    per_metric = {
+        metric: _metric_entry(
+            cube, cube.metric_matrix(metric)[complete[metric]], hsd, intervals[metric], alpha
+        )
+        if hsd is not None
+        else _empty_metric_entry(cube, metric, notes)
+        for metric, hsd in hsd_by_metric.items()
+    }
+    result = {
+        "n_queries": len(cube.query_ids),
+        "systems": list(cube.systems),
+        "metrics": list(cube.metrics),
+        "b": b,
+        "seed": seed,
+        "alpha": alpha,
+        "ci_level": CI_LEVEL,
+        "per_metric": per_metric,
+        "correlations": _correlations(cube),
+        "hypotheses": _hypotheses_entry(hypotheses, hsd_by_metric, cube.systems, alpha),
+    }
+    return _json_ready(result, notes)
+
+
+def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Write stats.json, tables/*.csv and tables/*.md, plots/*.png; return the written paths."""
+    from stats import plots, tables
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stats_path = out_dir / "stats.json"
+    stats_path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+    cube = build_cube(validate_scores(scores))
+    written = [stats_path]
+    written += tables.write_tables(result, out_dir / "tables")
+    written += plots.write_plots(result, cube, out_dir / "plots")
+    return written
+
+
+def _check_options(b: int, seed: int, alpha: float) -> None:
+    if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
+        raise StatsInputError(f"b (iterations and resamples) must be a positive integer, got {b!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise StatsInputError(f"seed must be a non-negative integer, got {seed!r}")
+    if not (isinstance(alpha, (int, float)) and 0.0 < alpha < 1.0):
+        raise StatsInputError(f"alpha must lie in (0, 1), got {alpha!r}")
+
+
+def _groups_with_same_queries(cube: ScoreCube, complete: dict[str, np.ndarray]) -> list[list[int]]:
+    """Indices of metrics grouped by their set of complete queries (metrics without any are left out).
+
+    The metrics of a group share one set of bootstrap resamples (one matrix product for all of them),
+    seeded by (seed, purpose, first metric of the group): the output is a function of scores and seed.
+    """
+    groups: dict[bytes, list[int]] = {}
+    for metric_index, metric in enumerate(cube.metrics):
+        if complete[metric].any():
+            groups.setdefault(np.packbits(complete[metric]).tobytes(), []).append(metric_index)
+    return list(groups.values())
+
+
+def _hsd_by_metric(
+    cube: ScoreCube,
+    complete: dict[str, np.ndarray],
+    b: int,
+    seed: int,
+    on_metric: Callable[[str], None] | None,
+) -> dict[str, HSDResult | None]:
+    """Randomized Tukey HSD of every metric (None for a metric without complete queries).
+
+    Each metric runs alone with its own stream: sharing permutations across metrics would save random
+    numbers but makes the gathered rows too wide for the cache and is slower.
+    """
+    hsd_by_metric: dict[str, HSDResult | None] = {}
+    for metric_index, metric in enumerate(cube.metrics):
+        used = cube.metric_matrix(metric)[complete[metric]]
+        if len(used):
+            rng = np.random.default_rng([seed, _HSD_STREAM, metric_index])
+            hsd_by_metric[metric] = randomized_tukey_hsd(used, b, rng)
+        else:
+            hsd_by_metric[metric] = None
+        if on_metric is not None:
+            on_metric(metric)
+    return hsd_by_metric
+
+
+def _bootstrap_intervals(
+    cube: ScoreCube, groups: list[list[int]], complete: dict[str, np.ndarray], b: int, seed: int
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Percentile CI bounds of every system's mean, per metric."""
+    intervals = {}
+    k = len(cube.systems)
+    for group in groups:
+        rows = complete[cube.metrics[group[0]]]
+        columns = cube.values[rows][:, :, group].transpose(0, 2, 1).reshape(int(rows.sum()), -1)
+        rng = np.random.default_rng([seed, _BOOTSTRAP_STREAM, group[0]])
+        ci = bootstrap_mean_ci(columns, b, rng, CI_LEVEL)
+        for position, metric_index in enumerate(group):
+            block = slice(position * k, (position + 1) * k)
+            intervals[cube.metrics[metric_index]] = (ci.low[block], ci.high[block])
+    return intervals
+
+
+def _metric_entry(
+    cube: ScoreCube,
+    used: np.ndarray,
+    hsd: HSDResult,
+    interval: tuple[np.ndarray, np.ndarray],
+    alpha: float,
+) -> dict[str, Any]:
+    systems = cube.systems
+    pairwise = [
+        {
+            "a": systems[i],
+            "b": systems[j],
+            "diff": float(hsd.diffs[i, j]),
+            "p_value": float(hsd.p_values[i, j]),
+            "significant": bool(hsd.p_values[i, j] <= alpha),
+        }
+        for i, j in combinations(range(len(systems)), 2)
+    ]
+    low, high = interval
+    columns = {system: used[:, s] for s, system in enumerate(systems)}
+    return {
+        "n_used": len(used),
+        "n_dropped": int(len(cube.query_ids) - len(used)),
+        "means": {system: float(hsd.means[s]) for s, system in enumerate(systems)},
+        "ci95": {system: [float(low[s]), float(high[s])] for s, system in enumerate(systems)},
+        "pairwise": pairwise,
+        "discriminative_power": sum(pair["significant"] for pair in pairwise) / len(pairwise),
+        "tie_rate": {system: tie_rate(values) for system, values in columns.items()},
+        "bounds": {system: dict(zip(("at_0", "at_1"), bound_counts(v))) for system, v in columns.items()},
+        "population": {system: population_stats(values).as_dict() for system, values in columns.items()},
+    }
+
+
+def _empty_metric_entry(cube: ScoreCube, metric: str, notes: list[str]) -> dict[str, Any]:
+    notes.append(f"per_metric.{metric}: no query has a score from every system; its statistics are null")
+    nothing = {key: None for key in population_stats(np.array([])).as_dict()}
+    return {
+        "n_used": 0,
+        "n_dropped": len(cube.query_ids),
+        "means": {system: None for system in cube.systems},
+        "ci95": {system: [None, None] for system in cube.systems},
+        "pairwise": [
+            {"a": a, "b": b, "diff": None, "p_value": None, "significant": False}
+            for a, b in combinations(cube.systems, 2)
+        ],
+        "discriminative_power": None,
+        "tie_rate": {system: None for system in cube.systems},
+        "bounds": {system: {"at_0": 0, "at_1": 0} for system in cube.systems},
+        "population": {system: dict(nothing) for system in cube.systems},
+    }
+
+
+def _correlations(cube: ScoreCube) -> dict[str, Any]:
+    """Per system metric x metric correlations (pairwise-complete queries), averaged via Fisher's z."""
+    result = {}
+    for method in CORRELATION_METHODS:
+        per_system = {
+            system: correlation_matrix(cube.values[:, s, :], method) for s, system in enumerate(cube.systems)
+        }
+        result[method] = {
+            "per_system": {system: matrix.tolist() for system, matrix in per_system.items()},
+            "fisher_z_mean": fisher_z_mean(np.stack(list(per_system.values()))).tolist(),
+        }
+    return result
+
+
+def _hypotheses_entry(
+    hypotheses: HypothesisSet | None,
+    hsd_by_metric: dict[str, HSDResult | None],
+    systems: Sequence[str],
+    alpha: float,
+) -> dict[str, Any]:
+    if hypotheses is None:
+        return {}
+    evaluated = evaluate_hypotheses(hypotheses, hsd_by_metric, systems, alpha)
+    stated = {h.name: h for h in hypotheses.hypotheses}
+    return {name: _hypothesis_dict(result, stated[name]) for name, result in evaluated.items()}
+
+
+def _hypothesis_dict(result: HypothesisResult, hypothesis) -> dict[str, Any]:
+    return {
+        "raw_p": result.raw_p,
+        "adjusted_p": result.adjusted_p,
+        "significant": result.significant,
+        "direction": hypothesis.direction,
+        "combine": hypothesis.combine,
+        "tests": [
+            {"a": t.a, "b": t.b, "metric": t.metric, "diff": t.diff, "p_value": t.p_value}
+            for t in result.tests
+        ],
+    }
+
+
+_NULL_REASONS = {
+    "skewness": "skewness is undefined for constant scores or fewer than 2 queries",
+    "kurtosis": "kurtosis is undefined for constant scores or fewer than 2 queries",
+    "variance": "the sample variance needs at least 2 queries",
+    "tie_rate": "the tie rate needs at least 2 queries",
+    "correlations": "a correlation is undefined when a metric is constant for a system "
+    "or fewer than 2 queries have both scores",
+    "diff": "the metric has no complete query",
+}
+
+
+def _json_ready(value: Any, notes: list[str]) -> dict:
+    """Plain Python types, NaN replaced by null; each null is explained in the "notes" list."""
+    nulls: dict[str, list[str]] = {}
+    cleaned = _clean(value, "", nulls)
+    for reason, paths in nulls.items():
+        shown = ", ".join(paths[:6]) + (f" and {len(paths) - 6} more" if len(paths) > 6 else "")
+        notes.append(f"null at {shown}: {reason}")
+    cleaned["notes"] = notes
+    return cleaned
+
+
+def _clean(value: Any, path: str, nulls: dict[str, list[str]]) -> Any:
+    if isinstance(value, dict):
+        return {
+            str(key): _clean(item, f"{path}.{key}" if path else str(key), nulls)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_clean(item, f"{path}[{i}]", nulls) for i, item in enumerate(value)]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        if math.isfinite(value):
+            return float(value)
+        nulls.setdefault(_null_reason(path), []).append(path)
+        return None
+    return value
+
+
+def _null_reason(path: str) -> str:
+    for key, reason in _NULL_REASONS.items():
+        if key in path:
+            return reason
+    return "undefined for the available data"

@@ -1,0 +1,134 @@
+"""Validation of long-format scores (query_id, system, metric, score) and the dense score cube."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stats.errors import StatsInputError
+
+REQUIRED_COLUMNS = ("query_id", "system", "metric", "score")
+CCRS_METRICS = ("CC", "QR", "ID", "AC", "IR")
+_SHOWN = 5  # offending rows quoted in an error message
+
+
+@dataclass(frozen=True)
+class ScoreCube:
+    """values[q, s, m] is the score of query q, system s, metric m; NaN where missing."""
+
+    query_ids: tuple[str, ...]
+    systems: tuple[str, ...]
+    metrics: tuple[str, ...]
+    values: np.ndarray
+
+    def metric_matrix(self, metric: str) -> np.ndarray:
+        """(n_queries, n_systems) scores of one metric, NaN where missing."""
+        return self.values[:, :, self.metrics.index(metric)]
+
+
+def read_scores_file(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise StatsInputError(f"scores file not found: {path}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        if suffix in (".csv", ".tsv"):
+            # Read everything as text so that a non-numeric score is reported, not silently coerced.
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as error:
+        raise StatsInputError(f"cannot read scores file {path}: {error}") from error
+    raise StatsInputError(f"scores file must be Parquet (.parquet) or CSV (.csv), got {path.name}")
+
+
+def validate_scores(frame: pd.DataFrame) -> pd.DataFrame:
+    """Checked copy with columns query_id, system, metric (str) and score (float64, in [0, 1]).
+
+    Rows with an empty score (NaN, None or "") are missing judgments and are dropped.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise StatsInputError(f"scores must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
+    if missing:
+        raise StatsInputError(f"scores lack column(s) {missing}; found {list(frame.columns)}")
+    frame = frame.loc[:, list(REQUIRED_COLUMNS)].reset_index(drop=True)
+    for column in ("query_id", "system", "metric"):
+        frame[column] = _key_column(frame, column)
+    frame["score"] = _score_column(frame)
+    _reject_duplicates(frame)
+    return frame[frame["score"].notna()].reset_index(drop=True)
+
+
+def build_cube(frame: pd.DataFrame) -> ScoreCube:
+    """Dense cube from validated scores: queries sorted, systems sorted, metrics in reporting order."""
+    query_ids = tuple(sorted(frame["query_id"].unique()))
+    systems = tuple(sorted(frame["system"].unique()))
+    metrics = metric_order(frame["metric"])
+    if len(systems) < 2:
+        raise StatsInputError(f"need at least two systems to compare, found {list(systems)}")
+    q = pd.Index(query_ids).get_indexer(frame["query_id"])
+    s = pd.Index(systems).get_indexer(frame["system"])
+    m = pd.Index(metrics).get_indexer(frame["metric"])
+    values = np.full((len(query_ids), len(systems), len(metrics)), np.nan)
+    values[q, s, m] = frame["score"].to_numpy(dtype=np.float64)
+    return ScoreCube(query_ids, systems, metrics, values)
+
+
+def metric_order(metrics: pd.Series) -> tuple[str, ...]:
+    """Order of first appearance, unless every metric is a CCRS metric (then CC, QR, ID, AC, IR)."""
+    seen = tuple(pd.unique(metrics))
+    if set(seen) <= set(CCRS_METRICS):
+        return tuple(metric for metric in CCRS_METRICS if metric in seen)
+    return seen
+
+
+def _key_column(frame: pd.DataFrame, column: str) -> pd.Series:
+    values = frame[column]
+    empty = values.isna() | (values.astype(str).str.strip() == "")
+    if empty.any():
+        raise StatsInputError(f"empty {column} in row(s) {_rows(empty)}")
+    return values.astype(str)
+
+
+def _score_column(frame: pd.DataFrame) -> pd.Series:
+    raw = frame["score"]
+    text = raw.astype(str).str.strip()
+    empty = raw.isna() | (text == "")
+    numeric = pd.to_numeric(raw.where(~empty), errors="coerce")
+    if raw.dtype == bool:
+        numeric = pd.Series(np.nan, index=raw.index)
+    not_numeric = numeric.isna() & ~empty
+    if not_numeric.any():
+        raise StatsInputError(f"non-numeric score in row(s) {_rows(not_numeric, raw)}")
+    numeric = numeric.astype(np.float64)
+    outside = numeric.notna() & ~numeric.between(0.0, 1.0)
+    if outside.any():
+        raise StatsInputError(f"score outside [0, 1] in row(s) {_rows(outside, numeric)}")
+    return numeric
+
+
+def _reject_duplicates(frame: pd.DataFrame) -> None:
+    duplicated = frame.duplicated(["query_id", "system", "metric"], keep=False)
+    if duplicated.any():
+        keys = frame.loc[duplicated, ["query_id", "system", "metric"]].drop_duplicates().head(_SHOWN)
+        shown = ", ".join(f"({r.query_id}, {r.system}, {r.metric})" for r in keys.itertuples())
+        raise StatsInputError(
+            f"duplicate (query_id, system, metric) rows: {int(duplicated.sum())} rows, e.g. {shown}"
+        )
+
+
+def _rows(mask: pd.Series, values: pd.Series | None = None) -> str:
+    """Row numbers (0-based, data rows) of a mask, with their values, at most _SHOWN quoted."""
+    index = np.flatnonzero(mask.to_numpy())
+    shown = [f"{i}" if values is None else f"{i} ({_plain(values.iloc[i])!r})" for i in index[:_SHOWN]]
+    more = f" and {len(index) - _SHOWN} more" if len(index) > _SHOWN else ""
+    return ", ".join(shown) + more + " (rows counted from 0, header excluded)"
+
+
+def _plain(value):
+    """numpy scalars as Python scalars, so that messages show 1.5 rather than np.float64(1.5)."""
+    return value.item() if isinstance(value, np.generic) else value

@@ -1,0 +1,90 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.cli import main
+from tests.stats.conftest import make_scores
+
+PAPER_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "hypotheses" / "paper-h1-h3.yaml"
+
+
+@pytest.fixture
+def paper_like_scores(tmp_path) -> Path:
+    scores = make_scores(
+        n_queries=60,
+        systems=tuple("ABCDEF"),
+        metrics=("CC", "QR", "ID", "AC", "IR"),
+        effects={"A": 0.2, "B": 0.25, "D": 0.05, "F": 0.05},
+        seed=1,
+    )
+    path = tmp_path / "scores.parquet"
+    scores.to_parquet(path)
+    return path
+
+
+def test_stats_command_writes_outputs(tmp_path, paper_like_scores, capsys):
+    out = tmp_path / "out"
+    code = main(
+        [
+            "stats",
+            str(paper_like_scores),
+            "--out",
+            str(out),
+            "--hypotheses",
+            str(PAPER_CONFIG),
+            "--b",
+            "300",
+            "--seed",
+            "2",
+            "--alpha",
+            "0.05",
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    result = json.loads((out / "stats.json").read_text())
+    assert result["systems"] == list("ABCDEF") and result["b"] == 300 and result["seed"] == 2
+    assert set(result["hypotheses"]) == {"H1", "H2", "H3"}
+    assert result["hypotheses"]["H1"]["significant"]
+    assert (out / "plots" / "asl_curves.png").is_file() and (out / "tables" / "hypotheses.md").is_file()
+    assert "H1" in capsys.readouterr().out
+
+
+def test_same_seed_same_stats_json(tmp_path, paper_like_scores):
+    for name in ("one", "two"):
+        assert (
+            main(
+                [
+                    "stats",
+                    str(paper_like_scores),
+                    "--out",
+                    str(tmp_path / name),
+                    "--b",
+                    "100",
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
+    assert (tmp_path / "one" / "stats.json").read_bytes() == (tmp_path / "two" / "stats.json").read_bytes()
+
+
+def test_bad_input_is_one_line_error_and_exit_2(tmp_path, capsys):
+    path = tmp_path / "scores.csv"
+    path.write_text("query_id,system,metric,score\nq1,A,CC,0.5\nq1,B,CC,1.7\n")
+    assert main(["stats", str(path), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == (
+        "ccrs stats: error: score outside [0, 1] in row(s) 1 (1.7) (rows counted from 0, header excluded)"
+    )
+
+
+def test_unknown_hypothesis_system_exit_2(tmp_path, paper_like_scores, capsys):
+    hypotheses = tmp_path / "h.yaml"
+    hypotheses.write_text("hypotheses:\n  - {name: H9, pairs: [[A, Q]], metrics: [CC]}\n")
+    code = main(
+        ["stats", str(paper_like_scores), "--out", str(tmp_path / "out"), "--hypotheses", str(hypotheses)]
+    )
+    assert code == 2
+    assert "unknown system(s) ['Q']" in capsys.readouterr().err

@@ -1,0 +1,202 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stats.errors import StatsInputError
+from stats.hypotheses import HypothesisSet
+from stats.report import compute_all, load_scores, write_outputs
+from tests.stats.conftest import make_scores
+
+B = 200
+
+
+def test_contract_shape(scores):
+    result = compute_all(scores, b=B, seed=1)
+    assert result["n_queries"] == 40 and result["systems"] == ["A", "B", "C"]
+    assert result["metrics"] == ["CC", "QR"] and (result["b"], result["seed"], result["alpha"]) == (
+        B,
+        1,
+        0.05,
+    )
+    entry = result["per_metric"]["CC"]
+    assert (entry["n_used"], entry["n_dropped"]) == (40, 0)
+    assert [(p["a"], p["b"]) for p in entry["pairwise"]] == [("A", "B"), ("A", "C"), ("B", "C")]
+    pair = entry["pairwise"][0]
+    assert pair["diff"] == pytest.approx(entry["means"]["A"] - entry["means"]["B"])
+    assert entry["discriminative_power"] == sum(p["significant"] for p in entry["pairwise"]) / 3
+    for system in result["systems"]:
+        low, high = entry["ci95"][system]
+        assert low <= entry["means"][system] <= high
+        assert set(entry["population"][system]) == {
+            "mean",
+            "geo_mean",
+            "median",
+            "midhinge",
+            "variance",
+            "skewness",
+            "kurtosis",
+            "min",
+            "max",
+        }
+        assert set(entry["bounds"][system]) == {"at_0", "at_1"}
+    for method in ("pearson", "spearman", "kendall"):
+        assert np.shape(result["correlations"][method]["fisher_z_mean"]) == (2, 2)
+        assert set(result["correlations"][method]["per_system"]) == {"A", "B", "C"}
+    assert result["hypotheses"] == {}
+    json.dumps(result, allow_nan=False)
+
+
+def test_means_match_pandas(scores):
+    result = compute_all(scores, b=B)
+    expected = scores[scores.metric == "QR"].groupby("system")["score"].mean()
+    for system, mean in expected.items():
+        assert result["per_metric"]["QR"]["means"][system] == pytest.approx(mean)
+
+
+def test_incomplete_queries_are_dropped_per_metric(scores):
+    drop = (scores.query_id.isin(["q001", "q002"])) & (scores.system == "B") & (scores.metric == "CC")
+    scores = scores[~drop].copy()
+    scores.loc[(scores.query_id == "q003") & (scores.system == "A") & (scores.metric == "CC"), "score"] = (
+        np.nan
+    )
+    result = compute_all(scores, b=B)
+    assert (result["per_metric"]["CC"]["n_used"], result["per_metric"]["CC"]["n_dropped"]) == (37, 3)
+    assert (result["per_metric"]["QR"]["n_used"], result["per_metric"]["QR"]["n_dropped"]) == (40, 0)
+
+
+def test_same_seed_same_output_bit_for_bit(scores):
+    first = json.dumps(compute_all(scores, b=B, seed=3))
+    second = json.dumps(compute_all(scores.sample(frac=1.0, random_state=0), b=B, seed=3))
+    assert first == second
+    assert json.dumps(compute_all(scores, b=B, seed=4)) != first
+
+
+def test_planted_effect_found():
+    scores = make_scores(n_queries=150, systems=("A", "B", "C", "D"), effects={"D": 0.15}, seed=2)
+    result = compute_all(scores, b=1000, seed=0)
+    for pair in result["per_metric"]["CC"]["pairwise"]:
+        assert pair["significant"] == ("D" in (pair["a"], pair["b"])), pair
+
+
+def test_hypotheses_evaluated(scores):
+    hypotheses = HypothesisSet.model_validate(
+        {"hypotheses": [{"name": "H", "pairs": [["A", "B"]], "metrics": ["CC", "QR"], "combine": "any"}]}
+    )
+    result = compute_all(scores, hypotheses, b=B)
+    entry = result["hypotheses"]["H"]
+    assert entry["raw_p"] == pytest.approx(
+        min(
+            1.0,
+            2
+            * min(
+                p["p_value"]
+                for m in ("CC", "QR")
+                for p in result["per_metric"][m]["pairwise"]
+                if (p["a"], p["b"]) == ("A", "B")
+            ),
+        )
+    )
+    assert entry["adjusted_p"] == entry["raw_p"]  # a single hypothesis
+
+
+def test_metric_order_first_appearance_unless_all_ccrs():
+    assert compute_all(make_scores(metrics=("IR", "CC", "AC")), b=20)["metrics"] == ["CC", "AC", "IR"]
+    assert compute_all(make_scores(metrics=("zeta", "CC", "alpha")), b=20)["metrics"] == [
+        "zeta",
+        "CC",
+        "alpha",
+    ]
+
+
+def test_undefined_values_are_null_with_notes():
+    scores = make_scores(n_queries=5)
+    scores.loc[scores.system == "C", "score"] = 0.5  # constant: no skewness, no correlation
+    result = compute_all(scores, b=20)
+    text = json.dumps(result, allow_nan=False)
+    assert result["per_metric"]["CC"]["population"]["C"]["skewness"] is None
+    assert result["correlations"]["pearson"]["per_system"]["C"][0][1] is None
+    assert any("skewness" in note for note in result["notes"]) and "NaN" not in text
+
+
+def test_write_outputs(tmp_path, scores):
+    hypotheses = HypothesisSet.model_validate(
+        {"hypotheses": [{"name": "H", "pairs": [["A", "B"]], "metrics": ["CC"]}]}
+    )
+    result = compute_all(scores, hypotheses, b=B)
+    written = write_outputs(result, scores, tmp_path / "out")
+    names = {path.relative_to(tmp_path / "out").as_posix() for path in written}
+    assert "stats.json" in names
+    for table in ("means", "pairwise", "discriminative_power", "descriptive", "correlations", "hypotheses"):
+        assert f"tables/{table}.csv" in names and f"tables/{table}.md" in names
+    for plot in ("boxplots", "histograms", "asl_curves", "correlations"):
+        assert f"plots/{plot}.png" in names
+    assert all(path.stat().st_size > 0 for path in written)
+    assert json.loads((tmp_path / "out" / "stats.json").read_text()) == result
+    assert len(pd.read_csv(tmp_path / "out" / "tables" / "pairwise.csv")) == 6
+
+
+def test_load_scores_csv_and_parquet(tmp_path, scores):
+    scores.to_parquet(tmp_path / "s.parquet")
+    csv = scores.copy()
+    csv["score"] = csv["score"].astype(object)
+    csv.loc[0, "score"] = ""  # a missing judgment
+    csv.to_csv(tmp_path / "s.csv", index=False)
+    assert len(load_scores(tmp_path / "s.parquet")) == len(scores)
+    assert len(load_scores(tmp_path / "s.csv")) == len(scores) - 1
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda f: f.drop(columns=["metric"]), r"lack column\(s\) \['metric'\]"),
+        (
+            lambda f: f.assign(score=f.score.astype(object).where(f.index != 4, "high")),
+            r"non-numeric score in row\(s\) 4 \('high'\)",
+        ),
+        (
+            lambda f: f.assign(score=f.score.where(f.index != 7, 1.5)),
+            r"outside \[0, 1\] in row\(s\) 7 \(1.5\)",
+        ),
+        (lambda f: f.assign(score=f.score.where(f.index != 2, -0.1)), r"outside \[0, 1\] in row\(s\) 2"),
+        (
+            lambda f: pd.concat([f, f.iloc[[3]]]),
+            r"duplicate \(query_id, system, metric\) rows: 2 rows, e\.g\. \(q000, B, QR\)",
+        ),
+        (lambda f: f[f.system == "A"], r"at least two systems.*\['A'\]"),
+        (lambda f: f.assign(system=f.system.where(f.index != 1, "")), r"empty system in row\(s\) 1"),
+    ],
+)
+def test_bad_input_is_a_clear_error(scores, change, message):
+    with pytest.raises(StatsInputError, match=message):
+        compute_all(change(scores), b=10)
+
+
+def test_bad_options_and_unknown_hypothesis_system(scores, tmp_path):
+    for options in ({"b": 0}, {"seed": -1}, {"alpha": 1.5}):
+        with pytest.raises(StatsInputError):
+            compute_all(scores, **options)
+    hypotheses = HypothesisSet.model_validate(
+        {"hypotheses": [{"name": "H", "pairs": [["A", "X"]], "metrics": ["CC"]}]}
+    )
+    with pytest.raises(StatsInputError, match=r"H: unknown system\(s\) \['X'\]"):
+        compute_all(scores, hypotheses, b=10)
+    with pytest.raises(StatsInputError, match="not found"):
+        load_scores(tmp_path / "absent.parquet")
+    (tmp_path / "s.json").write_text("{}")
+    with pytest.raises(StatsInputError, match="Parquet"):
+        load_scores(tmp_path / "s.json")
+
+
+def test_metric_without_complete_query_is_null_not_an_error(tmp_path, scores):
+    scores = scores[~((scores.system == "C") & (scores.metric == "QR"))]
+    hypotheses = HypothesisSet.model_validate(
+        {"hypotheses": [{"name": "H", "pairs": [["A", "B"]], "metrics": ["CC", "QR"]}]}
+    )
+    result = compute_all(scores, hypotheses, b=20)
+    entry = result["per_metric"]["QR"]
+    assert (entry["n_used"], entry["n_dropped"], entry["discriminative_power"]) == (0, 40, None)
+    assert entry["means"]["A"] is None and result["hypotheses"]["H"]["raw_p"] == 1.0
+    assert any("QR" in note and "no query" in note for note in result["notes"])
+    assert (tmp_path / "out" / "stats.json") in write_outputs(result, scores, tmp_path / "out")
