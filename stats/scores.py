@@ -79,11 +79,11 @@ def build_cube(frame: pd.DataFrame) -> ScoreCube:
 
 
 def metric_order(metrics: pd.Series) -> tuple[str, ...]:
-    """Order of first appearance, unless every metric is a CCRS metric (then CC, QR, ID, AC, IR)."""
-    seen = tuple(pd.unique(metrics))
-    if set(seen) <= set(CCRS_METRICS):
-        return tuple(metric for metric in CCRS_METRICS if metric in seen)
-    return seen
+    """CCRS metrics first in the paper's order (CC, QR, ID, AC, IR), then any others sorted by name, so the
+    order (and with it the random streams) never depends on the order of the input rows."""
+    seen = set(pd.unique(metrics))
+    ccrs = [metric for metric in CCRS_METRICS if metric in seen]
+    return tuple(ccrs + sorted(seen - set(CCRS_METRICS)))
 
 
 def _key_column(frame: pd.DataFrame, column: str) -> pd.Series:

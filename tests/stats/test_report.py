@@ -101,13 +101,9 @@ def test_hypotheses_evaluated(scores):
     assert entry["adjusted_p"] == entry["raw_p"]  # a single hypothesis
 
 
-def test_metric_order_first_appearance_unless_all_ccrs():
+def test_metric_order_is_ccrs_first_then_sorted_whatever_the_row_order():
     assert compute_all(make_scores(metrics=("IR", "CC", "AC")), b=20)["metrics"] == ["CC", "AC", "IR"]
-    assert compute_all(make_scores(metrics=("zeta", "CC", "alpha")), b=20)["metrics"] == [
-        "zeta",
-        "CC",
-        "alpha",
-    ]
+    assert compute_all(make_scores(metrics=("zeta", "CC", "alpha")), b=20)["metrics"] == ["CC", "alpha", "zeta"]
 
 
 def test_undefined_values_are_null_with_notes():
