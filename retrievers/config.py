@@ -35,7 +35,7 @@ class ChunkingConfig(_Strict):
     max_parallel: int = Field(default=2, ge=1, description="chunking Ray tasks in flight at once")
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> "ChunkingConfig":
+    def _overlap_below_size(self) -> ChunkingConfig:
         if self.overlap_tokens >= self.chunk_tokens:
             raise ValueError(f"overlap_tokens ({self.overlap_tokens}) must be < chunk_tokens ({self.chunk_tokens})")
         return self
@@ -54,7 +54,9 @@ class EmbedderConfig(_Strict):
     device: str | None = Field(default=None, description="sentence-transformers device; None: auto")
     engine_kwargs: dict = Field(default_factory=dict, description="extra vllm.LLM(...) arguments")
     num_workers: int = Field(default=1, ge=1, description="embedding Ray tasks (each loads the model once)")
-    num_gpus: float = Field(default=0.0, ge=0, description="GPUs per embedding task (vllm: 1)")
+    num_gpus: float | None = Field(
+        default=None, ge=0, description="GPUs per embedding worker; None: 1 for vllm when the cluster has GPUs, else 0"
+    )
 
 
 class OpenSearchConfig(_Strict):

@@ -1,0 +1,115 @@
+"""`ccrs index` (ingest, chunk, embed, index) and `ccrs retrieve` (the same, then top-k retrieval and
+retrieval metrics). Both reuse finished stages of the run directory unless --force."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
+
+DEFAULT_RUN_DIR = "runs/retrieval"
+
+
+class RetrievalCommandConfig(BaseModel):
+    """The retrieval part of a run config (same keys as the full run config's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: DatasetConfig = DatasetConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    index: IndexConfig = IndexConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.add_argument("--config", type=Path, help="YAML with keys dataset/chunking/embedder/index/retrieval")
+    parser.add_argument("--dataset", help="dataset path (BioASQ JSON file/folder or rag-mini-bioasq folder)")
+    parser.add_argument("--limit", type=int, help="use only the first N questions (the corpus stays whole)")
+    parser.add_argument("--run-dir", type=Path, default=Path(DEFAULT_RUN_DIR), help=f"default: {DEFAULT_RUN_DIR}")
+    parser.add_argument("--force", action="store_true", help="recompute every stage")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    if name == "retrieve":
+        parser.add_argument("--top-k", type=int, help="chunks per question (paper: 20)")
+
+
+def load_command_config(path: Path | None) -> RetrievalCommandConfig:
+    if path is None:
+        return RetrievalCommandConfig()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"{path}: {err}") from None
+    if not isinstance(data, dict):
+        raise TypeError(f"{path}: expected a mapping with keys dataset/chunking/embedder/index/retrieval")
+    try:
+        return RetrievalCommandConfig.model_validate(data)
+    except ValidationError as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+def apply_overrides(config: RetrievalCommandConfig, args: argparse.Namespace) -> RetrievalCommandConfig:
+    dataset = config.dataset.model_dump()
+    if args.dataset:
+        dataset["path"] = args.dataset
+    if args.limit is not None:
+        dataset["limit"] = args.limit
+    retrieval = config.retrieval.model_dump()
+    if getattr(args, "top_k", None) is not None:
+        retrieval["top_k"] = args.top_k
+    data = config.model_dump()
+    data.update(dataset=dataset, retrieval=retrieval)
+    return RetrievalCommandConfig.model_validate(data)
+
+
+def format_metrics(summary: dict[str, dict[str, float]]) -> str:
+    measures = sorted({m for values in summary.values() for m in values})
+    lines = ["retriever  " + "  ".join(f"{m:>9}" for m in measures)]
+    for retriever, values in sorted(summary.items()):
+        lines.append(f"{retriever:<9}  " + "  ".join(f"{values.get(m, float('nan')):9.4f}" for m in measures))
+    return "\n".join(lines)
+
+
+def _print_stages(stages) -> None:
+    for stage in stages:
+        state = "reused" if stage.reused else f"{stage.seconds:.1f}s"
+        print(f"  {stage.name:<18} {state:>8}  {stage.out_dir}")
+
+
+def main(args: argparse.Namespace) -> int:
+    from retrievers.indexes import IndexBackendError
+    from retrievers.schema import DatasetError
+
+    try:
+        config = apply_overrides(load_command_config(args.config), args)
+    except (TypeError, ValueError) as err:  # pydantic's ValidationError is a ValueError
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        return _run(args, config)
+    except (DatasetError, IndexBackendError) as err:
+        # Raised inside a Ray task, the error arrives wrapped; its `cause` is the original, without traceback.
+        print(f"error: {getattr(err, 'cause', None) or err}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, config: RetrievalCommandConfig) -> int:
+    from tasks.retrieval_stages import build_retrieval_index, run_retrieval
+
+    parts = (config.dataset, config.chunking, config.embedder, config.index, config.retrieval)
+    progress = not args.no_progress
+    if args.command == "index":
+        built = build_retrieval_index(args.run_dir, *parts, force=args.force, progress=progress)
+        _print_stages(built.stages)
+        print(f"indexed: {built.counts}")
+        return 0
+    outputs = run_retrieval(args.run_dir, *parts, force=args.force, progress=progress)
+    _print_stages(outputs.stages)
+    print(f"counts: {outputs.counts}")
+    print(f"retrieved: {outputs.retrieved_path}")
+    print(format_metrics(outputs.metrics_summary))
+    return 0

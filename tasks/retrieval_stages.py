@@ -1,0 +1,375 @@
+"""Retrieval stages on Ray: ingest -> chunk -> embed -> index -> retrieve -> retrieval_metrics.
+
+Every stage is content-keyed through tasks/stage.py (a rerun skips finished stages) and writes its outputs
+under `run_dir/<stage>/`. Work runs as Ray tasks (ingest, chunk shards, index build, query shards) or Ray
+actors (embedders, which load their model once) with a bounded number in flight. Tasks exchange Arrow
+tables and numpy arrays through the object store; the driver writes the Parquet files. The embedded index
+is written by its Ray task straight into the run directory, so with that backend the run directory must be
+visible to the workers (one node, or a shared file system); the OpenSearch backend has no such need.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+
+from retrievers.chunking import chunk_passages
+from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
+from retrievers.embedders import load_embedder
+from retrievers.indexes import Hit, build_index, index_is_built, open_index
+from retrievers.loaders import LoadedDataset, load_dataset
+from retrievers.metrics import per_query_metrics, summarize
+from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
+from retrievers.tokenization import load_tokenizer
+from tasks.ray_runtime import ensure_ray
+from tasks.stage import StageResult, file_fingerprint, read_manifest, run_stage, stage_key
+
+CODE_VERSION = "retrieval-1"
+QUERIES_FILE = "queries.parquet"
+PASSAGES_FILE = "passages.parquet"
+CHUNKS_FILE = "chunks.parquet"
+VECTORS_FILE = "vectors.npy"
+RETRIEVED_FILE = "retrieved.parquet"
+METRICS_FILE = "retrieval_metrics.parquet"
+EMBED_PIECE = 1024  # chunks per embedding call sent to an actor (progress granularity)
+
+
+@dataclass
+class RetrievalOutputs:
+    queries_path: Path
+    passages_path: Path
+    chunks_path: Path
+    retrieved_path: Path
+    retrieval_metrics_path: Path
+    metrics_summary: dict[str, dict[str, float]]
+    stages: list[StageResult] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- Ray work units (defined once)
+
+
+@ray.remote(num_cpus=1)
+def _ingest_task(dataset: DatasetConfig) -> LoadedDataset:
+    return load_dataset(dataset)
+
+
+@ray.remote(num_cpus=1)
+def _chunk_task(passages: pa.Table, tokenizer: str, size: int, overlap: int) -> pa.Table:
+    return chunk_passages(passages, load_tokenizer(tokenizer), size, overlap)
+
+
+@ray.remote(num_cpus=1)
+def _build_index_task(index: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: str) -> dict:
+    return build_index(index, chunks, vectors, Path(directory))
+
+
+@ray.remote(num_cpus=1)
+def _search_task(
+    index: IndexConfig, directory: str, retriever: str, queries: list[str], vectors: np.ndarray | None, k: int
+) -> list[list[Hit]]:
+    searcher = open_index(index, Path(directory))
+    return searcher.search_bm25(queries, k) if retriever == "bm25" else searcher.search_knn(vectors, k)
+
+
+@ray.remote(num_cpus=1)
+class _EmbedderActor:
+    def __init__(self, config: EmbedderConfig) -> None:
+        self.embedder = load_embedder(config)
+
+    def embed(self, texts: list[str], kind: str) -> np.ndarray:
+        if kind == "query":
+            return self.embedder.embed_queries(texts)
+        return self.embedder.embed_passages(texts)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False)
+
+
+def bounded_map(submit: Callable[[Any], Any], items: Sequence, max_in_flight: int, desc: str, progress: bool) -> list:
+    """Submit `submit(item)` with at most `max_in_flight` unfinished; one `ray.get` of all results."""
+    refs, pending = [], []
+    with _progress(len(items), desc, progress) as bar:
+        for item in items:
+            if len(pending) >= max_in_flight:
+                done, pending = ray.wait(pending, num_returns=1)
+                bar.update(len(done))
+            ref = submit(item)
+            refs.append(ref)
+            pending.append(ref)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            bar.update(len(done))
+    return ray.get(refs)
+
+
+def _slices(table_or_list, size: int) -> list:
+    n = table_or_list.num_rows if isinstance(table_or_list, pa.Table) else len(table_or_list)
+    return [table_or_list[start : start + size] for start in range(0, n, size)]
+
+
+def gpus_per_embedder(config: EmbedderConfig) -> float:
+    """The configured GPUs, else one GPU for a vLLM embedder where the cluster has any (vLLM's CPU build
+    runs without)."""
+    if config.num_gpus is not None:
+        return config.num_gpus
+    has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+    return 1.0 if config.backend == "vllm" and has_gpus else 0.0
+
+
+def embed_texts(config: EmbedderConfig, texts: list[str], kind: str, desc: str, progress: bool) -> np.ndarray:
+    """Embeds through `config.num_workers` Ray actors (each loads the model once), pieces round-robin."""
+    if not texts:
+        raise ValueError(f"nothing to embed ({desc}): no texts")
+    pieces = _slices(texts, EMBED_PIECE)
+    n_actors = min(config.num_workers, len(pieces))
+    gpus = gpus_per_embedder(config)
+    actors = [_EmbedderActor.options(num_gpus=gpus).remote(config) for _ in range(n_actors)]
+    order = iter(range(len(pieces)))
+    try:
+        parts = bounded_map(
+            lambda piece: actors[next(order) % n_actors].embed.remote(piece, kind), pieces, 2 * n_actors, desc, progress
+        )
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    return np.concatenate(parts).astype(np.float32)
+
+
+def _embedder_key_config(config: EmbedderConfig) -> dict:
+    # Parallelism and placement do not change the vectors.
+    return config.model_dump(mode="json", exclude={"num_workers", "num_gpus"})
+
+
+# ---------------------------------------------------------------- stages
+
+
+def ingest_stage(run_dir: Path, dataset: DatasetConfig, force: bool) -> StageResult:
+    path = Path(dataset.path)
+    fingerprint = file_fingerprint(path) if path.exists() else "missing"
+    key = stage_key("ingest", {"format": dataset.format, "data": fingerprint}, [], CODE_VERSION)
+
+    def work(out: Path) -> dict:
+        loaded = ray.get(_ingest_task.remote(dataset.model_copy(update={"path": str(path.resolve())})))
+        pq.write_table(loaded.passages, out / PASSAGES_FILE)
+        pq.write_table(loaded.queries, out / QUERIES_FILE)
+        return loaded.counts
+
+    return run_stage(run_dir, "ingest", key, work, force)
+
+
+def chunk_stage(run_dir: Path, ingest: StageResult, chunking: ChunkingConfig, force: bool, progress: bool) -> StageResult:
+    params = chunking.model_dump(mode="json", exclude={"shard_size", "max_parallel"})
+    key = stage_key("chunk", params, [ingest.key], CODE_VERSION)
+
+    def work(out: Path) -> dict:
+        passages = pq.read_table(ingest.out_dir / PASSAGES_FILE, columns=["doc_id", "text"])
+        shards = _slices(passages, chunking.shard_size)
+        tables = bounded_map(
+            lambda shard: _chunk_task.remote(shard, chunking.tokenizer, chunking.chunk_tokens, chunking.overlap_tokens),
+            shards, chunking.max_parallel, "chunk", progress,
+        )
+        chunks = pa.concat_tables(tables) if tables else CHUNKS_SCHEMA.empty_table()
+        _check_unique(chunks.column("chunk_id").to_pylist(), "chunk_id")
+        pq.write_table(chunks, out / CHUNKS_FILE)
+        return {"n_chunks": chunks.num_rows, "n_shards": len(shards)}
+
+    return run_stage(run_dir, "chunk", key, work, force)
+
+
+def _check_unique(ids: list[str], name: str) -> None:
+    if len(set(ids)) != len(ids):
+        duplicates = pd.Series(ids)[pd.Series(ids).duplicated()].unique()[:5]
+        raise ValueError(f"duplicate {name}s: {list(duplicates)}")
+
+
+def embed_stage(run_dir: Path, chunk: StageResult, embedder: EmbedderConfig, force: bool, progress: bool) -> StageResult:
+    key = stage_key("embed", _embedder_key_config(embedder), [chunk.key], CODE_VERSION)
+
+    def work(out: Path) -> dict:
+        texts = pq.read_table(chunk.out_dir / CHUNKS_FILE, columns=["text"]).column("text").to_pylist()
+        vectors = embed_texts(embedder, texts, "passage", "embed", progress)
+        np.save(out / VECTORS_FILE, vectors)
+        return {"n_vectors": int(vectors.shape[0]), "dimension": int(vectors.shape[1])}
+
+    return run_stage(run_dir, "embed", key, work, force)
+
+
+def index_stage(
+    run_dir: Path, chunk: StageResult, embed: StageResult | None, index: IndexConfig, force: bool
+) -> StageResult:
+    upstream = [chunk.key] + ([embed.key] if embed else [])
+    key = stage_key("index", index, upstream, CODE_VERSION)
+
+    def work(out: Path) -> dict:
+        chunks = pq.read_table(chunk.out_dir / CHUNKS_FILE)
+        vectors = np.load(embed.out_dir / VECTORS_FILE) if embed else None
+        # The task writes into the stage's temporary folder, renamed to run_dir/index when done.
+        return ray.get(_build_index_task.remote(index, chunks, vectors, str(out.resolve())))
+
+    manifest = read_manifest(Path(run_dir) / "index")
+    if manifest and manifest.get("key") == key and not index_is_built(index, Path(run_dir) / "index", manifest["summary"]):
+        force = True  # e.g. the OpenSearch index was deleted since: rebuild instead of reusing a stale manifest
+    return run_stage(run_dir, "index", key, work, force)
+
+
+def _limited_queries(ingest: StageResult, limit: int | None) -> pa.Table:
+    queries = pq.read_table(ingest.out_dir / QUERIES_FILE)
+    return queries.slice(0, limit) if limit else queries
+
+
+def _hit_rows(query_ids: list[str], retriever: str, hits: list[list[Hit]]) -> list[dict]:
+    return [
+        {"query_id": qid, "retriever": retriever, "rank": rank, "chunk_id": h.chunk_id, "doc_id": h.doc_id,
+         "score": h.score, "text": h.text}
+        for qid, query_hits in zip(query_ids, hits)
+        for rank, h in enumerate(query_hits, start=1)
+    ]
+
+
+def _search(
+    retriever: str, index: IndexConfig, index_dir: Path, texts: list[str], vectors: np.ndarray | None,
+    retrieval: RetrievalConfig, progress: bool,
+) -> list[list[Hit]]:
+    size = retrieval.query_shard_size
+    starts = list(range(0, len(texts), size))
+    shards = bounded_map(
+        lambda s: _search_task.remote(
+            index, str(index_dir), retriever, texts[s : s + size], None if vectors is None else vectors[s : s + size],
+            retrieval.top_k,
+        ),
+        starts, retrieval.max_parallel, f"retrieve {retriever}", progress,
+    )
+    return [hits for shard in shards for hits in shard]
+
+
+def retrieve_stage(
+    run_dir: Path, ingest: StageResult, index_result: StageResult, dataset: DatasetConfig, embedder: EmbedderConfig,
+    index: IndexConfig, retrieval: RetrievalConfig, force: bool, progress: bool,
+) -> StageResult:
+    params = {"limit": dataset.limit, "retrievers": retrieval.retrievers, "top_k": retrieval.top_k,
+              "embedder": _embedder_key_config(embedder) if "knn" in retrieval.retrievers else None}
+    key = stage_key("retrieve", params, [ingest.key, index_result.key], CODE_VERSION)
+
+    def work(out: Path) -> dict:
+        queries = _limited_queries(ingest, dataset.limit)
+        pq.write_table(queries, out / QUERIES_FILE)
+        query_ids = queries.column("query_id").to_pylist()
+        texts = queries.column("text").to_pylist()
+        rows: list[dict] = []
+        for retriever in retrieval.retrievers:
+            vectors = embed_texts(embedder, texts, "query", "embed queries", progress) if retriever == "knn" else None
+            hits = _search(retriever, index, index_result.out_dir, texts, vectors, retrieval, progress)
+            rows += _hit_rows(query_ids, retriever, hits)
+        pq.write_table(pa.Table.from_pylist(rows, schema=RETRIEVED_SCHEMA), out / RETRIEVED_FILE)
+        return {"n_queries": len(query_ids), "n_retrieved": len(rows)}
+
+    return run_stage(run_dir, "retrieve", key, work, force)
+
+
+def metrics_stage(run_dir: Path, retrieve: StageResult, retrieval: RetrievalConfig, force: bool) -> StageResult:
+    key = stage_key("retrieval_metrics", {"top_k": retrieval.top_k}, [retrieve.key], CODE_VERSION)
+
+    def work(out: Path) -> dict:
+        queries = pq.read_table(retrieve.out_dir / QUERIES_FILE).to_pandas()
+        retrieved = pq.read_table(retrieve.out_dir / RETRIEVED_FILE).to_pandas()
+        per_query = per_query_metrics(queries, retrieved, retrieval.top_k, list(retrieval.retrievers))
+        pq.write_table(pa.Table.from_pandas(per_query, schema=METRICS_SCHEMA, preserve_index=False), out / METRICS_FILE)
+        return {"summary": summarize(per_query), "n_judged_queries": int(per_query["query_id"].nunique())}
+
+    return run_stage(run_dir, "retrieval_metrics", key, work, force)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+@dataclass
+class IndexOutputs:
+    passages_path: Path
+    chunks_path: Path
+    index_dir: Path
+    stages: list[StageResult]
+    counts: dict[str, int]
+
+
+def _index_stages(run_dir, dataset, chunking, embedder, index, retrievers, force, progress) -> list:
+    ingest = ingest_stage(run_dir, dataset, force)
+    chunk = chunk_stage(run_dir, ingest, chunking, force, progress)
+    embed = embed_stage(run_dir, chunk, embedder, force, progress) if "knn" in retrievers else None
+    built = index_stage(run_dir, chunk, embed, index, force)
+    return [ingest, chunk, embed, built]
+
+
+def build_retrieval_index(
+    run_dir: Path,
+    dataset: DatasetConfig,
+    chunking: ChunkingConfig,
+    embedder: EmbedderConfig,
+    index: IndexConfig,
+    retrieval: RetrievalConfig,
+    force: bool = False,
+    progress: bool = True,
+) -> IndexOutputs:
+    """Ingest, chunk, embed (when k-NN is among the retrievers) and index; finished stages are reused."""
+    ensure_ray()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ingest, chunk, embed, built = _index_stages(
+        run_dir, dataset, chunking, embedder, index, retrieval.retrievers, force, progress
+    )
+    counts = {**ingest.summary, "n_chunks": chunk.summary["n_chunks"]}
+    stages = [s for s in (ingest, chunk, embed, built) if s is not None]
+    return IndexOutputs(ingest.out_dir / PASSAGES_FILE, chunk.out_dir / CHUNKS_FILE, built.out_dir, stages, counts)
+
+
+def run_retrieval(
+    run_dir: Path,
+    dataset: DatasetConfig,
+    chunking: ChunkingConfig,
+    embedder: EmbedderConfig,
+    index: IndexConfig,
+    retrieval: RetrievalConfig,
+    force: bool = False,
+    progress: bool = True,
+) -> RetrievalOutputs:
+    """Ingest, chunk, embed, index, retrieve top-k and score retrieval; finished stages are reused."""
+    ensure_ray()
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ingest, chunk, embed, built = _index_stages(
+        run_dir, dataset, chunking, embedder, index, retrieval.retrievers, force, progress
+    )
+    retrieve = retrieve_stage(run_dir, ingest, built, dataset, embedder, index, retrieval, force, progress)
+    metrics = metrics_stage(run_dir, retrieve, retrieval, force)
+    stages = [s for s in (ingest, chunk, embed, built, retrieve, metrics) if s is not None]
+    counts = {
+        **ingest.summary,
+        "n_queries_total": ingest.summary.get("n_queries", 0),
+        "n_queries": retrieve.summary["n_queries"],
+        "n_chunks": chunk.summary["n_chunks"],
+        "n_retrieved": retrieve.summary["n_retrieved"],
+        "n_judged_queries": metrics.summary["n_judged_queries"],
+    }
+    return RetrievalOutputs(
+        queries_path=retrieve.out_dir / QUERIES_FILE,
+        passages_path=ingest.out_dir / PASSAGES_FILE,
+        chunks_path=chunk.out_dir / CHUNKS_FILE,
+        retrieved_path=retrieve.out_dir / RETRIEVED_FILE,
+        retrieval_metrics_path=metrics.out_dir / METRICS_FILE,
+        metrics_summary=metrics.summary["summary"],
+        stages=stages,
+        counts=counts,
+    )

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from retrievers.config import (
+    ChunkingConfig,
+    DatasetConfig,
+    EmbedderConfig,
+    IndexConfig,
+    OpenSearchConfig,
+    RetrievalConfig,
+)
+from retrievers.schema import CHUNKS_SCHEMA, QUERIES_SCHEMA, RETRIEVED_SCHEMA, DatasetError
+from tasks.retrieval_stages import build_retrieval_index, run_retrieval
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "bioasq-sample"
+MEASURES = {"R@20", "P@20", "RR@20", "nDCG@20"}
+
+
+def _run(run_dir, dataset=None, index=None, retrieval=None, **kwargs):
+    return run_retrieval(
+        run_dir, dataset or DatasetConfig(path=str(SAMPLE)), ChunkingConfig(), EmbedderConfig(),
+        index or IndexConfig(), retrieval or RetrievalConfig(), progress=False, **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, ray_session) -> Path:
+    return tmp_path_factory.mktemp("retrieval-run")
+
+
+@pytest.fixture(scope="module")
+def first(run_dir):
+    return _run(run_dir)
+
+
+def test_outputs(first):
+    queries = pq.read_table(first.queries_path)
+    assert queries.schema == QUERIES_SCHEMA and queries.num_rows == 32
+    assert pq.read_table(first.chunks_path).schema == CHUNKS_SCHEMA
+    retrieved = pq.read_table(first.retrieved_path)
+    assert retrieved.schema == RETRIEVED_SCHEMA
+    frame = retrieved.to_pandas()
+    assert set(frame.retriever) == {"bm25", "knn"}
+    for (_, _), group in frame.groupby(["query_id", "retriever"]):
+        assert list(group["rank"]) == list(range(1, len(group) + 1)) and len(group) == 20
+        assert group["score"].is_monotonic_decreasing
+    metrics = pd.read_parquet(first.retrieval_metrics_path)
+    assert list(metrics.columns) == ["query_id", "retriever", "measure", "value"]
+    assert len(metrics) == 32 * 2 * 4
+    assert set(first.metrics_summary) == {"bm25", "knn"}
+    assert set(first.metrics_summary["knn"]) == MEASURES
+    assert all(0.0 <= v <= 1.0 for values in first.metrics_summary.values() for v in values.values())
+    assert first.counts["n_queries"] == 32 and first.counts["n_passages"] == 685
+    assert first.counts["n_empty_skipped"] == 0 and first.counts["n_chunks"] >= 685
+    assert [s.name for s in first.stages] == ["ingest", "chunk", "embed", "index", "retrieve", "retrieval_metrics"]
+
+
+def test_retrieval_finds_relevant_snippets(first):
+    # Both retrievers find most of the questions' own snippets among 685 passages (32 questions).
+    for retriever in ("bm25", "knn"):
+        assert first.metrics_summary[retriever]["RR@20"] > 0.5
+
+
+def test_rerun_reuses_every_stage(run_dir, first):
+    again = _run(run_dir)
+    assert all(stage.reused for stage in again.stages)
+    assert again.metrics_summary == first.metrics_summary
+
+
+def test_limit_reruns_only_retrieval(run_dir, first):
+    limited = _run(run_dir, dataset=DatasetConfig(path=str(SAMPLE), limit=4))
+    reused = {stage.name: stage.reused for stage in limited.stages}
+    assert reused == {"ingest": True, "chunk": True, "embed": True, "index": True, "retrieve": False,
+                      "retrieval_metrics": False}
+    assert pq.read_table(limited.queries_path).num_rows == 4
+    assert limited.counts["n_passages"] == first.counts["n_passages"]  # distractors stay
+    retrieved = pd.read_parquet(limited.retrieved_path)
+    assert retrieved.query_id.nunique() == 4
+    assert json.loads((run_dir / "retrieve" / "_STAGE.json").read_text())["summary"]["n_queries"] == 4
+
+
+def test_bm25_only_skips_embedding_and_chunk_ids_are_stable(tmp_path, first, ray_session):
+    built = build_retrieval_index(
+        tmp_path, DatasetConfig(path=str(SAMPLE)), ChunkingConfig(), EmbedderConfig(), IndexConfig(),
+        RetrievalConfig(retrievers=["bm25"]), progress=False,
+    )
+    assert [s.name for s in built.stages] == ["ingest", "chunk", "index"]
+    assert pq.read_table(built.chunks_path).equals(pq.read_table(first.chunks_path))
+
+
+def test_force_recomputes(tmp_path, ray_session):
+    retrieval = RetrievalConfig(retrievers=["bm25"], top_k=5)
+    _run(tmp_path, retrieval=retrieval)
+    forced = _run(tmp_path, retrieval=retrieval, force=True)
+    assert not any(stage.reused for stage in forced.stages)
+
+
+def test_opensearch_backend_bm25_against_osmem(tmp_path, ray_session):
+    from osmem_server import OsmemServer
+
+    with OsmemServer.start(freeze=False, japanese=False, addr="127.0.0.1:0") as server:
+        index = IndexConfig(backend="opensearch", opensearch=OpenSearchConfig(hosts=[server.url], index_name="ccrs-stage"))
+        outputs = _run(tmp_path, index=index, retrieval=RetrievalConfig(retrievers=["bm25"]))
+        server.request("DELETE", "/ccrs-stage")
+        rebuilt = _run(tmp_path, index=index, retrieval=RetrievalConfig(retrievers=["bm25"]))
+    # The index vanished from the server: the rerun rebuilt it instead of trusting the manifest.
+    assert {s.name: s.reused for s in rebuilt.stages}["index"] is False
+    retrieved = pd.read_parquet(outputs.retrieved_path)
+    assert set(retrieved.retriever) == {"bm25"} and retrieved.query_id.nunique() == 32
+    assert outputs.metrics_summary["bm25"]["RR@20"] > 0.5
+
+
+def test_dataset_errors_surface(tmp_path, ray_session):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"questions": [{"id": "x"}]}')
+    with pytest.raises(DatasetError, match="bad.json, question 0: missing field 'body'"):
+        _run(tmp_path / "run", dataset=DatasetConfig(path=str(bad)))
+
+
+def test_gpus_per_embedder(ray_session):
+    import ray
+
+    from tasks.retrieval_stages import gpus_per_embedder
+
+    has_gpus = ray.cluster_resources().get("GPU", 0) > 0
+    assert gpus_per_embedder(EmbedderConfig()) == 0.0
+    assert gpus_per_embedder(EmbedderConfig(backend="vllm")) == (1.0 if has_gpus else 0.0)
+    assert gpus_per_embedder(EmbedderConfig(backend="vllm", num_gpus=0.5)) == 0.5
