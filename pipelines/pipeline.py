@@ -40,7 +40,10 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
     from tasks.retrieval_stages import run_retrieval
     from tasks.stage import file_fingerprint
 
+    from tasks.tracking import check_tracking_reachable
+
     config = _resolve_paths(config)
+    check_tracking_reachable(config.mlflow.resolved_uri(Path.cwd()))
     run_dir = config.resolved_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(config.model_dump_json(indent=2))

@@ -36,12 +36,29 @@ def main(args: argparse.Namespace) -> int:
     from pipelines.pipeline import run_pipeline
 
     started = time.perf_counter()
-    result = run_pipeline(config, from_stage=args.from_stage, keep_serving=args.keep_serving)
+    try:
+        result = run_pipeline(config, from_stage=args.from_stage, keep_serving=args.keep_serving)
+    except _expected_errors() as exc:
+        print(f"ccrs run: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"finished stages are kept in {config.resolved_run_dir()}; rerunning resumes from there",
+              file=sys.stderr)
+        return 1
     print(f"\nfinished in {time.perf_counter() - started:.0f} s; outputs in {result.run_dir}")
     print(f"MLflow run: {result.tracked['url']}")
     if not result.tracked["tracking_uri"].startswith("http"):
         print(f"browse it: mlflow ui --backend-store-uri {result.tracked['tracking_uri']} --host 127.0.0.1")
     return 0
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """Failures with a clear message of their own (data, index, LLM endpoint, MLflow, statistics)."""
+    from judges.client import LLMRequestError
+    from retrievers.indexes import IndexBackendError
+    from retrievers.schema import DatasetError
+    from stats.errors import StatsInputError
+    from tasks.tracking import TrackingError
+
+    return (DatasetError, IndexBackendError, LLMRequestError, StatsInputError, TrackingError, TimeoutError)
 
 
 def _overrides(args: argparse.Namespace) -> dict:

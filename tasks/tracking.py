@@ -31,6 +31,23 @@ class TrackingError(RuntimeError):
     """MLflow could not be reached or refused the run; results on disk are kept for the next attempt."""
 
 
+def check_tracking_reachable(tracking_uri: str, timeout_s: float = 10.0) -> None:
+    """Fail fast, naming the address, when the MLflow server does not answer (MLflow's own client would
+    retry for minutes); a local SQLite store only needs a writable folder."""
+    if tracking_uri.startswith(("http://", "https://")):
+        import httpx
+
+        try:
+            response = httpx.get(f"{tracking_uri.rstrip('/')}/health", timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            raise TrackingError(f"MLflow tracking server {tracking_uri} unreachable: {exc}") from exc
+        if response.status_code != 200:
+            raise TrackingError(f"MLflow tracking server {tracking_uri} unhealthy: HTTP {response.status_code}")
+    elif tracking_uri.startswith("sqlite:///"):
+        folder = Path(tracking_uri.removeprefix("sqlite:///")).parent
+        folder.mkdir(parents=True, exist_ok=True)
+
+
 def git_commit(repo: Path) -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
@@ -94,23 +111,27 @@ def log_pipeline_run(
 ) -> TrackedRun:
     import mlflow
 
+    check_tracking_reachable(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
-    try:
-        experiment_id = _ensure_experiment(tracking_uri, experiment)
-    except Exception as exc:  # MLflow raises many types for an unreachable store
-        raise TrackingError(f"MLflow tracking server {tracking_uri} unavailable: {exc}") from exc
     stats = json.loads((stats_dir / "stats.json").read_text())
     generations = pd.read_parquet(generations_path)
     judgments = pd.read_parquet(judgments_path)
-    with mlflow.start_run(run_name=run_name) as parent:
-        _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
-        _log_dataset(mlflow, queries_path, config)
-        _log_artifacts(mlflow, stats_dir, generations_path, judgments_path, config)
-        system_runs = {
-            system: _log_system(mlflow, system, rows, stats, judgments)
-            for system, rows in generations.groupby("system", sort=True)
-        }
-        run_id = parent.info.run_id
+    try:
+        experiment_id = _ensure_experiment(tracking_uri, experiment)
+        with mlflow.start_run(run_name=run_name) as parent:
+            _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
+            _log_dataset(mlflow, queries_path, config)
+            _log_artifacts(mlflow, stats_dir, generations_path, judgments_path, config)
+            system_runs = {
+                system: _log_system(mlflow, system, rows, stats, judgments)
+                for system, rows in generations.groupby("system", sort=True)
+            }
+            run_id = parent.info.run_id
+    except Exception as exc:  # MLflow raises many types for an unreachable or failing store
+        raise TrackingError(
+            f"MLflow tracking at {tracking_uri} failed ({type(exc).__name__}: {str(exc)[:300]}); the results "
+            "stay on disk and are logged by the next run"
+        ) from exc
     return TrackedRun(run_id, experiment_id, tracking_uri, run_url(tracking_uri, experiment_id, run_id), system_runs)
 
 

@@ -19,3 +19,17 @@ def test_flatten_uses_dotted_keys_and_json_for_lists():
 def test_run_url_for_server_and_local_store():
     assert run_url("http://mlflow:5000/", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"
     assert run_url("sqlite:///x.db", "1", "r").startswith("http://127.0.0.1:5000/#/experiments/1/runs/r")
+
+
+def test_unreachable_tracking_server_is_a_clear_error_naming_the_address():
+    import socket
+
+    import pytest
+
+    from tasks.tracking import TrackingError, check_tracking_reachable
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(TrackingError, match=f"127.0.0.1:{port}"):
+        check_tracking_reachable(f"http://127.0.0.1:{port}", timeout_s=2)
