@@ -46,8 +46,8 @@ def test_mlflow_ui_lists_systems_metrics_and_plots(e2e_run, tmp_path):
                       SHOTS / "mlflow-compare-systems.png")
     for label in children:
         assert f"system-{label}" in compare
-    for metric in ("CC", "QR", "ID", "AC", "IR"):
-        assert re.search(rf"\b{metric}\b", compare), metric
+    for metric in ("CC", "QR", "ID", "AC", "IR"):  # a mean, or at least its failure count
+        assert metric in compare, metric
 
     artifacts = _render(f"{base}/#/experiments/{experiment_id}/runs/{parent_id}/artifacts", tmp_path,
                         SHOTS / "mlflow-parent-artifacts.png")
