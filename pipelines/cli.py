@@ -14,6 +14,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("pipelines.serve_cmd", "start/stop/inspect the Ray Serve LLM app (readers + judge)"),
     "stats": ("pipelines.stats_cmd", "statistics of per-sample scores (HSD, Holm, bootstrap, ...)"),
     "compare": ("pipelines.compare_cmd", "regression check of a run against a baseline run"),
+    "meta-eval": ("pipelines.meta_eval_cmd", "test a judge on GroUSE unit tests / CCRS calibration; judge agreement"),
+    "report": ("pipelines.report_cmd", "GQM goal/question/metric report of a run (JSON, radar, heatmaps, MLflow)"),
+    "vera": ("pipelines.vera_cmd", "VERA metrics, bootstrap convergence, cross-encoder aggregate, topicality"),
 }
 
 

@@ -1,0 +1,159 @@
+"""CCRS vs the RAGChecker-style baseline on the same samples (CCRS paper section 4.1.4, Figure 4).
+
+Runs the five CCRS judgments and the baseline's P/R/F (claim extraction + entailment) with the same judge
+model over N real BioASQ questions (answer = the BioASQ ideal answer, or a truncated version of it for
+variety; context = the question's gold snippets), then reports judge calls, tokens and wall time of both
+as ratios (baseline / CCRS) and the Pearson correlation table between CCRS and baseline metrics. Logs
+everything to MLflow when --tracking-uri is given.
+
+    .venv/bin/python benchmarks/bench_ccrs_vs_ragchecker.py --base-url http://127.0.0.1:8000/v1 --n 6 \
+        [--tracking-uri sqlite:///mlruns.db] [--out bench.json]
+
+Without --base-url the CPU stack (Ray Serve LLM + vLLM CPU + SmolLM2-135M) is started and stopped.
+SmolLM2-135M is a weak judge: the ratios measure the pipelines' cost; the correlations prove the plumbing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CCRS = ("CC", "QR", "ID", "AC", "IR")
+RC = ("rc_precision", "rc_recall", "rc_faithfulness")
+
+
+def samples(n: int):
+    from tests.conftest import _field, bioasq_questions
+
+    out = []
+    for i, q in enumerate(bioasq_questions(n)):
+        ideal = _field(q["ideal_answer"])
+        ideal = ideal[0] if isinstance(ideal, list) else str(ideal)
+        snippets = [s["text"] for s in _field(q["snippets"])][:3]
+        # half the responses are the first sentence only: some spread in recall
+        response = ideal if i % 2 == 0 else ideal.split(". ")[0].rstrip(".") + "."
+        exact = _field(q.get("exact_answer"))
+        out.append({"id": q["id"], "question": q["body"], "response": response, "ground_truth": ideal,
+                    "context": snippets, "exact": [str(x) for x in (exact if isinstance(exact, list) else [exact]) if x]})
+    return out
+
+
+def run_ccrs(items, base_url: str, model: str, concurrency: int):
+    from judges.ccrs import CCRS_METRICS, JudgeInput, build_request, run_judgment
+    from judges.client import LLMClient
+    from judges.config import ClientConfig, JudgeConfig
+
+    # lenient_parse: SmolLM2-135M rarely replies with a bare integer; the paper's 70B judge does.
+    cfg = JudgeConfig(model=model, lenient_parse=True)
+    jobs = []
+    for s in items:
+        sample = JudgeInput(s["id"], "bench", s["question"], s["response"], s["response"], s["ground_truth"],
+                            s["context"], s["exact"])
+        jobs += [(CCRS_METRICS[m], sample) for m in CCRS]
+    started = time.perf_counter()
+    with LLMClient(ClientConfig(max_concurrency=concurrency, timeout_s=300), base_url) as client:
+        judgments = client.map(lambda job: run_judgment(client, job[0], job[1],
+                                                        build_request(job[0], job[1], job[1].context, cfg), cfg), jobs)
+    wall = time.perf_counter() - started
+    scores = {(j.query_id, j.metric): j.score for j in judgments}
+    return scores, {"calls": sum(j.attempts for j in judgments), "prompt_tokens": sum(j.prompt_tokens for j in judgments),
+                    "completion_tokens": sum(j.completion_tokens for j in judgments), "wall_s": wall,
+                    "failed": sum(j.score is None for j in judgments)}
+
+
+def run_rc(items, base_url: str, model: str, concurrency: int):
+    from judges.config import ClientConfig
+    from judges.ragchecker import RagCheckerConfig, RagCheckerInput
+    from tasks.ragchecker_stage import run_ragchecker
+
+    inputs = [RagCheckerInput(s["id"], "bench", s["response"], s["ground_truth"], s["context"]) for s in items]
+    started = time.perf_counter()
+    frame = run_ragchecker(inputs, RagCheckerConfig(model=model, max_tokens=128), ClientConfig(max_concurrency=concurrency, timeout_s=300),
+                           base_url)
+    wall = time.perf_counter() - started
+    scores = {(r.query_id, r.metric): (None if r.score is None or not np.isfinite(r.score) else float(r.score))
+              for r in frame.itertuples()}
+    return scores, {"calls": int(frame["calls"].sum()), "prompt_tokens": int(frame["prompt_tokens"].sum()),
+                    "completion_tokens": int(frame["completion_tokens"].sum()), "wall_s": wall,
+                    "failed": int(frame["score"].isna().sum())}
+
+
+def correlation_table(items, ccrs_scores, rc_scores) -> dict:
+    """Pearson r between every CCRS and baseline metric over samples where both are scored."""
+    from scipy.stats import pearsonr
+
+    table = {}
+    for c in CCRS:
+        for r in RC:
+            pairs = [(ccrs_scores.get((s["id"], c)), rc_scores.get((s["id"], r))) for s in items]
+            pairs = np.array([(a, b) for a, b in pairs if a is not None and b is not None and np.isfinite(b)], dtype=float)
+            if len(pairs) < 3 or np.ptp(pairs[:, 0]) == 0 or np.ptp(pairs[:, 1]) == 0:
+                value, note = None, f"undefined ({len(pairs)} pairs, constant or too few)"
+            else:
+                value, note = float(pearsonr(pairs[:, 0], pairs[:, 1]).statistic), None
+            table.setdefault(c, {})[r] = {"r": value, "n": len(pairs), "note": note}
+    return table
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--base-url", default=None)
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--n", type=int, default=6)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--tracking-uri", default=None)
+    parser.add_argument("--experiment", default="bench-ccrs-vs-ragchecker")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    stop = None
+    base_url = args.base_url
+    if base_url is None:
+        from infra.serving import ServingConfig, start_serve_app, stop_serve_app
+
+        cfg = ServingConfig.for_profile("cpu")
+        base_url, stop = start_serve_app(cfg), (lambda: stop_serve_app(cfg))
+    try:
+        items = samples(args.n)
+        ccrs_scores, ccrs_cost = run_ccrs(items, base_url, args.model, args.concurrency)
+        rc_scores, rc_cost = run_rc(items, base_url, args.model, args.concurrency)
+    finally:
+        if stop:
+            stop()
+    ratios = {k: (rc_cost[k] / ccrs_cost[k] if ccrs_cost[k] else None)
+              for k in ("calls", "prompt_tokens", "completion_tokens", "wall_s")}
+    result = {"n_samples": len(items), "model": args.model, "ccrs": ccrs_cost, "ragchecker": rc_cost,
+              "ratio_ragchecker_over_ccrs": ratios, "correlations_pearson": correlation_table(items, ccrs_scores, rc_scores),
+              "means": {m: _mean([ccrs_scores.get((s["id"], m)) for s in items]) for m in CCRS}
+              | {m: _mean([rc_scores.get((s["id"], m)) for s in items]) for m in RC}}
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    if args.tracking_uri:
+        import mlflow
+
+        mlflow.set_tracking_uri(args.tracking_uri)
+        mlflow.set_experiment(args.experiment)
+        with mlflow.start_run(run_name=f"ccrs-vs-ragchecker-n{len(items)}"):
+            mlflow.log_params({"n_samples": len(items), "model": args.model, "concurrency": args.concurrency})
+            for side, cost in (("ccrs", ccrs_cost), ("ragchecker", rc_cost)):
+                mlflow.log_metrics({f"{side}.{k}": float(v) for k, v in cost.items()})
+            mlflow.log_metrics({f"ratio.{k}": float(v) for k, v in ratios.items() if v is not None})
+            mlflow.log_dict(result, "bench_ccrs_vs_ragchecker.json")
+    return 0
+
+
+def _mean(values):
+    values = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.mean(values)) if values else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from tasks.gqm_report import (
+    DEFAULT_GOALS,
+    GQMConfigError,
+    build_report,
+    load_goals,
+    load_metric_table,
+    write_report,
+)
+
+QTYPES = ["yesno", "factoid", "list", "summary"]
+
+
+def make_run(root: Path, with_retrieval: bool = True) -> Path:
+    """Two systems (bm25+r, knn+r), 8 queries (2 per BioASQ type), CCRS scores + retrieval metrics."""
+    rng = np.random.default_rng(0)
+    queries = pd.DataFrame({"query_id": [f"q{i}" for i in range(8)], "text": "t", "answer": "a",
+                            "exact_answer": "[]", "qtype": [QTYPES[i % 4] for i in range(8)],
+                            "relevant_doc_ids": [["d"]] * 8})
+    (root / "retrieve").mkdir(parents=True)
+    queries.to_parquet(root / "retrieve" / "queries.parquet")
+    systems = {"bm25+r": "bm25", "knn+r": "knn"}
+    rows = [(q, s, m, float(rng.uniform())) for q in queries.query_id for s in systems for m in ["CC", "QR", "ID", "AC", "IR"]]
+    (root / "judge").mkdir()
+    pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"]).to_parquet(root / "judge" / "scores.parquet")
+    (root / "generate").mkdir()
+    pd.DataFrame([{"query_id": q, "system": s, "retriever": r, "reader": "r", "answer": "x"}
+                  for q in queries.query_id for s, r in systems.items()]).to_parquet(root / "generate" / "generations.parquet")
+    if with_retrieval:
+        (root / "retrieval_metrics").mkdir()
+        pd.DataFrame([(q, r, m, float(rng.uniform())) for q in queries.query_id for r in systems.values()
+                      for m in ["R@10", "P@10", "RR@10", "nDCG@10"]],
+                     columns=["query_id", "retriever", "measure", "value"]).to_parquet(
+            root / "retrieval_metrics" / "retrieval_metrics.parquet")
+    return root
+
+
+def test_thesis_goals_load():
+    config = load_goals(DEFAULT_GOALS)
+    assert [g.id for g in config.goals] == ["G1", "G2", "G3", "G4", "G5"]
+    assert any(nc.metric == "BERTScore" for g in config.goals for q in g.questions for nc in q.no_counterpart)
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda d: d["goals"][0]["questions"][0]["metrics"][0].update(weight=0.3), "outside the thesis range"),
+    (lambda d: d["goals"][0]["questions"][0]["metrics"][0].update(role="tertiary"), "role"),
+    (lambda d: d["goals"][0].update(questions=[]), "empty goal"),
+    (lambda d: d["goals"][0].update(colour="red"), "Extra inputs"),
+])
+def test_invalid_configs_are_rejected_clearly(tmp_path, mutate, message):
+    data = yaml.safe_load(DEFAULT_GOALS.read_text())
+    mutate(data)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(GQMConfigError, match=message):
+        load_goals(path)
+
+
+def test_report_traceability_per_qtype_and_missing_metrics(tmp_path):
+    run = make_run(tmp_path / "run")
+    table, sources = load_metric_table(run)
+    assert set(table.system) == {"bm25+r", "knn+r"} and "R@10" in set(table.metric)
+    report = build_report(load_goals(DEFAULT_GOALS), table, sources)
+    json.dumps(report, allow_nan=False)  # never NaN
+    assert report["metric_columns"]["R@k"] == "R@10"
+    assert "vera_faithfulness" in report["missing_metrics"]
+    entry = report["systems"]["bm25+r"]["all"]
+    assert set(report["systems"]["bm25+r"]["by_qtype"]) == set(QTYPES)
+    assert entry["n_queries"] == 8
+    total = sum(m["to_overall"] for g in entry["goals"] for q in g["questions"] for m in q["metrics"] if m["available"])
+    assert total == pytest.approx(entry["overall"]["score"])
+    # Q1.1: only CC and AC present -> renormalized (coverage 1.2 / 3.1)
+    q11 = entry["goals"][0]["questions"][0]
+    assert q11["coverage"] == pytest.approx(1.2 / 3.1)
+    vf = next(m for m in q11["metrics"] if m["name"] == "vera_faithfulness")
+    assert vf["value"] is None and vf["reason"] == "metric not computed in this run"
+    cc = table[(table.system == "bm25+r") & (table.metric == "CC")].score.mean()
+    ac = table[(table.system == "bm25+r") & (table.metric == "AC")].score.mean()
+    assert q11["score"] == pytest.approx((0.6 * cc + 0.6 * ac) / 1.2)
+    assert set(entry["components"]) == {"retriever", "generator", "system"}
+
+
+def test_without_renormalization_goals_are_not_computable_with_reason(tmp_path):
+    run = make_run(tmp_path / "run")
+    data = yaml.safe_load(DEFAULT_GOALS.read_text())
+    data["renormalize"] = False
+    path = tmp_path / "strict.yaml"
+    path.write_text(yaml.safe_dump(data))
+    table, sources = load_metric_table(run)
+    entry = build_report(load_goals(path), table, sources)["systems"]["knn+r"]["all"]
+    g1 = entry["goals"][0]
+    assert g1["score"] is None and g1["computable"] is False and "vera_faithfulness" in g1["reason"]
+    assert entry["overall"]["score"] is None and entry["overall"]["reason"]
+
+
+def test_write_report_files(tmp_path):
+    run = make_run(tmp_path / "run", with_retrieval=False)
+    report, files = write_report(run, out_dir=tmp_path / "out")
+    assert [f.name for f in files] == ["gqm_report.json", "radar.png", "heatmap_goals.png", "heatmap_metrics.png"]
+    for f in files[1:]:
+        assert f.read_bytes()[:4] == b"\x89PNG"
+    q21 = report["systems"]["knn+r"]["all"]["goals"][1]["questions"][0]  # retriever question, nothing measured
+    assert q21["score"] is None and "none of its metrics" in q21["reason"]
