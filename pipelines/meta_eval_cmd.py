@@ -1,0 +1,190 @@
+"""`ccrs meta-eval`: test a judge's calibration before trusting it.
+
+    ccrs meta-eval [--tests FILE] [--judge grouse|ccrs|both] [--base-url URL --model NAME] [--out DIR]
+    ccrs meta-eval --agreement RESULTS_A.json RESULTS_B.json
+
+Without --base-url the local CPU model is used (the Serve app of `ccrs serve up`, started here when it is
+not already up, and stopped again afterwards). Prints pass rates per metric and overall and every failing
+case with the judge's raw output; writes results.json, failures.jsonl and matrix.png; logs to MLflow.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_TESTS = Path(__file__).resolve().parents[1] / "data" / "grouse-bioasq" / "test.jsonl"
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> None:
+    parser.add_argument("--tests", type=Path, default=DEFAULT_TESTS,
+                        help="unit tests, GroUSE JSON lines (default data/grouse-bioasq/test.jsonl)")
+    parser.add_argument("--judge", choices=["grouse", "ccrs", "both"], default="grouse",
+                        help="grouse: unit-test conditions; ccrs: paired CCRS calibration; both")
+    parser.add_argument("--base-url", help="OpenAI-compatible /v1 URL of the judge (default: local CPU model)")
+    parser.add_argument("--model", help="judge model name (default: the local CPU model)")
+    parser.add_argument("--port", type=int, default=8000, help="port of the local Serve app")
+    parser.add_argument("--limit", type=int, help="only the first N tests")
+    parser.add_argument("--sets", nargs="+", help="only these test sets (metadata.set)")
+    parser.add_argument("--out", type=Path, default=Path("meta-eval"), help="output folder")
+    parser.add_argument("--max-concurrency", type=int, default=16)
+    parser.add_argument("--max-reasks", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=512, help="reply budget of a GroUSE call")
+    parser.add_argument("--context-window", type=int,
+                        help="judge window in tokens; replies are shortened to fit (local model: 2048)")
+    parser.add_argument("--structured-output", action="store_true",
+                        help="ask the server for JSON-schema constrained replies (vLLM response_format)")
+    parser.add_argument("--prompt-version", default="v1")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tracking-uri", help="MLflow URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--agreement", nargs=2, type=Path, metavar=("RESULTS_A", "RESULTS_B"),
+                        help="only compute agreement between two results.json files (no judge calls)")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.agreement:
+        return _agreement(args)
+    from judges.grouse_unit_tests import UnitTestFormatError, load_unit_tests
+
+    try:
+        tests = _select(load_unit_tests(args.tests), args)
+    except (OSError, UnitTestFormatError) as exc:
+        print(f"ccrs meta-eval: error: {exc}", file=sys.stderr)
+        return 2
+    if not tests:
+        print("ccrs meta-eval: error: no tests selected", file=sys.stderr)
+        return 2
+    try:
+        with _endpoint(args) as (base_url, model, local):
+            result, paths = _run(args, tests, base_url, model, local)
+    except TimeoutError as exc:
+        print(f"ccrs meta-eval: error: judge endpoint not ready: {exc}", file=sys.stderr)
+        return 1
+    _print_report(result, paths)
+    return _log(args, result, paths)
+
+
+def _select(tests, args):
+    if args.sets:
+        tests = [t for t in tests if t.set_id in set(args.sets)]
+    return tests[: args.limit] if args.limit else tests
+
+
+def _run(args, tests, base_url, model, local):
+    from judges.config import ClientConfig, JudgeConfig
+    from judges.tokens import token_counter
+    from tasks.generate import default_tokenizer
+    from tasks.meta_eval import run_meta_eval, write_outputs
+
+    window = args.context_window or (2048 if local else None)
+    judge = JudgeConfig(model=model, max_reasks=args.max_reasks, max_tokens=args.max_tokens,
+                        prompt_version=args.prompt_version, structured_output=args.structured_output,
+                        context_window=window or 2048, cache=False)
+    ccrs_judge = JudgeConfig(model=model, max_reasks=args.max_reasks, structured_output=args.structured_output,
+                             cache=False)
+    count = token_counter(default_tokenizer(model)) if window else None
+    client = ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed)
+    bar = _bar(len(tests), args.no_progress or args.judge == "ccrs")
+    result = run_meta_eval(tests, str(args.tests), args.judge, judge, client, base_url, count,
+                           on_done=lambda _: bar.update(1), ccrs_judge=ccrs_judge)
+    bar.close()
+    return result, write_outputs(result, tests, args.out)
+
+
+def _bar(total: int, disabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="meta-eval", unit="test", disable=disabled, file=sys.stderr)
+
+
+class _endpoint:
+    """(base_url, model, local): the given endpoint, or the local CPU Serve app (started if needed and
+    then removed again; an app that was already up is left alone)."""
+
+    def __init__(self, args):
+        self.args, self.started, self.cfg = args, False, None
+
+    def __enter__(self):
+        if self.args.base_url:
+            return self.args.base_url.rstrip("/"), self.args.model or "smollm2-135m-instruct", False
+        from infra.serving import ServingConfig, _already_serving, start_serve_app
+
+        self.cfg = ServingConfig.for_profile("cpu", port=self.args.port)
+        url = self.cfg.app_base_url()
+        self.started = not _already_serving(url, self.cfg.model_ids())
+        if self.started:
+            print(f"starting the local CPU judge on port {self.args.port} (a few minutes)...", file=sys.stderr)
+        url = start_serve_app(self.cfg)
+        return url, self.args.model or self.cfg.model_ids()[0], True
+
+    def __exit__(self, *exc):
+        if self.started:
+            import ray
+            from ray import serve
+
+            serve.delete(self.cfg.app_name)
+            ray.shutdown()
+        return False
+
+
+def _print_report(result, paths) -> None:
+    print(f"judge {result.model} on {result.n_tests} tests ({result.tests_path}), {result.seconds:.0f}s")
+    if result.outcomes:
+        print("GroUSE unit tests, pass rate per metric:")
+        for metric, rate in result.pass_rates.items():
+            print(f"  {metric:22s} {100 * rate:6.2f}%")
+        failures = [(o, m, c) for o in result.outcomes for m, c in o.checks.items() if not c["passed"]]
+        print(f"failing checks: {len(failures)}")
+        for outcome, metric, check in failures:
+            raw = (check["raw"] or "").replace("\n", " ")
+            print(f"  FAIL {outcome.test_id} {metric}: expected {check['condition']}, got {check['value']} "
+                  f"[{check['status']}{': ' + check['reason'] if check['reason'] else ''}] raw={raw[:300]!r}")
+    if result.ccrs:
+        ccrs = result.ccrs
+        rate = ccrs["pass_rate"]
+        print(f"CCRS calibration (paired, variant < correct answer): "
+              f"{'n/a' if rate is None else f'{100 * rate:.2f}%'} of {len(ccrs['pairs'])} pairs; "
+              f"failed judgments {ccrs['judgments_failed']}/{ccrs['judgments']}")
+        for metric, value in ccrs["per_metric"].items():
+            print(f"  {metric:4s} {100 * value:6.2f}%")
+        for pair in ccrs["pairs"]:
+            if not pair["passed"]:
+                print(f"  FAIL {pair['set']} type {pair['test_type']} {pair['metric']}: variant "
+                      f"{pair['variant_score']} vs correct {pair['correct_score']} raw={pair['variant_raw']!r}")
+    print("wrote " + ", ".join(str(p) for p in paths.values()))
+
+
+def _log(args, result, paths) -> int:
+    if args.no_mlflow:
+        return 0
+    from tasks.meta_eval import log_meta_eval
+    from tasks.tracking import TrackingError
+
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///./mlflow.db"
+    params = {"tests": str(args.tests), "n_tests": result.n_tests, "judge": args.judge, "model": result.model,
+              "base_url": args.base_url or "local-cpu", "prompt_version": args.prompt_version,
+              "max_reasks": args.max_reasks, "max_tokens": args.max_tokens,
+              "structured_output": args.structured_output, "seed": args.seed}
+    try:
+        run_id = log_meta_eval(result, paths, uri, params)
+    except TrackingError as exc:
+        print(f"ccrs meta-eval: warning: {exc}; results are kept in {args.out}", file=sys.stderr)
+        return 1
+    print(f"MLflow run {run_id} ({uri})")
+    return 0
+
+
+def _agreement(args) -> int:
+    from tasks.meta_eval import agreement_between
+
+    try:
+        result = agreement_between(*args.agreement)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"ccrs meta-eval: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2))
+    return 0

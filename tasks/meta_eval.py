@@ -1,0 +1,281 @@
+"""Meta-evaluation of a judge (GroUSE paper, section 4.2): run it on unit tests, check every expected
+condition, report pass rates, a pass/fail matrix plot and every failing case with the judge's raw output;
+the CCRS calibration on the same variants (paired comparisons); agreement between two judges' results.
+
+Outputs in `out_dir`: results.json (everything below), failures.jsonl, matrix.png; optionally logged to
+MLflow (one run per meta-evaluation, metrics = pass rates, artifacts = the files).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judges.ccrs import CCRS_METRICS, JudgeInput, run_judgment
+from judges.ccrs import build_request as ccrs_request
+from judges.client import LLMClient
+from judges.config import ClientConfig, JudgeConfig
+from judges.grouse import METRIC_ORDER, GrouseJudgment, evaluate_sample
+from judges.grouse_unit_tests import UnitTest, check_condition
+
+EXPERIMENT = "ccrs-meta-eval"
+# CCRS calibration (paired): test type -> CCRS metrics expected strictly lower than for type 1 (the
+# correct answer) of the same set, which sees the same references and the same ground truth.
+CCRS_EXPECTATIONS: dict[int, tuple[str, ...]] = {
+    16: ("AC", "CC"),          # a distorted fact: less correct, less supported by the context
+    8: ("QR", "ID"),           # irrelevant content added: less relevant, less focused
+    10: ("IR",),               # relevant information missing: less informative
+    11: ("AC", "IR", "QR"),    # wrongly says there is no answer
+    12: ("AC", "IR"),          # wrongly says there is no answer, adds related information
+}
+
+
+@dataclass
+class TestOutcome:
+    test_id: str
+    set_id: str
+    test_type: int
+    checks: dict[str, dict[str, Any]]  # metric -> value, condition, passed, status, reason, raw
+    calls: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return all(c["passed"] for c in self.checks.values())
+
+
+@dataclass
+class MetaEvalResult:
+    judge: str
+    model: str
+    tests_path: str
+    n_tests: int
+    pass_rates: dict[str, float]
+    outcomes: list[TestOutcome] = field(default_factory=list)
+    ccrs: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+
+# --- GroUSE unit tests ----------------------------------------------------------------------------------
+
+def check_test(test: UnitTest, judgments: list[GrouseJudgment]) -> TestOutcome:
+    """A failed judgment (no usable reply) fails its condition whatever the condition is."""
+    by_metric = {j.metric: j for j in judgments}
+    checks = {}
+    for metric in METRIC_ORDER:
+        judgment = by_metric[metric]
+        condition = test.conditions[metric]
+        ok = judgment.status != "failed" and check_condition(judgment.value, condition)
+        checks[metric] = {"value": judgment.value, "condition": condition, "passed": bool(ok),
+                          "status": judgment.status, "reason": judgment.reason, "raw": judgment.raw,
+                          "justification": judgment.justification}
+    calls = sum(j.attempts for j in judgments)
+    return TestOutcome(test.test_id, test.set_id, test.test_type, checks, calls)
+
+
+def pass_rates(outcomes: list[TestOutcome]) -> dict[str, float]:
+    """Per metric: share of tests whose condition holds; `overall`: mean over the six metrics (the
+    paper's test pass rate); `tests_all_passed`: share of tests passing all six conditions."""
+    if not outcomes:
+        return {}
+    rates = {m: sum(o.checks[m]["passed"] for o in outcomes) / len(outcomes) for m in METRIC_ORDER}
+    rates["overall"] = sum(rates[m] for m in METRIC_ORDER) / len(METRIC_ORDER)
+    rates["tests_all_passed"] = sum(o.passed for o in outcomes) / len(outcomes)
+    return rates
+
+
+def run_grouse_tests(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient,
+                     count: Callable[[str], int] | None = None,
+                     on_done: Callable[[TestOutcome], None] | None = None) -> list[TestOutcome]:
+    def one(test: UnitTest) -> TestOutcome:
+        outcome = check_test(test, evaluate_sample(client, test.sample(), judge, count))
+        if on_done:
+            on_done(outcome)
+        return outcome
+
+    return client.map(one, tests)
+
+
+def failing_cases(outcomes: list[TestOutcome], tests: list[UnitTest]) -> list[dict]:
+    by_id = {t.test_id: t for t in tests}
+    rows = []
+    for outcome in outcomes:
+        for metric, check in outcome.checks.items():
+            if check["passed"]:
+                continue
+            test = by_id[outcome.test_id]
+            rows.append({"test_id": outcome.test_id, "test_type": outcome.test_type, "metric": metric,
+                         "condition": check["condition"], "value": check["value"], "status": check["status"],
+                         "reason": check["reason"], "raw": check["raw"], "question": test.question,
+                         "answer": test.answer})
+    return rows
+
+
+# --- CCRS calibration ------------------------------------------------------------------------------------
+
+def ccrs_pairs(tests: list[UnitTest]) -> list[tuple[UnitTest, UnitTest, str]]:
+    """(correct answer test, variant test, metric) for every expectation whose two tests exist."""
+    by_set: dict[str, dict[int, UnitTest]] = {}
+    for test in tests:
+        by_set.setdefault(test.set_id, {})[test.test_type] = test
+    pairs = []
+    for set_tests in by_set.values():
+        base = set_tests.get(1)
+        for test_type, metrics in CCRS_EXPECTATIONS.items():
+            if base is not None and test_type in set_tests:
+                pairs += [(base, set_tests[test_type], metric) for metric in metrics]
+    return pairs
+
+
+def _ccrs_input(test: UnitTest, ground_truth: str) -> JudgeInput:
+    return JudgeInput(test.test_id, "unit-test", test.question, test.answer, test.answer, ground_truth,
+                      list(test.references))
+
+
+def run_ccrs_calibration(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient) -> dict[str, Any]:
+    """Score each needed (test, metric) once, then check every pair: variant strictly below the correct
+    answer. A tie or a failed judgment fails the pair."""
+    pairs = ccrs_pairs(tests)
+    needed = sorted({(t.test_id, m) for base, var, m in pairs for t in (base, var)})
+    by_id = {t.test_id: t for t in tests}
+    ground_truth = {t.set_id: t.answer for t in tests if t.test_type == 1}
+
+    def score(key: tuple[str, str]):
+        test, metric = by_id[key[0]], key[1]
+        sample = _ccrs_input(test, ground_truth[test.set_id])
+        spec = CCRS_METRICS[metric]
+        return run_judgment(client, spec, sample, ccrs_request(spec, sample, sample.context, judge), judge)
+
+    judged = dict(zip(needed, client.map(score, needed)))
+    checks = []
+    for base, variant, metric in pairs:
+        b, v = judged[(base.test_id, metric)], judged[(variant.test_id, metric)]
+        ok = b.score is not None and v.score is not None and v.score < b.score
+        checks.append({"set": base.set_id, "test_type": variant.test_type, "metric": metric,
+                       "correct_score": b.score, "variant_score": v.score, "passed": bool(ok),
+                       "correct_raw": b.raw, "variant_raw": v.raw,
+                       "reason": v.reason or b.reason})
+    return {"pairs": checks, **ccrs_rates(checks),
+            "judgments_failed": sum(j.status == "failed" for j in judged.values()), "judgments": len(judged)}
+
+
+def ccrs_rates(checks: list[dict]) -> dict[str, Any]:
+    if not checks:
+        return {"pass_rate": None, "per_metric": {}, "per_test_type": {}}
+    per_metric: dict[str, list[bool]] = {}
+    per_type: dict[str, list[bool]] = {}
+    for c in checks:
+        per_metric.setdefault(c["metric"], []).append(c["passed"])
+        per_type.setdefault(str(c["test_type"]), []).append(c["passed"])
+    mean = lambda xs: sum(xs) / len(xs)
+    return {"pass_rate": mean([c["passed"] for c in checks]),
+            "per_metric": {k: mean(v) for k, v in sorted(per_metric.items())},
+            "per_test_type": {k: mean(v) for k, v in sorted(per_type.items(), key=lambda kv: int(kv[0]))}}
+
+
+# --- outputs -------------------------------------------------------------------------------------------
+
+def plot_matrix(outcomes: list[TestOutcome], path: Path, title: str) -> Path:
+    """Tests (rows) x metrics (columns): green pass, red wrong mark, orange no usable reply."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    codes = [[0 if o.checks[m]["passed"] else (2 if o.checks[m]["status"] == "failed" else 1)
+              for m in METRIC_ORDER] for o in outcomes]
+    fig, ax = plt.subplots(figsize=(7, max(3.0, 0.17 * len(outcomes) + 1.5)))
+    ax.imshow(codes or [[0] * len(METRIC_ORDER)], cmap=ListedColormap(["#4caf50", "#e53935", "#fb8c00"]),
+              vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(len(METRIC_ORDER)), [m.replace("_", "\n") for m in METRIC_ORDER], fontsize=7)
+    ax.set_yticks(range(len(outcomes)), [o.test_id for o in outcomes], fontsize=5)
+    ax.set_title(f"{title}\ngreen: pass, red: wrong mark, orange: no usable reply", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def result_dict(result: MetaEvalResult) -> dict:
+    data = asdict(result)
+    for outcome, row in zip(result.outcomes, data["outcomes"]):
+        row["passed"] = outcome.passed
+    return data
+
+
+def write_outputs(result: MetaEvalResult, tests: list[UnitTest], out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"results": out_dir / "results.json", "failures": out_dir / "failures.jsonl"}
+    paths["results"].write_text(json.dumps(result_dict(result), indent=2, default=str))
+    failures = failing_cases(result.outcomes, tests) if result.outcomes else []
+    if result.ccrs:
+        failures += [{"ccrs_pair": True, **c} for c in result.ccrs["pairs"] if not c["passed"]]
+    paths["failures"].write_text("".join(json.dumps(f, default=str) + "\n" for f in failures))
+    if result.outcomes:
+        paths["matrix"] = plot_matrix(result.outcomes, out_dir / "matrix.png", f"GroUSE unit tests: {result.model}")
+    return paths
+
+
+def marks_by_test(results: dict) -> dict[str, dict[str, float | None]]:
+    """{test_id: {metric: mark}} from a results.json; failed judgments are left out of the metric."""
+    marks: dict[str, dict[str, float | None]] = {}
+    for outcome in results.get("outcomes", []):
+        marks[outcome["test_id"]] = {m: c["value"] for m, c in outcome["checks"].items() if c["status"] != "failed"}
+    return marks
+
+
+def agreement_between(path_a: Path, path_b: Path) -> dict:
+    from judges.grouse_agreement import agreement
+
+    a = marks_by_test(json.loads(Path(path_a).read_text()))
+    b = marks_by_test(json.loads(Path(path_b).read_text()))
+    return agreement(a, b)
+
+
+# --- MLflow -----------------------------------------------------------------------------------------------
+
+def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: str, params: dict,
+                  experiment: str = EXPERIMENT) -> str:
+    import mlflow
+
+    from tasks.tracking import TrackingError, _ensure_experiment, flatten, git_commit, redact
+
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        _ensure_experiment(tracking_uri, experiment)
+    except Exception as exc:  # MLflow raises many types for an unreachable store
+        raise TrackingError(f"MLflow tracking server {tracking_uri} unavailable: {exc}") from exc
+    with mlflow.start_run(run_name=f"meta-eval-{result.judge}-{result.model}") as run:
+        mlflow.set_tags({"ccrs.kind": "meta-eval", "judge": result.judge, "judge_model": result.model,
+                         "git_commit": git_commit(Path(__file__).resolve().parents[1])})
+        mlflow.log_params({k: v[:6000] for k, v in flatten(redact(params)).items()})
+        metrics = {f"pass_rate_{k}": v for k, v in result.pass_rates.items()}
+        if result.ccrs and result.ccrs.get("pass_rate") is not None:
+            metrics["ccrs_calibration_pass_rate"] = result.ccrs["pass_rate"]
+            metrics.update({f"ccrs_calibration_{k}": v for k, v in result.ccrs["per_metric"].items()})
+        metrics["seconds"] = result.seconds
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
+        for path in paths.values():
+            mlflow.log_artifact(str(path), artifact_path="meta_eval")
+        return run.info.run_id
+
+
+def run_meta_eval(tests: list[UnitTest], tests_path: str, judge_kind: str, judge: JudgeConfig,
+                  client_cfg: ClientConfig, base_url: str, count: Callable[[str], int] | None = None,
+                  on_done: Callable[[TestOutcome], None] | None = None,
+                  ccrs_judge: JudgeConfig | None = None) -> MetaEvalResult:
+    """judge_kind: grouse (unit-test conditions), ccrs (paired calibration), or both. `ccrs_judge`
+    (default `judge`) holds the CCRS settings: its max_tokens is CCRS's, not GroUSE's reply budget."""
+    started = time.perf_counter()
+    outcomes, ccrs = [], None
+    with LLMClient(client_cfg, base_url) as client:
+        if judge_kind in ("grouse", "both"):
+            outcomes = run_grouse_tests(tests, judge, client, count, on_done)
+        if judge_kind in ("ccrs", "both"):
+            ccrs = run_ccrs_calibration(tests, ccrs_judge or judge, client)
+    return MetaEvalResult(judge_kind, judge.model, tests_path, len(tests), pass_rates(outcomes), outcomes, ccrs,
+                          round(time.perf_counter() - started, 2))

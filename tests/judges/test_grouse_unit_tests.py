@@ -1,0 +1,101 @@
+"""Unit-test format (public GroUSE JSON lines), conditions and the fixtures under data/grouse-bioasq/."""
+import json
+from pathlib import Path
+
+import pytest
+
+from judges.grouse_unit_tests import (
+    UnitTestFormatError,
+    check_condition,
+    derived_conditions,
+    load_unit_tests,
+    parse_condition,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "grouse-bioasq"
+
+
+@pytest.mark.parametrize("value,condition,expected", [
+    (5, "==5", True), (4, "==5", False), (None, "==5", False), (None, "==None", True), (1, "==None", False),
+    (4, "<5", True), (5, "<5", False), (None, "<5", False), (5, "<=5", True), (2, ">1", True), (1, ">=1", True),
+    (0, "==0", True), (1, "==1", True), (0, "==1", False), (1.0, "== 1", True),
+])
+def test_conditions(value, condition, expected):
+    assert check_condition(value, condition) is expected
+
+
+@pytest.mark.parametrize("bad", ["=5", "<None", "5", "==five", "!=1", ""])
+def test_invalid_conditions(bad):
+    with pytest.raises(ValueError):
+        parse_condition(bad)
+
+
+def test_derived_conditions_follow_table_6():
+    assert derived_conditions("==None", "==None") == {"positive_acceptance": "==1", "negative_rejection": "==1"}
+    assert derived_conditions("==None", "==1") == {"positive_acceptance": "==0", "negative_rejection": "==None"}
+    assert derived_conditions("==1", "==None") == {"positive_acceptance": "==None", "negative_rejection": "==0"}
+    assert derived_conditions("<5", "==5") == {"positive_acceptance": "==None", "negative_rejection": "==None"}
+
+
+PUBLIC_LINE = {"input": "Q?", "actual_output": "A [1].", "expected_output": "R [1].", "references": ["doc"],
+               "conditions": {"answer_relevancy_condition": "==5", "completeness_condition": "<5",
+                              "faithfulness_condition": "==1", "usefulness_condition": "==None"}}
+
+
+def _write(tmp_path, lines):
+    path = tmp_path / "tests.jsonl"
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_public_format_loads_with_types_from_position(tmp_path):
+    tests = load_unit_tests(_write(tmp_path, [PUBLIC_LINE] * 17))
+    assert [t.test_type for t in tests[:2]] == [1, 2] and tests[16].test_type == 1
+    assert tests[16].set_id == "set2" and tests[0].test_id == "set1-t01"
+    assert tests[0].conditions["completeness"] == "<5" and tests[0].conditions["negative_rejection"] == "==None"
+
+
+@pytest.mark.parametrize("line,message", [
+    ("not json", "Expecting value"),
+    ({k: v for k, v in PUBLIC_LINE.items() if k != "references"}, "missing key 'references'"),
+    ({**PUBLIC_LINE, "references": "doc"}, "references must be a list of strings"),
+    ({**PUBLIC_LINE, "conditions": {"answer_relevancy_condition": "==5"}}, "conditions without"),
+    ({**PUBLIC_LINE, "conditions": {**PUBLIC_LINE["conditions"], "faithfulness_condition": "~1"}}, "invalid condition"),
+    ([1, 2], "not a JSON object"),
+])
+def test_bad_lines_are_errors_naming_the_line(tmp_path, line, message):
+    path = _write(tmp_path, [PUBLIC_LINE, "", line])
+    with pytest.raises(UnitTestFormatError) as info:
+        load_unit_tests(path)
+    assert f"{path}:3:" in str(info.value) and message in str(info.value)
+
+
+def test_fixtures_cover_16_types_per_set_and_keep_train_apart():
+    test, train = load_unit_tests(DATA / "test.jsonl"), load_unit_tests(DATA / "train.jsonl")
+    assert len(test) >= 96 and len(train) == 16
+    sets = {t.set_id for t in test}
+    assert len(sets) >= 6 and not sets & {t.set_id for t in train}
+    for set_id in sets:
+        assert sorted(t.test_type for t in test if t.set_id == set_id) == list(range(1, 17))
+    assert not {t.question for t in test} & {t.question for t in train}
+
+
+def test_fixture_conditions_match_table_6():
+    expected = {1: "==5 ==5 ==None ==1", 9: "==1 ==None ==None ==1", 11: "==None ==1 ==None ==None",
+                13: "==None ==None ==0 ==1", 16: "==5 ==5 ==None ==0"}
+    for test in load_unit_tests(DATA / "test.jsonl"):
+        c = test.conditions
+        if test.test_type in expected:
+            got = " ".join(c[m] for m in ("answer_relevancy", "completeness", "usefulness", "faithfulness"))
+            assert got == expected[test.test_type], test.test_id
+
+
+def test_fixture_citations_point_to_existing_references():
+    import re
+
+    for path in (DATA / "test.jsonl", DATA / "train.jsonl"):
+        for test in load_unit_tests(path):
+            cited = {int(i) for i in re.findall(r"\[(\d+)\]", test.answer)}
+            assert all(1 <= i <= len(test.references) for i in cited), test.test_id
+            if test.test_type in (2, 5, 11):
+                assert test.answer == "No document seems to precisely answer your question."

@@ -1,0 +1,71 @@
+"""`ccrs meta-eval`: argument handling, errors, agreement mode, and one small real run."""
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.cli import main
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "grouse-bioasq"
+
+
+def test_help_lists_meta_eval(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "meta-eval" in capsys.readouterr().out
+
+
+def test_bad_unit_test_file_is_an_error_naming_the_line(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"input": "q"}\n')
+    assert main(["meta-eval", "--tests", str(bad), "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]) == 2
+    assert f"{bad}:1: missing key 'actual_output'" in capsys.readouterr().err
+
+
+def test_no_selected_tests_is_an_error(capsys):
+    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--sets", "nope", "--base-url", "http://x/v1"]
+    assert main(args) == 2 and "no tests selected" in capsys.readouterr().err
+
+
+def _results(path: Path, marks: dict[str, dict]) -> Path:
+    outcomes = [{"test_id": tid, "checks": {m: {"value": v, "status": "ok"} for m, v in metrics.items()}}
+                for tid, metrics in marks.items()]
+    path.write_text(json.dumps({"outcomes": outcomes}))
+    return path
+
+
+def test_agreement_mode_prints_spearman_and_macro_f1(tmp_path, capsys):
+    a = _results(tmp_path / "a.json", {"t1": {"answer_relevancy": 5, "faithfulness": 1},
+                                       "t2": {"answer_relevancy": 2, "faithfulness": 0},
+                                       "t3": {"answer_relevancy": 3, "faithfulness": None}})
+    b = _results(tmp_path / "b.json", {"t1": {"answer_relevancy": 4, "faithfulness": 1},
+                                       "t2": {"answer_relevancy": 1, "faithfulness": 1},
+                                       "t3": {"answer_relevancy": 2, "faithfulness": None}})
+    assert main(["meta-eval", "--agreement", str(a), str(b)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["n_samples"] == 3 and out["answer_relevancy"]["spearman"] == pytest.approx(1.0)
+    # classes 0 (F1 0), 1 (tp1 fp1 -> 2/3), null (1.0)
+    assert out["faithfulness"]["macro_f1"] == pytest.approx((0 + 2 / 3 + 1) / 3)
+
+
+def test_agreement_mode_missing_file(tmp_path, capsys):
+    assert main(["meta-eval", "--agreement", str(tmp_path / "x.json"), str(tmp_path / "y.json")]) == 2
+
+
+@pytest.mark.llm
+def test_real_run_reports_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--limit", "1", "--base-url", llm_endpoint.base_url,
+            "--model", llm_endpoint.judge_model, "--structured-output", "--max-tokens", "128", "--max-reasks", "0",
+            "--context-window", "2048", "--out", str(tmp_path / "out"), "--tracking-uri", uri, "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "pass rate per metric" in out and "overall" in out and "MLflow run" in out
+    assert (tmp_path / "out" / "matrix.png").exists() and (tmp_path / "out" / "failures.jsonl").exists()
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["n_tests"] == 1 and len(results["outcomes"]) == 1
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["ccrs-meta-eval"], output_format="list")
+    assert len(runs) == 1 and "pass_rate_overall" in runs[0].data.metrics

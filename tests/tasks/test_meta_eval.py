@@ -1,0 +1,168 @@
+"""Meta-evaluation: condition checking, pass rates, CCRS pairs, outputs, agreement, MLflow; a small real run."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from judges.config import ClientConfig, JudgeConfig, ReaderConfig
+from judges.grouse import METRIC_ORDER, GrouseJudgment
+from judges.grouse_unit_tests import load_unit_tests
+from tasks.meta_eval import (
+    MetaEvalResult,
+    agreement_between,
+    ccrs_pairs,
+    check_test,
+    log_meta_eval,
+    pass_rates,
+    run_meta_eval,
+    write_outputs,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "grouse-bioasq"
+TRAIN = load_unit_tests(DATA / "train.jsonl")
+
+
+def _judgments(test, values: dict, failed=()):
+    out = []
+    for metric in METRIC_ORDER:
+        status = "failed" if metric in failed else "ok"
+        out.append(GrouseJudgment(test.test_id, "unit-test", metric, values.get(metric), None, status,
+                                  "bad" if status == "failed" else None, "raw text", None, 1, 0, 0, "v1", "m"))
+    return out
+
+
+PERFECT_T1 = {"answer_relevancy": 5, "completeness": 5, "faithfulness": 1}
+
+
+def test_perfect_marks_pass_every_condition():
+    outcome = check_test(TRAIN[0], _judgments(TRAIN[0], PERFECT_T1))
+    assert outcome.passed and all(c["passed"] for c in outcome.checks.values())
+
+
+def test_wrong_mark_and_failed_judgment_fail_their_condition():
+    outcome = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4}, failed=("faithfulness",)))
+    assert not outcome.checks["completeness"]["passed"] and not outcome.checks["faithfulness"]["passed"]
+    assert outcome.checks["faithfulness"]["raw"] == "raw text" and outcome.checks["answer_relevancy"]["passed"]
+
+
+def test_refusal_test_needs_nulls_and_derived_acceptance():
+    t2 = TRAIN[1]  # type 2: correct refusal, references without an answer
+    ok = check_test(t2, _judgments(t2, {"positive_acceptance": 1, "negative_rejection": 1}))
+    assert ok.passed
+    bad = check_test(t2, _judgments(t2, {"answer_relevancy": 5, "negative_rejection": 0}))
+    assert not bad.checks["answer_relevancy"]["passed"] and not bad.checks["negative_rejection"]["passed"]
+
+
+def test_pass_rates_per_metric_and_overall():
+    good = check_test(TRAIN[0], _judgments(TRAIN[0], PERFECT_T1))
+    bad = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4}))
+    rates = pass_rates([good, bad])
+    assert rates["completeness"] == 0.5 and rates["answer_relevancy"] == 1.0
+    assert rates["overall"] == pytest.approx(11 / 12) and rates["tests_all_passed"] == 0.5
+
+
+def test_ccrs_pairs_compare_variants_with_the_correct_answer_of_their_set():
+    pairs = ccrs_pairs(TRAIN)
+    assert {(v.test_type, m) for _, v, m in pairs} == {(16, "AC"), (16, "CC"), (8, "QR"), (8, "ID"), (10, "IR"),
+                                                        (11, "AC"), (11, "IR"), (11, "QR"), (12, "AC"), (12, "IR")}
+    assert all(b.test_type == 1 and b.references == v.references for b, v, _ in pairs)
+
+
+def _result(tests, values_by_type):
+    outcomes = [check_test(t, _judgments(t, values_by_type.get(t.test_type, {}))) for t in tests]
+    return MetaEvalResult("grouse", "m", "train.jsonl", len(tests), pass_rates(outcomes), outcomes)
+
+
+def test_outputs_and_agreement_between_two_results(tmp_path):
+    a = _result(TRAIN[:2], {1: PERFECT_T1})
+    b = _result(TRAIN[:2], {1: {**PERFECT_T1, "completeness": 4}})
+    paths_a = write_outputs(a, TRAIN, tmp_path / "a")
+    paths_b = write_outputs(b, TRAIN, tmp_path / "b")
+    assert paths_a["matrix"].read_bytes()[:4] == b"\x89PNG"
+    failures = [json.loads(line) for line in paths_b["failures"].read_text().splitlines()]
+    assert (failures[0]["test_id"], failures[0]["metric"]) == (TRAIN[0].test_id, "completeness")
+    assert failures[0]["raw"] == "raw text"
+    result = agreement_between(paths_a["results"], paths_b["results"])
+    assert result["n_samples"] == 2 and result["faithfulness"]["macro_f1"] == 1.0
+
+
+def test_mlflow_run_holds_pass_rates_and_artifacts(tmp_path, monkeypatch):
+    import mlflow
+
+    monkeypatch.chdir(tmp_path)
+    result = _result(TRAIN[:2], {1: PERFECT_T1, 2: {"positive_acceptance": 1, "negative_rejection": 1}})
+    paths = write_outputs(result, TRAIN, tmp_path / "out")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = log_meta_eval(result, paths, uri, {"judge": "grouse"})
+    run = mlflow.tracking.MlflowClient(uri).get_run(run_id)
+    assert run.data.metrics["pass_rate_overall"] == pytest.approx(1.0)
+    assert run.data.tags["ccrs.kind"] == "meta-eval"
+    names = {f.path for f in mlflow.tracking.MlflowClient(uri).list_artifacts(run_id, "meta_eval")}
+    assert {"meta_eval/results.json", "meta_eval/matrix.png", "meta_eval/failures.jsonl"} <= names
+
+
+def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_path, bioasq_inputs):
+    from tasks.generate import run_generation
+    from tasks.grouse_judge import run_grouse_judging
+
+    readers = [ReaderConfig(name="extractive", kind="extractive", max_sentences=2)]
+    gens_path = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
+                               top_k=2, progress=False).path
+    gens = pd.read_parquet(gens_path).head(3)
+    gens["answer"] = ""
+    gens.loc[2, ["status", "error", "answer"]] = ["failed", "HTTP 500", None]
+    gens.to_parquet(gens_path, index=False)
+    out = run_grouse_judging(tmp_path / "run", *bioasq_inputs, gens_path, JudgeConfig(), ClientConfig(),
+                             "http://127.0.0.1:9/v1", top_k=2, progress=False)
+    frame = pd.read_parquet(out.judgments_path)
+    assert len(frame) == 3 * 6 and (frame.status == "empty_response").sum() == 12
+    failed = frame[frame.status == "failed"]
+    assert len(failed) == 6 and failed.reason.str.startswith("generation failed: HTTP 500").all()
+    assert pd.read_parquet(out.scores_path).empty and out.summary["judge_calls"] == 0
+
+
+# --- against the real CPU judge ---------------------------------------------------------------------------
+
+SMALL_JUDGE = {"max_reasks": 0, "max_tokens": 128, "structured_output": True, "cache": False}
+
+
+@pytest.mark.llm
+def test_real_ccrs_calibration_on_one_pair_of_variants(llm_endpoint):
+    tests = [t for t in TRAIN if t.test_type in (1, 16)]
+    judge = JudgeConfig(model=llm_endpoint.judge_model, cache=False)
+    result = run_meta_eval(tests, "train", "ccrs", judge, ClientConfig(max_concurrency=8), llm_endpoint.base_url)
+    assert result.outcomes == [] and result.ccrs["judgments"] == 4
+    pairs = result.ccrs["pairs"]
+    assert [(p["test_type"], p["metric"]) for p in pairs] == [(16, "AC"), (16, "CC")]
+    for pair in pairs:
+        assert pair["passed"] == (pair["variant_score"] is not None and pair["correct_score"] is not None
+                                  and pair["variant_score"] < pair["correct_score"])
+    assert result.ccrs["pass_rate"] in (0.0, 0.5, 1.0)
+
+
+@pytest.mark.llm
+def test_grouse_judging_stage_writes_long_scores(tmp_path, bioasq_inputs, llm_endpoint):
+    from tasks.generate import run_generation
+    from tasks.grouse_judge import run_grouse_judging
+
+    readers = [ReaderConfig(name="extractive", kind="extractive", max_sentences=2)]
+    gens_path = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
+                               top_k=2, progress=False).path
+    gens = pd.read_parquet(gens_path).head(2)
+    gens.loc[1, "answer"] = ""
+    gens.to_parquet(gens_path, index=False)
+    judge = JudgeConfig(model=llm_endpoint.judge_model, **SMALL_JUDGE)
+    args = (tmp_path / "run", *bioasq_inputs, gens_path, judge, ClientConfig(max_concurrency=8), llm_endpoint.base_url)
+    out = run_grouse_judging(*args, top_k=2, progress=False)
+    frame = pd.read_parquet(out.judgments_path)
+    assert len(frame) == 2 * 6 and set(frame.metric) == set(METRIC_ORDER)
+    assert (frame[frame.system == gens.loc[1, "system"]].query_id == gens.loc[1, "query_id"]).any()
+    assert set(frame.status) <= {"ok", "skipped", "failed", "empty_response"}
+    assert (frame.status == "empty_response").sum() == 6
+    failed = frame[frame.status == "failed"]
+    assert failed.reason.notna().all()
+    scores = pd.read_parquet(out.scores_path)
+    assert list(scores.columns) == ["query_id", "system", "metric", "score"]
+    assert scores.score.between(0, 1).all() and scores.score.notna().all()
+    assert run_grouse_judging(*args, top_k=2, progress=False).reused
