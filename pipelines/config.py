@@ -63,7 +63,7 @@ class RunConfig(_Strict):
     stats: StatsConfig = StatsConfig()
     mlflow: MlflowConfig = MlflowConfig()
     ray: RayConfig = RayConfig()
-    judges: list[Literal["ccrs"]] = ["ccrs"]
+    judges: list[Literal["ccrs", "grouse"]] = Field(default=["ccrs"], min_length=1)
 
     @model_validator(mode="after")
     def _unique_readers(self) -> "RunConfig":

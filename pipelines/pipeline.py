@@ -34,12 +34,9 @@ def _resolve_paths(config: RunConfig) -> RunConfig:
 def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving: bool = False) -> PipelineResult:
     from infra.serving import start_serve_app, stop_serve_app
     from tasks.generate import run_generation
-    from tasks.judge import run_judging
     from tasks.ray_runtime import ensure_ray
     from tasks.reduce import run_reduce
     from tasks.retrieval_stages import run_retrieval
-    from tasks.stage import file_fingerprint
-
     from tasks.tracking import check_tracking_reachable
 
     config = _resolve_paths(config)
@@ -61,24 +58,38 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
             run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers, config.client, base_url,
             config.retrieval.top_k, force=_forced("generate", from_stage),
         )
-        judging = run_judging(
-            run_dir, retrieval.queries_path, retrieval.retrieved_path, generation.path, config.judge,
-            config.client, base_url, config.retrieval.top_k, force=_forced("judge", from_stage),
-        )
+        judged = _judge(config, run_dir, retrieval, generation, base_url, _forced("judge", from_stage))
     finally:
         if not keep_serving:
             stop_serve_app()
     reduce = run_reduce(
-        run_dir, judging.scores_path, file_fingerprint(judging.scores_path), config.stats.b, config.stats.seed, config.stats.alpha,
-        config.stats.hypotheses, force=_forced("reduce", from_stage),
+        run_dir, [outputs.scores_path for outputs in judged.values()], config.stats.b, config.stats.seed,
+        config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
     )
-    tracked = _track(config, run_dir, retrieval, generation, judging, reduce, force=_forced("track", from_stage))
-    return PipelineResult(run_dir, reduce.out_dir, tracked, {
-        "generate": generation.summary, "judge": judging.summary, "reduce": reduce.summary,
-    })
+    tracked = _track(config, run_dir, retrieval, generation, judged, reduce, force=_forced("track", from_stage))
+    stages = {"retrieve": {"reused": all(stage.reused for stage in retrieval.stages), "summary": retrieval.counts},
+              "generate": {"reused": generation.reused, "summary": generation.summary},
+              **{f"judge_{name}": {"reused": out.reused, "summary": out.summary} for name, out in judged.items()},
+              "reduce": {"reused": reduce.reused, "summary": reduce.summary}}
+    return PipelineResult(run_dir, reduce.out_dir, tracked, stages)
 
 
-def _track(config, run_dir, retrieval, generation, judging, reduce, force: bool) -> dict:
+def _judge(config: RunConfig, run_dir: Path, retrieval, generation, base_url: str, force: bool) -> dict:
+    """Every judge suite the config selects (`judges: [ccrs, grouse]`), on the same generations."""
+    from tasks.grouse_judge import run_grouse_judging
+    from tasks.judge import run_judging
+
+    suites = {"ccrs": run_judging, "grouse": run_grouse_judging}
+    return {
+        name: suites[name](
+            run_dir, retrieval.queries_path, retrieval.retrieved_path, generation.path, config.judge,
+            config.client, base_url, config.retrieval.top_k, force=force,
+        )
+        for name in config.judges
+    }
+
+
+def _track(config, run_dir, retrieval, generation, judged, reduce, force: bool) -> dict:
     from tasks.stage import run_stage, stage_key
     from tasks.tracking import git_commit, log_pipeline_run, package_versions
 
@@ -92,8 +103,9 @@ def _track(config, run_dir, retrieval, generation, judging, reduce, force: bool)
             "seeds": {"client": config.client.seed, "stats": config.stats.seed},
             "models": {"judge": config.judge.model, "readers": [r.model or r.kind for r in config.readers],
                        "embedder": config.embedder.model},
-            "prompt_versions": {"ccrs_judge": config.judge.prompt_version},
+            "prompt_versions": {f"{name}_judge": config.judge.prompt_version for name in config.judges},
         }
+        provenance["prompt_versions"]["reader"] = generation.summary.get("prompt_version", "fig1-v1")
         tracked = log_pipeline_run(
             tracking_uri=tracking_uri,
             experiment=config.mlflow.experiment,
@@ -102,10 +114,11 @@ def _track(config, run_dir, retrieval, generation, judging, reduce, force: bool)
             provenance=provenance,
             stats_dir=reduce.out_dir,
             generations_path=generation.path,
-            judgments_path=judging.judgments_path,
+            judgments_paths={name: out.judgments_path for name, out in judged.items()},
             queries_path=retrieval.queries_path,
             retrieval_metrics=retrieval.metrics_summary,
-            stage_summaries={"generate": generation.summary, "judge": judging.summary},
+            stage_summaries={"generate": generation.summary,
+                             **{f"judge_{name}": out.summary for name, out in judged.items()}},
         )
         return {"run_id": tracked.run_id, "experiment_id": tracked.experiment_id, "url": tracked.url,
                 "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}

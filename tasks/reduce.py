@@ -3,15 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from stats.hypotheses import load_hypotheses
 from stats.report import compute_all, load_scores, write_outputs
-from tasks.stage import StageResult, run_stage, stage_key
+from tasks.stage import StageResult, file_fingerprint, run_stage, stage_key
 
 
 def run_reduce(
     run_dir: Path,
-    scores_path: Path,
-    upstream_key: str,
+    scores_paths: list[Path],
     b: int,
     seed: int,
     alpha: float,
@@ -19,10 +20,10 @@ def run_reduce(
     force: bool = False,
 ) -> StageResult:
     config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path)}
-    key = stage_key("reduce", config, [upstream_key])
+    key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths])
 
     def reduce_scores(out_dir: Path) -> dict:
-        scores = load_scores(scores_path)
+        scores = pd.concat([load_scores(path) for path in scores_paths], ignore_index=True)
         hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None
         result = compute_all(scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha)
         written = write_outputs(result, scores, out_dir)

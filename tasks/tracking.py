@@ -104,7 +104,7 @@ def log_pipeline_run(
     provenance: dict,
     stats_dir: Path,
     generations_path: Path,
-    judgments_path: Path,
+    judgments_paths: dict[str, Path],
     queries_path: Path,
     retrieval_metrics: dict,
     stage_summaries: dict,
@@ -115,13 +115,13 @@ def log_pipeline_run(
     mlflow.set_tracking_uri(tracking_uri)
     stats = json.loads((stats_dir / "stats.json").read_text())
     generations = pd.read_parquet(generations_path)
-    judgments = pd.read_parquet(judgments_path)
+    judgments = pd.concat([pd.read_parquet(path) for path in judgments_paths.values()], ignore_index=True)
     try:
         experiment_id = _ensure_experiment(tracking_uri, experiment)
         with mlflow.start_run(run_name=run_name) as parent:
             _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
             _log_dataset(mlflow, queries_path, config)
-            _log_artifacts(mlflow, stats_dir, generations_path, judgments_path, config)
+            _log_artifacts(mlflow, stats_dir, generations_path, judgments_paths, config)
             system_runs = {
                 system: _log_system(mlflow, system, rows, stats, judgments)
                 for system, rows in generations.groupby("system", sort=True)
@@ -177,7 +177,7 @@ def _log_dataset(mlflow, queries_path: Path, config: dict) -> None:
     mlflow.log_input(dataset, context="evaluation")
 
 
-def _log_artifacts(mlflow, stats_dir, generations_path, judgments_path, config) -> None:
+def _log_artifacts(mlflow, stats_dir, generations_path, judgments_paths, config) -> None:
     import yaml
 
     mlflow.log_artifact(str(stats_dir / "stats.json"), artifact_path="stats")
@@ -185,8 +185,21 @@ def _log_artifacts(mlflow, stats_dir, generations_path, judgments_path, config) 
         if (stats_dir / sub).is_dir():
             mlflow.log_artifacts(str(stats_dir / sub), artifact_path=sub)
     mlflow.log_artifact(str(generations_path), artifact_path="samples")
-    mlflow.log_artifact(str(judgments_path), artifact_path="samples")
+    for name, path in judgments_paths.items():
+        # CCRS keeps the plain name (samples/judgments.parquet: `ccrs compare` reads it); others are prefixed.
+        target = "judgments.parquet" if name == "ccrs" else f"judgments_{name}.parquet"
+        _log_file_as(mlflow, path, "samples", target)
     mlflow.log_text(yaml.safe_dump(redact(config), sort_keys=False), "config/resolved.yaml")
+
+
+def _log_file_as(mlflow, path: Path, artifact_dir: str, name: str) -> None:
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / name
+        shutil.copyfile(path, copy)
+        mlflow.log_artifact(str(copy), artifact_path=artifact_dir)
 
 
 def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments: pd.DataFrame) -> str:
