@@ -1,0 +1,150 @@
+"""Judging throughput: our stage (shared client -> Ray fan-out -> Ray Serve LLM -> vLLM) against vLLM's
+own offline `LLM.chat` on the same prompts, model and sampling parameters, in one run.
+
+    .venv/bin/python benchmarks/bench_judging.py [--n 48] [--profile cpu]
+
+Both sides get the same CCRS judge requests (one ask each: max_reasks=0, cache off), temperature 0,
+the same max_tokens and seed. The stage is timed from the first request to the last reply; the offline
+side from the `LLM.chat` call to its return (engine start-up excluded on both sides, one warm-up request
+each). Prints requests/s for both and the ratio stage/offline (target >= 0.8).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+
+
+def build_tasks(n: int, judge_cfg, client_cfg, tmp: Path):
+    """n judge tasks over real BioASQ questions (extractive answers), cycling through the five metrics."""
+    import pandas as pd
+    from conftest import write_bioasq_inputs
+
+    from judges.ccrs import CCRS_METRICS
+    from judges.config import ReaderConfig
+    from judges.tokens import token_counter
+    from tasks.generate import build_items, generate_extractive
+    from tasks.judge import load_samples, plan_task
+
+    queries_path, retrieved_path = write_bioasq_inputs(tmp, limit=32, chunks_per_query=3)
+    queries, retrieved = pd.read_parquet(queries_path), pd.read_parquet(retrieved_path)
+    items = build_items(queries, retrieved, [ReaderConfig(name="x", kind="extractive")], top_k=3)
+    generations = pd.DataFrame([generate_extractive(item) for item in items])
+    samples, _ = load_samples(queries, retrieved, generations, top_k=3)
+    samples = [s for s in samples if s.response.strip()]
+    count = token_counter(str(_model_dir()))
+    metrics = list(CCRS_METRICS.values())
+    tasks = []
+    for i in range(n):
+        spec = metrics[i % len(metrics)]
+        tasks.append(plan_task(spec, samples[(i // len(metrics)) % len(samples)], judge_cfg, client_cfg, count))
+    return tasks
+
+
+def _model_dir() -> Path:
+    from infra.models import prepare_local_models
+
+    return prepare_local_models()["smollm2-135m-instruct"]
+
+
+def time_stage(tasks, client_cfg, base_url: str) -> tuple[float, list]:
+    from judges.client import ChatRequest, LLMClient
+    from tasks.generate import fan_out
+    from tasks.judge import judge_task
+
+    with LLMClient(client_cfg, base_url) as client:  # warm-up
+        client.chat(ChatRequest(tasks[0].request.model, tasks[0].request.messages, max_tokens=2))
+    fan_out(judge_task, tasks[:4], client_cfg, base_url)  # warm the Ray workers too
+    started = time.perf_counter()
+    judgments = fan_out(judge_task, tasks, client_cfg, base_url)
+    return time.perf_counter() - started, judgments
+
+
+def time_offline(tasks, seed: int) -> tuple[float, list[str]]:
+    from vllm import LLM, SamplingParams
+
+    from infra.serving import ServingConfig
+
+    engine_kwargs = ServingConfig(profile="cpu").models[0].engine_kwargs  # the served engine's settings
+    llm = LLM(model=str(_model_dir()), seed=seed, **engine_kwargs)
+    params = SamplingParams(temperature=0.0, max_tokens=tasks[0].request.max_tokens, seed=seed,
+                            structured_outputs=_structured(tasks[0].request.extra_body))
+    llm.chat([tasks[0].request.messages], params, use_tqdm=False)  # warm-up
+    started = time.perf_counter()
+    outputs = llm.chat([t.request.messages for t in tasks], params, use_tqdm=False)
+    seconds = time.perf_counter() - started
+    return seconds, [o.outputs[0].text for o in outputs]
+
+
+def _structured(extra_body: dict):
+    """The offline twin of the request's response_format (vLLM structured outputs)."""
+    if "response_format" not in extra_body:
+        return None
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return StructuredOutputsParams(json=extra_body["response_format"]["json_schema"]["schema"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=48)
+    parser.add_argument("--concurrency", type=int, default=48)
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--base-url", help="use an already running endpoint serving smollm2-135m-instruct")
+    parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    parser.add_argument("--shared-prefix", action="store_true", help="JudgeConfig.shared_prefix layout")
+    parser.add_argument("--structured-output", action="store_true", help="JudgeConfig.structured_output")
+    args = parser.parse_args()
+
+    import tempfile
+
+    import ray
+
+    from infra.serving import ServingConfig, start_serve_app, stop_serve_app
+    from judges.config import ClientConfig, JudgeConfig
+
+    judge_cfg = JudgeConfig(max_reasks=0, cache=False, shared_prefix=args.shared_prefix,
+                            structured_output=args.structured_output)
+    client_cfg = ClientConfig(max_concurrency=args.concurrency, seed=0)
+    tasks = build_tasks(args.n, judge_cfg, client_cfg, Path(tempfile.mkdtemp(prefix="bench-judging-")))
+    serving = ServingConfig.for_profile("cpu", port=args.port)
+    base_url = args.base_url or start_serve_app(serving)
+    try:
+        stage_s, judgments = time_stage(tasks, client_cfg, base_url)
+    finally:
+        if not args.base_url:
+            stop_serve_app(serving)
+        ray.shutdown()
+    print(f"stage: {len(tasks)} judged requests in {stage_s:.1f}s ({len(tasks) / stage_s:.2f} req/s)", flush=True)
+    offline_s, offline_texts = time_offline(tasks, client_cfg.seed)
+    same = sum(j.raw == text for j, text in zip(judgments, offline_texts))
+    figures = {
+        "requests": len(tasks),
+        "shared_prefix": args.shared_prefix,
+        "structured_output": args.structured_output,
+        "stage_seconds": round(stage_s, 3),
+        "stage_requests_per_s": round(len(tasks) / stage_s, 2),
+        "offline_seconds": round(offline_s, 3),
+        "offline_requests_per_s": round(len(tasks) / offline_s, 2),
+        "ratio_stage_over_offline": round(offline_s / stage_s, 3),
+        "identical_completions": same,
+        "stage_prompt_tokens": sum(j.prompt_tokens for j in judgments),
+        "stage_completion_tokens": sum(j.completion_tokens for j in judgments),
+    }
+    print(json.dumps(figures, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Reader backends: the CCRS generation prompt (paper Figure 1), answer extraction, the context-window
+truncation policy, and the extractive (non-LLM) baseline reader."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from judges.client import ChatRequest
+from judges.config import ReaderConfig
+
+PROMPT_VERSION = "fig1-v1"
+_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
+_STOPWORDS = frozenset(
+    ["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are", "was", "were", "be", "been", "being", "what", "which", "who", "whom", "whose", "how", "why", "when", "where", "does", "do", "did", "can", "could", "should", "would", "will", "shall", "may", "might", "this", "that", "these", "those", "it", "its", "as", "not", "no", "yes", "than", "then", "there", "their", "they", "them", "into", "about", "over", "under", "between"]
+)
+
+
+def generation_prompt(question: str, chunks: list[str]) -> str:
+    """Paper Figure 1, verbatim apart from whitespace."""
+    contents = " ".join(f"<content>{chunk}</content>" for chunk in chunks)
+    return (
+        f"Please answer the given question based on the context. <context> {contents} </context>\n"
+        f"Question: {question}\n"
+        "Please answer the question and tag your answer with <answer></answer>."
+    )
+
+
+def extract_answer(response: str) -> tuple[str, bool]:
+    """(answer, tagged). The text of the first <answer> tag (an unclosed tag runs to the end); an untagged
+    reply is kept whole and reported as untagged."""
+    match = _ANSWER.search(response or "")
+    if match and match.group(1).strip():
+        return match.group(1).strip(), True
+    return (response or "").strip(), False
+
+
+@dataclass
+class FittedPrompt:
+    chunks: list[str]
+    prompt: str
+    prompt_tokens_estimate: int
+    n_truncated: int
+
+
+def fit_chunks(
+    render: Callable[[list[str]], str],
+    chunks: list[str],
+    budget_tokens: int,
+    count_tokens: Callable[[str], int],
+) -> FittedPrompt:
+    """Truncation policy: drop the lowest-ranked chunks (from the end) until the rendered prompt fits the
+    budget; whole chunks only, never a chunk's middle. Zero chunks is allowed as a last resort."""
+    kept = list(chunks)
+    while True:
+        prompt = render(kept)
+        tokens = count_tokens(prompt)
+        if tokens <= budget_tokens or not kept:
+            return FittedPrompt(kept, prompt, tokens, len(chunks) - len(kept))
+        kept = kept[:-1]
+
+
+def reader_request(reader: ReaderConfig, prompt: str) -> ChatRequest:
+    if not reader.model:
+        raise ValueError(f"reader {reader.name!r} of kind 'llm' needs a model")
+    return ChatRequest(model=reader.model, messages=[{"role": "user", "content": prompt}],
+                       temperature=reader.temperature, max_tokens=reader.max_tokens)
+
+
+def _terms(text: str) -> set[str]:
+    return {t for t in re.findall(r"[a-z0-9]+", text.lower()) if t not in _STOPWORDS and len(t) > 1}
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+
+
+def extractive_answer(question: str, chunks: list[str], max_sentences: int) -> str:
+    """Extractive baseline (not an LLM): the sentences with the most question-term overlap, ties broken by
+    chunk rank then position, returned in that ranked order."""
+    query_terms = _terms(question)
+    candidates = []
+    for rank, chunk in enumerate(chunks):
+        for position, sentence in enumerate(split_sentences(chunk)):
+            overlap = len(query_terms & _terms(sentence))
+            candidates.append((-overlap, rank, position, sentence))
+    candidates.sort()
+    chosen = [c[3] for c in candidates[:max_sentences] if c[0] < 0]
+    return " ".join(chosen)

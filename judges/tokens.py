@@ -1,0 +1,45 @@
+"""Prompt-length estimates for the truncation policy.
+
+With a tokenizer (a local folder or a Hugging Face id available offline) we count the chat-templated
+prompt exactly; without one we fall back to a conservative 3 characters per token."""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from functools import lru_cache
+
+log = logging.getLogger(__name__)
+CHARS_PER_TOKEN_FALLBACK = 3.0
+
+
+@lru_cache(maxsize=8)
+def _load_tokenizer(source: str):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(source)
+
+
+def token_counter(tokenizer_source: str | None) -> Callable[[str], int]:
+    """count(user_prompt) -> tokens of the whole chat-templated request for one user message."""
+    tokenizer = None
+    if tokenizer_source:
+        try:
+            tokenizer = _load_tokenizer(tokenizer_source)
+        except Exception as exc:  # noqa: BLE001 - any load failure falls back to the estimate
+            log.warning("tokenizer %s unavailable (%s); using a character estimate", tokenizer_source, exc)
+    if tokenizer is None:
+        return lambda text: int(len(text) / CHARS_PER_TOKEN_FALLBACK) + 16
+
+    def count(text: str) -> int:
+        messages = [{"role": "user", "content": text}]
+        try:
+            ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return len(ids)
+        except Exception:  # noqa: BLE001 - tokenizers without a chat template
+            return len(tokenizer.encode(text)) + 16
+
+    return count

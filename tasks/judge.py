@@ -1,0 +1,225 @@
+"""CCRS judging stage: fans out over (query, system, metric) from Ray tasks against the Serve endpoint.
+
+Each judgment goes through judges/ccrs.py (render, ask, parse, re-ask at most twice). The Parquet cache
+(judges/cache.py) is consulted first, so a rerun only asks the judge about requests that changed.
+Outputs: judgments.parquet (every judgment, failures with raw text and reason) and scores.parquet (long
+format, successful judgments only: a failed judgment is absent, never a NaN or a 0).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from judges.cache import JudgmentCache, default_cache_dir, judgment_key
+from judges.ccrs import (
+    CCRS_METRICS,
+    JudgeInput,
+    Judgment,
+    MetricSpec,
+    build_request,
+    empty_judgment,
+    make_judgment,
+    render_prompt,
+    run_judgment,
+)
+from judges.client import ChatRequest, LLMClient
+from judges.config import ClientConfig, JudgeConfig
+from judges.em import flatten_answers
+from judges.readers import fit_chunks
+from judges.tokens import token_counter
+from tasks.generate import default_tokenizer, fan_out, top_k_contexts
+from tasks.stage import file_fingerprint, run_stage, stage_key
+
+CODE_VERSION = "judge-1"
+JUDGMENT_COLUMNS = [
+    "query_id", "system", "metric", "score", "llm_score", "em", "status", "reason", "raw", "attempts",
+    "prompt_tokens", "completion_tokens", "prompt_version", "judge_model", "n_context_chunks",
+    "n_context_truncated", "cached",
+]
+SCORE_COLUMNS = ["query_id", "system", "metric", "score"]
+
+
+@dataclass
+class JudgingOutputs:
+    judgments_path: Path
+    scores_path: Path
+    summary: dict[str, Any]
+    reused: bool = False
+
+
+@dataclass
+class JudgeTask:
+    spec: MetricSpec
+    sample: JudgeInput
+    request: ChatRequest
+    key: str
+    n_context_chunks: int
+    n_context_truncated: int
+    cfg: JudgeConfig
+
+
+def parse_exact_answers(value: Any) -> list[str]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass
+    return flatten_answers(value)
+
+
+def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd.DataFrame,
+                 top_k: int) -> tuple[list[JudgeInput], list[dict]]:
+    """Judge inputs for generated rows; failed generations come back separately (judged as failed)."""
+    contexts = top_k_contexts(retrieved, top_k)
+    by_id = {str(q.query_id): q for q in queries.itertuples(index=False)}
+    samples, failed = [], []
+    for row in generations.itertuples(index=False):
+        if row.status != "ok":
+            failed.append({"query_id": str(row.query_id), "system": row.system, "error": row.error})
+            continue
+        query = by_id[str(row.query_id)]
+        context = contexts.get((str(row.query_id), str(row.retriever)))
+        texts = [] if context is None else context["text"].astype(str).tolist()[: int(row.n_chunks_used)]
+        samples.append(JudgeInput(
+            query_id=str(row.query_id), system=row.system, question=str(query.text),
+            response=str(row.answer or ""), answer=str(row.answer or ""),
+            ground_truth=str(getattr(query, "answer", "") or ""), context=texts,
+            exact_answers=parse_exact_answers(getattr(query, "exact_answer", None)),
+        ))
+    return samples, failed
+
+
+def plan_task(spec: MetricSpec, sample: JudgeInput, cfg: JudgeConfig, client: ClientConfig, count) -> JudgeTask:
+    """The judge window gets the same policy as readers: drop lowest-ranked context chunks until it fits."""
+    budget = cfg.context_window - max(cfg.max_tokens, 96 if cfg.structured_output or cfg.justification else 0) - 64
+    values = {"question": sample.question, "response": sample.response, "ground_truth": sample.ground_truth}
+    chunks = sample.context if "context" in spec.inputs else []
+    fitted = fit_chunks(lambda c: render_prompt(spec, {**values, "context": c}, cfg), chunks, budget, count)
+    request = build_request(spec, sample, fitted.chunks, cfg)
+    key = judgment_key(request, cfg.prompt_version, client.seed, cfg.max_reasks)
+    return JudgeTask(spec, sample, request, key, len(fitted.chunks), fitted.n_truncated, cfg)
+
+
+def judge_task(client: LLMClient, task: JudgeTask) -> Judgment:
+    judgment = run_judgment(client, task.spec, task.sample, task.request, task.cfg)
+    return _with_context(judgment, task)
+
+
+def _with_context(judgment: Judgment, task: JudgeTask) -> Judgment:
+    judgment.n_context_chunks = task.n_context_chunks
+    judgment.n_context_truncated = task.n_context_truncated
+    return judgment
+
+
+def _from_cache(task: JudgeTask, record: dict, cfg: JudgeConfig) -> Judgment:
+    llm_score = None if pd.isna(record["llm_score"]) else int(record["llm_score"])
+    judgment = make_judgment(task.spec, task.sample, cfg, llm_score, record["status"], record["reason"],
+                         record["raw"], int(record["attempts"]), int(record["prompt_tokens"]),
+                         int(record["completion_tokens"]))
+    judgment.cached = True
+    return _with_context(judgment, task)
+
+
+def _cacheable(judgment: Judgment) -> bool:
+    """Scores and invalid-after-re-asks are the judge's answers; request failures are not."""
+    return judgment.status == "ok" or (judgment.status == "failed" and not (judgment.reason or "").startswith("request failed"))
+
+
+def judge_all(samples: list[JudgeInput], cfg: JudgeConfig, client: ClientConfig, base_url: str,
+              progress: bool) -> tuple[list[Judgment], dict[str, int]]:
+    count = token_counter(cfg.tokenizer or default_tokenizer(cfg.model))
+    cache = JudgmentCache(default_cache_dir()) if cfg.cache else None
+    judgments, todo = [], []
+    for sample in samples:
+        for name in cfg.metrics:
+            spec = CCRS_METRICS[name]
+            if not sample.response.strip():
+                judgments.append(empty_judgment(spec, sample, cfg))
+                continue
+            task = plan_task(spec, sample, cfg, client, count)
+            record = cache.get(task.key) if cache is not None else None
+            if record:
+                judgments.append(_from_cache(task, record, cfg))
+            else:
+                todo.append(task)
+    fresh = fan_out(judge_task, todo, client, base_url, progress=progress, desc="judge")
+    if cache is not None:
+        for task, judgment in zip(todo, fresh):
+            if _cacheable(judgment):
+                cache.put(task.key, asdict(judgment))
+        cache.flush()
+    stats = {"cache_hits": len(judgments) - sum(j.status == "empty_response" for j in judgments),
+             "judge_requests": len(todo)}
+    return judgments + fresh, stats
+
+
+def failed_generation_judgments(failed: list[dict], cfg: JudgeConfig) -> list[Judgment]:
+    return [
+        Judgment(f["query_id"], f["system"], metric, None, None, None, "failed",
+                 f"generation failed: {f['error']}"[:2000], None, 0, 0, 0, cfg.prompt_version, cfg.model)
+        for f in failed for metric in cfg.metrics
+    ]
+
+
+def judging_summary(frame: pd.DataFrame, stats: dict[str, int], seconds: float, cfg: JudgeConfig) -> dict:
+    failed = frame[frame["status"] == "failed"]
+    fresh = frame[~frame["cached"]]
+    return {
+        "judgments": len(frame),
+        "prompt_version": cfg.prompt_version,
+        "judge_model": cfg.model,
+        "status_counts": {k: int(v) for k, v in frame["status"].value_counts().items()},
+        "failures": {f"{m}/{s}": int(n) for (m, s), n in failed.groupby(["metric", "system"]).size().items()},
+        "failure_reasons": {k: int(v) for k, v in failed["reason"].str.slice(0, 60).value_counts().head(10).items()},
+        "prompt_tokens": int(fresh["prompt_tokens"].sum()),
+        "completion_tokens": int(fresh["completion_tokens"].sum()),
+        "cached_prompt_tokens": int(frame.loc[frame["cached"], "prompt_tokens"].sum()),
+        "context_truncated_judgments": int((frame["n_context_truncated"] > 0).sum()),
+        **stats,
+        "seconds": round(seconds, 2),
+    }
+
+
+def judgments_frame(judgments: list[Judgment]) -> pd.DataFrame:
+    frame = pd.DataFrame([asdict(j) for j in judgments], columns=JUDGMENT_COLUMNS)
+    frame["llm_score"] = frame["llm_score"].astype("Int64")
+    frame["score"] = frame["score"].astype("float64")
+    frame["em"] = frame["em"].astype("float64")
+    return frame.sort_values(["system", "query_id", "metric"]).reset_index(drop=True)
+
+
+def run_judging(
+    run_dir: Path,
+    queries_path: Path,
+    retrieved_path: Path,
+    generations_path: Path,
+    judge: JudgeConfig,
+    client: ClientConfig,
+    base_url: str,
+    top_k: int,
+    force: bool = False,
+    progress: bool = True,
+) -> JudgingOutputs:
+    config = {"judge": judge, "seed": client.seed, "top_k": top_k}
+    upstream = [file_fingerprint(p) for p in (queries_path, retrieved_path, generations_path)]
+    key = stage_key("judge", config, upstream, CODE_VERSION)
+
+    def compute(out_dir: Path) -> dict:
+        started = time.perf_counter()
+        samples, failed = load_samples(pd.read_parquet(queries_path), pd.read_parquet(retrieved_path),
+                                       pd.read_parquet(generations_path), top_k)
+        judgments, stats = judge_all(samples, judge, client, base_url, progress)
+        frame = judgments_frame(judgments + failed_generation_judgments(failed, judge))
+        frame.to_parquet(out_dir / "judgments.parquet", index=False)
+        scores = frame.loc[frame["score"].notna(), SCORE_COLUMNS]
+        scores.to_parquet(out_dir / "scores.parquet", index=False)
+        return judging_summary(frame, stats, time.perf_counter() - started, judge)
+
+    result = run_stage(run_dir, "judge", key, compute, force=force)
+    return JudgingOutputs(result.out_dir / "judgments.parquet", result.out_dir / "scores.parquet",
+                          result.summary, result.reused)

@@ -1,0 +1,114 @@
+"""Shared fixtures.
+
+`llm_endpoint` (session scope) starts the real CPU stack ONCE per test session: Ray (in this process),
+Ray Serve LLM and vLLM (CPU build) serving SmolLM2-135M-Instruct, on a free local port. Every test marked
+`llm` that needs a server reuses it. Set CCRS_TEST_LLM_BASE_URL to point the tests at an endpoint that is
+already running instead (e.g. one started with `ccrs serve up`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIOASQ_SAMPLE = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@dataclass
+class LLMEndpoint:
+    base_url: str
+    models: list[str]
+    judge_model: str
+    reader_models: list[str] = field(default_factory=list)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def llm_endpoint():
+    external = os.environ.get("CCRS_TEST_LLM_BASE_URL")
+    model = "smollm2-135m-instruct"
+    if external:
+        yield LLMEndpoint(external.rstrip("/"), [model], model, [model])
+        return
+    from infra.serving import ServingConfig, start_serve_app, stop_serve_app
+
+    cfg = ServingConfig.for_profile("cpu", port=_free_port(), ready_timeout_s=420)
+    cfg.models[0].engine_kwargs["enable_prefix_caching"] = True
+    # owned_elsewhere: a pipeline under test calling stop_serve_app() must not stop the session's server
+    base_url = start_serve_app(cfg, owned_elsewhere=True)
+    try:
+        yield LLMEndpoint(base_url, cfg.model_ids(), model, [model])
+    finally:
+        import ray
+
+        stop_serve_app(cfg)
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def judge_cache_dir(tmp_path_factory) -> Path:
+    """Judgment cache isolated per test session (never the user's ~/.cache/ccrs)."""
+    path = tmp_path_factory.mktemp("judge_cache")
+    os.environ["CCRS_JUDGE_CACHE"] = str(path)
+    return path
+
+
+def bioasq_questions(limit: int | None = None) -> list[dict]:
+    questions = json.loads(BIOASQ_SAMPLE.read_text())["questions"]
+    return questions[:limit] if limit else questions
+
+
+def _field(value):
+    """The sample stores nested fields as Python literals; parse them back."""
+    import ast
+
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+    return value
+
+
+def write_bioasq_inputs(directory: Path, limit: int = 4, chunks_per_query: int = 5) -> tuple[Path, Path]:
+    """queries.parquet and retrieved.parquet in the retrieval stage's schema, from real BioASQ questions.
+
+    The 'retrieved' chunks are the question's gold snippets: bm25 in their file order, knn reversed. A
+    stand-in for the retrieval stage so the reader/judge stages can be tested on real text alone."""
+    import pandas as pd
+
+    queries, retrieved = [], []
+    for question in bioasq_questions(limit):
+        ideal = _field(question.get("ideal_answer"))
+        queries.append({
+            "query_id": question["id"], "text": question["body"],
+            "answer": ideal[0] if isinstance(ideal, list) else str(ideal),
+            "exact_answer": json.dumps(_field(question.get("exact_answer"))), "qtype": question["type"],
+        })
+        snippets = [s["text"] for s in _field(question["snippets"])][:chunks_per_query]
+        for retriever, ordered in (("bm25", snippets), ("knn", snippets[::-1])):
+            for rank, text in enumerate(ordered, 1):
+                retrieved.append({"query_id": question["id"], "retriever": retriever, "rank": rank,
+                                  "chunk_id": f"{question['id']}-{snippets.index(text)}", "doc_id": question["id"],
+                                  "score": 1.0 / rank, "text": text})
+    directory.mkdir(parents=True, exist_ok=True)
+    queries_path, retrieved_path = directory / "queries.parquet", directory / "retrieved.parquet"
+    pd.DataFrame(queries).to_parquet(queries_path, index=False)
+    pd.DataFrame(retrieved).to_parquet(retrieved_path, index=False)
+    return queries_path, retrieved_path
+
+
+@pytest.fixture
+def bioasq_inputs(tmp_path) -> tuple[Path, Path]:
+    return write_bioasq_inputs(tmp_path / "inputs")

@@ -1,0 +1,103 @@
+import httpx
+import pytest
+
+from infra.serving import ServingConfig, llm_config_kwargs, serve_status, start_serve_app, stop_serve_app
+
+
+def test_cpu_profile_matches_the_verified_recipe():
+    cfg = ServingConfig.for_profile("cpu")
+    assert cfg.host == "127.0.0.1" and cfg.port == 8000
+    (model,) = cfg.models
+    assert model.model_id == "smollm2-135m-instruct"
+    assert model.engine_kwargs == {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048}
+    assert model.env_vars == {"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"}
+
+
+def test_cluster_profile_is_the_paper_setup():
+    cfg = ServingConfig.for_profile("cluster")
+    ids = cfg.model_ids()
+    assert ids[0] == "meta-llama/Meta-Llama-3-70B-Instruct"
+    assert set(ids[1:]) == {"mistralai/Mistral-7B-Instruct-v0.3", "meta-llama/Meta-Llama-3-8B-Instruct",
+                            "meta-llama/Llama-3.2-3B-Instruct"}
+    judge = llm_config_kwargs(cfg.models[0], "cluster")
+    assert judge["engine_kwargs"]["tensor_parallel_size"] == 4
+    assert judge["engine_kwargs"]["enable_prefix_caching"] is True
+    assert judge["accelerator_type"] == "A100-80G"
+    assert judge["deployment_config"]["autoscaling_config"]["max_replicas"] > 1
+    assert "placement_group_config" not in judge
+
+
+def test_code_defaults_equal_the_yaml_profiles():
+    for profile in ("cpu", "cluster"):
+        from_code = ServingConfig(profile=profile)
+        from_yaml = ServingConfig.for_profile(profile)
+        assert [m.model_id for m in from_code.models] == from_yaml.model_ids()
+
+
+def test_unknown_fields_are_rejected():
+    with pytest.raises(ValueError):
+        ServingConfig(profile="cpu", prot=8000)
+
+
+def test_external_profile_needs_a_url(monkeypatch):
+    monkeypatch.delenv("CCRS_LLM_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="CCRS_LLM_BASE_URL"):
+        ServingConfig(profile="external").external_base_url()
+    monkeypatch.setenv("CCRS_LLM_BASE_URL", "http://example:1/v1/")
+    assert ServingConfig(profile="external").external_base_url() == "http://example:1/v1"
+
+
+def test_external_endpoint_that_never_answers_times_out_clearly():
+    cfg = ServingConfig(profile="external", base_url="http://127.0.0.1:9/v1", ready_timeout_s=1)
+    with pytest.raises(TimeoutError, match="not ready after"):
+        start_serve_app(cfg)
+
+
+@pytest.mark.llm
+def test_serve_app_answers_and_start_is_idempotent(llm_endpoint):
+    if "127.0.0.1" not in llm_endpoint.base_url:
+        pytest.skip("endpoint not started by this session")
+    port = int(llm_endpoint.base_url.split(":")[-1].split("/")[0])
+    cfg = ServingConfig.for_profile("cpu", port=port)
+    assert start_serve_app(cfg) == llm_endpoint.base_url  # already up: returns at once
+    status = serve_status(cfg)
+    assert status["ready"] and llm_endpoint.judge_model in status["models"]
+    external = ServingConfig(profile="external", base_url=llm_endpoint.base_url, ready_timeout_s=30)
+    assert start_serve_app(external) == llm_endpoint.base_url
+    reply = httpx.post(f"{llm_endpoint.base_url}/chat/completions", timeout=60, json={
+        "model": llm_endpoint.judge_model, "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": 12, "temperature": 0, "seed": 0})
+    assert reply.status_code == 200 and "Paris" in reply.json()["choices"][0]["message"]["content"]
+
+
+@pytest.mark.llm
+def test_stop_without_config_leaves_apps_it_did_not_start_alone(llm_endpoint):
+    stop_serve_app()  # what a pipeline does in its `finally`
+    port = int(llm_endpoint.base_url.split(":")[-1].split("/")[0])
+    assert serve_status(ServingConfig.for_profile("cpu", port=port))["ready"]
+
+
+def test_serve_cli_overrides_the_profile_file():
+    import argparse
+
+    from pipelines.serve_cmd import add_arguments, load_config
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, "serve")
+    cfg = load_config(parser.parse_args(["status", "--profile", "cluster", "--port", "8123"]))
+    assert cfg.profile == "cluster" and cfg.port == 8123 and cfg.host == "0.0.0.0"
+    assert len(cfg.models) == 4
+
+
+def test_stop_without_config_is_a_no_op_when_nothing_was_started():
+    stop_serve_app()  # no Ray, no Serve: nothing to do, no error
+
+
+def test_prepared_model_folder_is_cached():
+    from infra.models import is_prepared, prepare_local_models
+
+    prepared = prepare_local_models()  # converted by `ccrs setup` (install.sh); instant when cached
+    folder = prepared["smollm2-135m-instruct"]
+    assert is_prepared(folder)
+    names = {p.name for p in folder.iterdir()}
+    assert {"config.json", "tokenizer.json", "chat_template.jinja", "model.safetensors"} <= names

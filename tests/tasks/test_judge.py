@@ -1,0 +1,90 @@
+import pandas as pd
+import pytest
+
+from judges.config import ClientConfig, JudgeConfig, ReaderConfig
+from tasks.generate import run_generation
+from tasks.judge import judge_all, load_samples, run_judging
+
+
+def _extractive_generations(tmp_path, inputs):
+    readers = [ReaderConfig(name="extractive", kind="extractive", max_sentences=2)]
+    return run_generation(tmp_path / "run", *inputs, readers, ClientConfig(), "http://unused/v1", top_k=3,
+                          progress=False).path
+
+
+def _with_empty_and_failed(path):
+    frame = pd.read_parquet(path)
+    frame.loc[0, ["answer", "response_raw"]] = ""
+    frame.loc[1, ["status", "error", "answer"]] = ["failed", "HTTP 500 after retries", None]
+    frame.to_parquet(path, index=False)
+    return frame
+
+
+def test_samples_use_the_chunks_the_reader_saw(tmp_path, bioasq_inputs):
+    gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs))
+    queries, retrieved = (pd.read_parquet(p) for p in bioasq_inputs)
+    gens.loc[0, "n_chunks_used"] = 1
+    samples, failed = load_samples(queries, retrieved, gens, top_k=3)
+    assert len(samples) == len(gens) and not failed
+    assert len(samples[0].context) == 1 and all(len(s.context) == 3 for s in samples[1:])
+    assert samples[0].ground_truth == queries.set_index("query_id").loc[samples[0].query_id, "answer"]
+
+
+def test_empty_responses_score_zero_without_a_judge_call(tmp_path, bioasq_inputs, judge_cache_dir):
+    gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs))
+    gens["answer"] = ""
+    samples, _ = load_samples(*(pd.read_parquet(p) for p in bioasq_inputs), gens, top_k=3)
+    judgments, stats = judge_all(samples, JudgeConfig(), ClientConfig(), "http://127.0.0.1:9/v1", progress=False)
+    assert stats["judge_requests"] == 0
+    assert {j.status for j in judgments} == {"empty_response"} and {j.score for j in judgments} == {0.0}
+    assert all(j.em == 0.0 for j in judgments if j.metric == "AC")
+
+
+@pytest.mark.llm
+def test_every_metric_is_scored_or_recorded_as_failure(tmp_path, bioasq_inputs, llm_endpoint, judge_cache_dir):
+    gens_path = _extractive_generations(tmp_path, bioasq_inputs)
+    gens = _with_empty_and_failed(gens_path)
+    gens = gens.head(4)
+    gens.to_parquet(gens_path, index=False)
+    judge = JudgeConfig(model=llm_endpoint.judge_model)
+    out = run_judging(tmp_path / "run", *bioasq_inputs, gens_path, judge, ClientConfig(max_concurrency=16),
+                      llm_endpoint.base_url, top_k=3, progress=False)
+    frame = pd.read_parquet(out.judgments_path)
+    assert len(frame) == 4 * 5 and set(frame.metric) == {"CC", "QR", "ID", "AC", "IR"}
+    assert set(frame.prompt_version) == {"v1"} and set(frame.judge_model) == {llm_endpoint.judge_model}
+    empty = frame[frame.status == "empty_response"]
+    assert len(empty) == 5 and (empty.score == 0.0).all() and (empty.attempts == 0).all()
+    gen_failed = frame[frame.reason.fillna("").str.startswith("generation failed")]
+    assert len(gen_failed) == 5 and gen_failed.score.isna().all()
+    judged = frame[(frame.status != "empty_response") & ~frame.index.isin(gen_failed.index)]
+    ok, failed = judged[judged.status == "ok"], judged[judged.status == "failed"]
+    assert len(ok) + len(failed) == 10
+    assert ok.llm_score.between(0, 100).all() and ok.score.between(0, 1).all()
+    assert failed.score.isna().all() and failed.raw.notna().all() and failed.reason.notna().all()
+    assert (failed.attempts == 3).all()  # one ask + two stricter re-asks
+    ac = judged[judged.metric == "AC"]
+    assert ac.em.notna().all()
+    scores = pd.read_parquet(out.scores_path)
+    assert list(scores.columns) == ["query_id", "system", "metric", "score"]
+    assert len(scores) == len(ok) + len(empty) and scores.score.notna().all()
+    assert out.summary["prompt_tokens"] == int(judged.prompt_tokens.sum()) > 0
+    assert sum(out.summary["failures"].values()) == len(failed) + len(gen_failed)
+
+    rerun = run_judging(tmp_path / "run", *bioasq_inputs, gens_path, judge, ClientConfig(),
+                        llm_endpoint.base_url, top_k=3, force=True, progress=False)
+    assert rerun.summary["judge_requests"] == 0 and rerun.summary["cache_hits"] == 10
+    again = pd.read_parquet(rerun.judgments_path)
+    pd.testing.assert_series_equal(again.score, frame.score)
+
+
+@pytest.mark.llm
+def test_structured_output_yields_parsed_scores(tmp_path, bioasq_inputs, llm_endpoint, judge_cache_dir):
+    gens_path = _extractive_generations(tmp_path, bioasq_inputs)
+    pd.read_parquet(gens_path).head(2).to_parquet(gens_path, index=False)
+    judge = JudgeConfig(model=llm_endpoint.judge_model, structured_output=True, shared_prefix=True)
+    out = run_judging(tmp_path / "run", *bioasq_inputs, gens_path, judge, ClientConfig(),
+                      llm_endpoint.base_url, top_k=3, progress=False)
+    frame = pd.read_parquet(out.judgments_path)
+    assert len(frame) == 10
+    assert (frame.status == "ok").mean() >= 0.8, frame[["metric", "status", "raw"]]
+    assert frame[frame.status == "ok"].llm_score.between(0, 100).all()
