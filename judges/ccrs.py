@@ -206,20 +206,22 @@ def parse_score(text: str | None, expect_json: bool = False, scale: tuple[int, i
     return ParsedScore(score, None, justification)
 
 
-def score_schema() -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"score": {"type": "integer", "minimum": 0, "maximum": 100},
-                       "justification": {"type": "string"}},
-        "required": ["score"],
-    }
+def score_schema(justification: bool = False) -> dict[str, Any]:
+    """Only the keys asked for, and nothing else: a free-running justification the prompt did not ask
+    for would otherwise eat the token budget and leave the JSON unclosed."""
+    properties: dict[str, Any] = {"score": {"type": "integer", "minimum": 0, "maximum": 100}}
+    if justification:
+        properties["justification"] = {"type": "string"}
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
 
 
 def sampling_extra(cfg: JudgeConfig) -> dict[str, Any]:
     """Extra request fields: vLLM's OpenAI server accepts `response_format` with a JSON schema."""
     if not cfg.structured_output:
         return {}
-    return {"response_format": {"type": "json_schema", "json_schema": {"name": "ccrs_score", "schema": score_schema()}}}
+    schema = score_schema(cfg.justification)
+    return {"response_format": {"type": "json_schema", "json_schema": {"name": "ccrs_score", "schema": schema}}}
 
 
 # --- AC ----------------------------------------------------------------------------------------------

@@ -51,6 +51,15 @@ def test_structured_output_request():
     assert plain.extra_body == {} and plain.temperature == 0.0 and plain.max_tokens == 8
 
 
+def test_score_schema_allows_only_the_requested_keys():
+    def schema(**cfg):
+        request = build_request(CCRS_METRICS["QR"], _sample(), ["c"], JudgeConfig(structured_output=True, **cfg))
+        return request.extra_body["response_format"]["json_schema"]["schema"]
+
+    assert schema()["properties"].keys() == {"score"} and schema()["additionalProperties"] is False
+    assert schema(justification=True)["required"] == ["score", "justification"]
+
+
 def test_unknown_prompt_version_fails_clearly():
     with pytest.raises(FileNotFoundError, match="prompt_version"):
         render_prompt(CCRS_METRICS["QR"], VALUES, JudgeConfig(prompt_version="v999"))
