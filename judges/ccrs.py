@@ -8,15 +8,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from judges import templates
 from judges.client import ChatRequest, LLMClient, LLMRequestError
 from judges.config import JudgeConfig
 from judges.em import exact_match
 
-PROMPTS_DIR = Path(__file__).parent / "prompts" / "ccrs"
 # Canonical input order of the shared-prefix layout: the long context first, so that CC, ID, AC and IR
 # of one sample share the (context, response) prefix in vLLM's prefix cache.
 CANONICAL_ORDER = ("context", "response", "question", "ground_truth")
@@ -81,25 +79,8 @@ class Judgment:
 
 # --- templates --------------------------------------------------------------------------------------
 
-def _sections(text: str) -> dict[str, str]:
-    sections: dict[str, str] = {}
-    current = None
-    for line in text.splitlines():
-        match = re.fullmatch(r"\[(\w+)\]", line.strip())
-        if match:
-            current = match.group(1)
-            sections[current] = ""
-        elif current:
-            sections[current] += line + "\n"
-    return {k: v.strip() for k, v in sections.items()}
-
-
-@lru_cache(maxsize=64)
 def load_template(version: str, filename: str) -> dict[str, str]:
-    path = PROMPTS_DIR / version / filename
-    if not path.exists():
-        raise FileNotFoundError(f"prompt template {path} not found (prompt_version={version!r})")
-    return _sections(path.read_text())
+    return templates.load_template("ccrs", version, filename)
 
 
 def _neutralize(text: str) -> str:

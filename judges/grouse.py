@@ -12,14 +12,12 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from judges import templates
 from judges.client import ChatRequest, LLMClient, LLMRequestError
 from judges.config import JudgeConfig
 
-PROMPTS_DIR = Path(__file__).parent / "prompts" / "grouse"
 # JSON with chain of thought for two answers needs room. JudgeConfig.max_tokens defaults to 8 for CCRS's
 # bare integers: below GROUSE_TOKENS_FLOOR it means DEFAULT_MAX_TOKENS; a larger value is used as given.
 DEFAULT_MAX_TOKENS = 512
@@ -96,25 +94,8 @@ class GrouseJudgment:
 
 # --- templates ---------------------------------------------------------------------------------------
 
-def _sections(text: str) -> dict[str, str]:
-    sections: dict[str, str] = {}
-    current = None
-    for line in text.splitlines():
-        match = re.fullmatch(r"\[(\w+)\]", line.strip())
-        if match:
-            current = match.group(1)
-            sections[current] = ""
-        elif current:
-            sections[current] += line + "\n"
-    return {k: v.strip() for k, v in sections.items()}
-
-
-@lru_cache(maxsize=64)
 def load_template(version: str, filename: str) -> dict[str, str]:
-    path = PROMPTS_DIR / version / filename
-    if not path.exists():
-        raise FileNotFoundError(f"GroUSE prompt template {path} not found (prompt_version={version!r})")
-    return _sections(path.read_text())
+    return templates.load_template("grouse", version, filename)
 
 
 def _neutralize(text: str) -> str:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from judges import templates
 from judges.client import LLMClient
 from judges.vera import Usage, ask, context_text, parse_numbered, parse_verdicts
 
-PROMPTS_DIR = Path(__file__).parent / "prompts" / "ragchecker"
 METRICS = ("rc_precision", "rc_recall", "rc_faithfulness")
 
 
@@ -56,13 +54,8 @@ class RagCheckerResult:
     detail: dict = field(default_factory=dict, hash=False, compare=False)
 
 
-@lru_cache(maxsize=8)
 def load_template(version: str, filename: str) -> str:
-    path = PROMPTS_DIR / version / filename
-    if not path.exists():
-        raise FileNotFoundError(f"RAGChecker prompt template {path} not found (prompt_version={version!r})")
-    text = path.read_text()
-    return text.split("[task]", 1)[1].strip()
+    return templates.load_template("ragchecker", version, filename)["task"]
 
 
 def _neutral(text: str) -> str:

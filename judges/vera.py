@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from judges import templates
 from judges.client import ChatRequest, LLMClient, LLMRequestError
 
-PROMPTS_DIR = Path(__file__).parent / "prompts" / "vera"
 UNTRAINED_MINILM = "minilm-untrained-head"
 INSUFFICIENT = "insufficient information"
 
@@ -94,24 +94,8 @@ class VeraScore:
 
 # --- templates and parsing ------------------------------------------------------------------------------
 
-def _sections(text: str) -> dict[str, str]:
-    out, current = {}, None
-    for line in text.splitlines():
-        match = re.fullmatch(r"\[(\w+)\]", line.strip())
-        if match:
-            current = match.group(1)
-            out[current] = ""
-        elif current:
-            out[current] += line + "\n"
-    return {k: v.strip() for k, v in out.items()}
-
-
-@lru_cache(maxsize=32)
 def load_template(version: str, filename: str) -> dict[str, str]:
-    path = PROMPTS_DIR / version / filename
-    if not path.exists():
-        raise FileNotFoundError(f"VERA prompt template {path} not found (prompt_version={version!r})")
-    return _sections(path.read_text())
+    return templates.load_template("vera", version, filename)
 
 
 def _neutral(text: str) -> str:
