@@ -1,12 +1,14 @@
 """`ccrs run` end to end on real BioASQ questions with the real CPU model stack, asserting on what lands
 in a real MLflow server."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
 from pipelines.pipeline import run_pipeline
+from tests.pipelines.conftest import PLANTED_SECRETS
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 CCRS = ["CC", "QR", "ID", "AC", "IR"]
@@ -69,3 +71,17 @@ def test_rerun_reuses_every_stage(e2e_run):
     assert again.tracked["run_id"] == result.tracked["run_id"]
     assert all(stage["reused"] for stage in again.stages.values()), again.stages
     assert again.stages["generate"]["summary"] == result.stages["generate"]["summary"]
+
+
+def test_no_planted_secret_reaches_params_tags_or_artifacts(e2e_run, tmp_path):
+    config, result = e2e_run
+    client, runs = _runs(config.mlflow.tracking_uri, config.mlflow.experiment)
+    secrets = list(PLANTED_SECRETS.values())
+    for run in runs:
+        texts = [*run.data.params.values(), *run.data.params, *run.data.tags.values()]
+        assert not [s for s in secrets if any(s in text for text in texts)], run.info.run_name
+        local = client.download_artifacts(run.info.run_id, "", str(tmp_path / run.info.run_id))
+        for path in Path(local).rglob("*"):
+            if path.is_file():
+                blob = path.read_bytes()
+                assert not [s for s in secrets if s.encode() in blob], path
