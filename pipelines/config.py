@@ -64,6 +64,8 @@ class RunConfig(_Strict):
     mlflow: MlflowConfig = MlflowConfig()
     ray: RayConfig = RayConfig()
     judges: list[Literal["ccrs", "grouse"]] = Field(default=["ccrs"], min_length=1)
+    gqm_goals: str | None = Field(default="configs/gqm/thesis-goals.yaml",
+                                  description="GQM goal tree reported into the MLflow run; null turns it off")
 
     @model_validator(mode="after")
     def _unique_readers(self) -> "RunConfig":

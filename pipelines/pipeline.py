@@ -23,11 +23,12 @@ def _forced(stage: str, from_stage: str | None) -> bool:
 def _resolve_paths(config: RunConfig) -> RunConfig:
     """Relative dataset/hypotheses paths are taken from the working directory, then from the repo."""
     data = config.model_dump()
-    for section, key in (("dataset", "path"), ("stats", "hypotheses")):
-        value = data[section][key]
+    for section, key in (("dataset", "path"), ("stats", "hypotheses"), (None, "gqm_goals")):
+        tree = data[section] if section else data
+        value = tree[key]
         if value and not Path(value).is_absolute():
             candidate = Path.cwd() / value
-            data[section][key] = str((candidate if candidate.exists() else REPO_ROOT / value).resolve())
+            tree[key] = str((candidate if candidate.exists() else REPO_ROOT / value).resolve())
     return RunConfig.model_validate(data)
 
 
@@ -40,6 +41,10 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
     from tasks.tracking import check_tracking_reachable
 
     config = _resolve_paths(config)
+    if config.gqm_goals:
+        from tasks.gqm_report import load_goals
+
+        load_goals(config.gqm_goals)  # a broken goal tree fails now, not after hours of judging
     check_tracking_reachable(config.mlflow.resolved_uri(Path.cwd()))
     run_dir = config.resolved_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +99,8 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, force: bool) 
     from tasks.tracking import git_commit, log_pipeline_run, package_versions
 
     tracking_uri = config.mlflow.resolved_uri(Path.cwd())
-    key = stage_key("track", {"uri": tracking_uri, "experiment": config.mlflow.experiment}, [reduce.key])
+    key = stage_key("track", {"uri": tracking_uri, "experiment": config.mlflow.experiment,
+                              "gqm_goals": config.gqm_goals}, [reduce.key])
 
     def log(out_dir: Path) -> dict:
         provenance = {
@@ -120,6 +126,11 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, force: bool) 
             stage_summaries={"generate": generation.summary,
                              **{f"judge_{name}": out.summary for name, out in judged.items()}},
         )
+        if config.gqm_goals:
+            from tasks.gqm_report import log_to_mlflow, write_report
+
+            report, files = write_report(run_dir, config.gqm_goals, out_dir / "gqm")
+            log_to_mlflow(report, files, tracking_uri, tracked.run_id)
         return {"run_id": tracked.run_id, "experiment_id": tracked.experiment_id, "url": tracked.url,
                 "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}
 

@@ -26,7 +26,7 @@ def test_parent_run_holds_statistics_samples_config_and_provenance(e2e_run):
     (parent,) = [run for run in runs if run.data.tags.get("ccrs.kind") == "pipeline"]
     assert parent.info.run_id == result.tracked["run_id"]
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"stats", "plots", "tables", "samples", "config"} <= artifacts
+    assert {"stats", "plots", "tables", "samples", "config", "gqm"} <= artifacts
     plots = [a.path for a in client.list_artifacts(parent.info.run_id, "plots")]
     assert plots and all(path.endswith(".png") for path in plots)
     stats_path = client.download_artifacts(parent.info.run_id, "stats/stats.json")
