@@ -39,20 +39,43 @@ def wait_http(url: str, timeout_s: float) -> None:
 
 
 @pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory):
-    """`mlflow server` with a SQLite backend and proxied local artifacts, bound to 127.0.0.1."""
+def s3_endpoint():
+    """A loopback S3 (moto's server, real HTTP + boto3) holding the `ccrs-artifacts` bucket."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    credentials = {"AWS_ACCESS_KEY_ID": "moto-test", "AWS_SECRET_ACCESS_KEY": "moto-test",
+                   "AWS_DEFAULT_REGION": "us-east-1"}
+    boto3.client("s3", endpoint_url=url, aws_access_key_id="moto-test", aws_secret_access_key="moto-test",
+                 region_name="us-east-1").create_bucket(Bucket="ccrs-artifacts")
+    try:
+        yield url, credentials
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory, s3_endpoint):
+    """Remote mode as deployed: `mlflow server` with a database backend (SQLite) and S3 artifacts
+    (proxied; boto3 talks to the loopback S3), bound to 127.0.0.1."""
+    s3_url, credentials = s3_endpoint
     root = tmp_path_factory.mktemp("mlflow-server")
     port = free_port()
     command = [
         str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1", "--port", str(port),
         "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-        "--artifacts-destination", (root / "artifacts").as_uri(), "--workers", "1",
+        "--artifacts-destination", "s3://ccrs-artifacts/mlflow", "--workers", "1",
     ]
+    env = {**os.environ, **credentials, "MLFLOW_S3_ENDPOINT_URL": s3_url}
     log = open(root / "server.log", "wb")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_http(f"{url}/health", 120)
+        wait_http(f"{url}/health", 180)
         yield url
     finally:
         os.killpg(server.pid, 15)

@@ -40,6 +40,17 @@ def test_parent_run_holds_statistics_samples_config_and_provenance(e2e_run):
     assert len(parent.inputs.dataset_inputs) == 1
 
 
+def test_artifacts_land_in_s3(e2e_run, s3_endpoint):
+    import boto3
+
+    config, result = e2e_run
+    url, _ = s3_endpoint
+    s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id="moto-test", aws_secret_access_key="moto-test",
+                      region_name="us-east-1")
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket="ccrs-artifacts").get("Contents", [])]
+    assert any(key.endswith(f"{result.tracked['run_id']}/artifacts/stats/stats.json") for key in keys)
+
+
 def test_one_nested_run_per_system_with_ccrs_means_and_cis(e2e_run):
     config, result = e2e_run
     _, runs = _runs(config.mlflow.tracking_uri, config.mlflow.experiment)
