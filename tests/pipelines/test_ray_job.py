@@ -2,8 +2,10 @@
 on loopback, as a user submits to a cluster (the LLM endpoint is the session's real CPU stack)."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,21 +21,32 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture
 def ray_head(tmp_path):
+    """A separate Ray head on loopback (`ray start --head --block` in its own process group, stopped by
+    killing that group: `ray stop` would kill every Ray on the machine, the session's LLM stack included).
+    Token auth is off because it is loopback only and ~/.ray/auth_token is shared by every local cluster."""
     dashboard_port = free_port()
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
     temp_dir = Path("/tmp") / f"ccrs-ray-{dashboard_port}"
-    start = [str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={free_port()}",
+    start = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={free_port()}",
              "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}", "--num-cpus=8",
-             "--disable-usage-stats", f"--temp-dir={temp_dir}"]
-    subprocess.run(start, env=env, check=True, capture_output=True, timeout=180)
+             "--disable-usage-stats", f"--temp-dir={temp_dir}",
+             # Every agent port explicit: the defaults (e.g. 52365) are taken by the session's own Ray.
+             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
+    head = subprocess.Popen(start, env=env, stdout=open(tmp_path / "ray_head.log", "wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
     address = f"http://127.0.0.1:{dashboard_port}"
     try:
-        wait_http(f"{address}/api/version", 120)
+        wait_http(f"{address}/api/version", 180)
         yield address, env
     finally:
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], env={**env, "RAY_TMPDIR": str(temp_dir)},
-                       capture_output=True, timeout=120)
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)
 
 
 def test_ray_job_submit_runs_the_pipeline(ray_head, llm_endpoint, mlflow_server, tmp_path):
@@ -50,7 +63,11 @@ def test_ray_job_submit_runs_the_pipeline(ray_head, llm_endpoint, mlflow_server,
     submit = [str(BIN / "ray"), "job", "submit", "--address", address, "--working-dir", ".",
               "--runtime-env-json", json.dumps({"env_vars": {"HF_HUB_OFFLINE": "1"}}),
               "--", "ccrs", "run", "--config", str(config_path)]
-    finished = subprocess.run(submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    for _ in range(20):  # the head's job agent registers a little after the dashboard answers
+        finished = subprocess.run(submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        if "No available agent" not in finished.stderr:
+            break
+        time.sleep(3)
     assert finished.returncode == 0, finished.stdout[-4000:] + finished.stderr[-4000:]
     assert "MLflow run:" in finished.stdout
     assert (run_dir / "reduce" / "stats.json").exists()
