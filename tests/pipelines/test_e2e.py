@@ -96,3 +96,21 @@ def test_no_planted_secret_reaches_params_tags_or_artifacts(e2e_run, tmp_path):
             if path.is_file():
                 blob = path.read_bytes()
                 assert not [s for s in secrets if s.encode() in blob], path
+
+
+def test_compare_against_the_previous_run_tags_and_summarizes(e2e_run):
+    """Last in this file: it logs a second pipeline run (same outputs) and checks it against the first."""
+    from tasks.regression import compare_runs
+
+    config, result = e2e_run
+    rerun = run_pipeline(config, from_stage="track", keep_serving=True)
+    assert rerun.tracked["run_id"] != result.tracked["run_id"]
+    report = compare_runs(config.mlflow.tracking_uri, config.mlflow.experiment, "latest", "previous",
+                          alpha=0.05, b=500, seed=0)
+    assert (report.run_id, report.baseline_id) == (rerun.tracked["run_id"], result.tracked["run_id"])
+    assert report.n_regressions == 0 and (report.table["diff"] == 0).all()
+    client = MlflowClient(config.mlflow.tracking_uri)
+    tags = client.get_run(report.run_id).data.tags
+    assert tags["regression.status"] == "pass" and tags["regression.baseline"] == result.tracked["run_id"]
+    assert {a.path for a in client.list_artifacts(report.run_id, "regression")} == {
+        "regression/summary.md", "regression/summary.json"}
