@@ -9,10 +9,10 @@ chunks (checked). Prints timings measured side by side in this run; never used a
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import pyarrow as pa
+from timing import interleaved_best
 
 from retrievers.chunking import chunk_passages, chunk_table
 from retrievers.config import DatasetConfig
@@ -42,20 +42,6 @@ def ray_stage(passages: pa.Table, shard_size: int, max_parallel: int) -> pa.Tabl
         lambda s: _chunk_task.remote(s, TOKENIZER, SIZE, OVERLAP), shards, max_parallel, "chunk", False
     )
     return pa.concat_tables(tables)
-
-
-def interleaved_best(repeats: int, candidates: dict) -> dict[str, tuple[float, pa.Table]]:
-    """Best time of each candidate, the candidates alternating within each repeat: on a shared machine
-    a load spike then hits all of them alike instead of one."""
-    best: dict[str, tuple[float, pa.Table]] = {}
-    for _ in range(repeats):
-        for name, fn in candidates.items():
-            started = time.perf_counter()
-            result = fn()
-            seconds = time.perf_counter() - started
-            if name not in best or seconds < best[name][0]:
-                best[name] = (seconds, result)
-    return best
 
 
 def main() -> None:

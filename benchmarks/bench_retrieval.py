@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from timing import interleaved_best
 
 from retrievers.chunking import chunk_passages
 from retrievers.config import DatasetConfig, EmbedderConfig, IndexConfig, OpenSearchConfig
@@ -31,18 +31,6 @@ K = 20
 def unit_vectors(n: int, dimension: int, seed: int) -> np.ndarray:
     raw = np.random.default_rng(seed).normal(size=(n, dimension)).astype(np.float32)
     return raw / np.linalg.norm(raw, axis=1, keepdims=True)
-
-
-def interleaved_best(repeats: int, candidates: dict) -> dict:
-    best: dict = {}
-    for _ in range(repeats):
-        for name, fn in candidates.items():
-            started = time.perf_counter()
-            result = fn()
-            seconds = time.perf_counter() - started
-            if name not in best or seconds < best[name][0]:
-                best[name] = (seconds, result)
-    return best
 
 
 def as_rows(query_ids, retriever, results) -> pd.DataFrame:
