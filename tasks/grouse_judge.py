@@ -31,7 +31,7 @@ from judges.grouse import (
 from judges.readers import fit_chunks
 from judges.tokens import token_counter
 from tasks.generate import default_tokenizer, fan_out
-from tasks.judge import load_samples
+from tasks.judge import JudgingOutputs, judging_outputs, load_samples, write_judgments
 from tasks.stage import file_fingerprint, run_stage, stage_key
 
 CODE_VERSION = "grouse-judge-1"
@@ -41,15 +41,6 @@ JUDGMENT_COLUMNS = [
     "prompt_tokens", "completion_tokens", "prompt_version", "judge_model", "n_references",
     "n_references_truncated",
 ]
-SCORE_COLUMNS = ["query_id", "system", "metric", "score"]
-
-
-@dataclass
-class GrouseJudgingOutputs:
-    judgments_path: Path
-    scores_path: Path
-    summary: dict
-    reused: bool = False
 
 
 @dataclass
@@ -144,7 +135,7 @@ def run_grouse_judging(
     top_k: int,
     force: bool = False,
     progress: bool = True,
-) -> GrouseJudgingOutputs:
+) -> JudgingOutputs:
     config = {"judge": judge, "seed": client.seed, "top_k": top_k}
     upstream = [file_fingerprint(p) for p in (queries_path, retrieved_path, generations_path)]
     key = stage_key(STAGE, config, upstream, CODE_VERSION)
@@ -158,10 +149,7 @@ def run_grouse_judging(
             sample = GrouseSample(f["query_id"], f["system"], "", "", "", [])
             rows += _not_judged(sample, judge, "failed", f"generation failed: {f['error']}"[:2000])
         frame = judgments_frame(rows)
-        frame.to_parquet(out_dir / "judgments.parquet", index=False)
-        frame.loc[frame["score"].notna(), SCORE_COLUMNS].to_parquet(out_dir / "scores.parquet", index=False)
+        write_judgments(frame, out_dir)
         return summary(frame, time.perf_counter() - started, judge)
 
-    result = run_stage(run_dir, STAGE, key, compute, force=force)
-    return GrouseJudgingOutputs(result.out_dir / "judgments.parquet", result.out_dir / "scores.parquet",
-                                result.summary, result.reused)
+    return judging_outputs(run_stage(run_dir, STAGE, key, compute, force=force))

@@ -33,7 +33,7 @@ from judges.em import flatten_answers
 from judges.readers import fit_chunks
 from judges.tokens import token_counter
 from tasks.generate import default_tokenizer, fan_out, top_k_contexts
-from tasks.stage import file_fingerprint, run_stage, stage_key
+from tasks.stage import StageResult, file_fingerprint, run_stage, stage_key
 
 CODE_VERSION = "judge-1"
 JUDGMENT_COLUMNS = [
@@ -215,11 +215,19 @@ def run_judging(
                                        pd.read_parquet(generations_path), top_k)
         judgments, stats = judge_all(samples, judge, client, base_url, progress)
         frame = judgments_frame(judgments + failed_generation_judgments(failed, judge))
-        frame.to_parquet(out_dir / "judgments.parquet", index=False)
-        scores = frame.loc[frame["score"].notna(), SCORE_COLUMNS]
-        scores.to_parquet(out_dir / "scores.parquet", index=False)
+        write_judgments(frame, out_dir)
         return judging_summary(frame, stats, time.perf_counter() - started, judge)
 
-    result = run_stage(run_dir, "judge", key, compute, force=force)
+    return judging_outputs(run_stage(run_dir, "judge", key, compute, force=force))
+
+
+def write_judgments(frame: pd.DataFrame, out_dir: Path) -> None:
+    """Every judgment (failures included) and, for the reducer, the long-format scores of the
+    successful ones only: a failed judgment is absent there, never a NaN or a 0."""
+    frame.to_parquet(out_dir / "judgments.parquet", index=False)
+    frame.loc[frame["score"].notna(), SCORE_COLUMNS].to_parquet(out_dir / "scores.parquet", index=False)
+
+
+def judging_outputs(result: StageResult) -> JudgingOutputs:
     return JudgingOutputs(result.out_dir / "judgments.parquet", result.out_dir / "scores.parquet",
                           result.summary, result.reused)
