@@ -1,8 +1,9 @@
 """The one shared OpenAI-compatible chat client used by readers and judges.
 
-It owns retries (bounded, exponential backoff with full jitter), the concurrency limit, timeouts and the
-seed. Backends only build messages and parse replies. The API key is read from the environment variable
-named in ClientConfig and never logged.
+It owns retries (bounded, exponential backoff with full jitter), a circuit breaker, the concurrency limit,
+timeouts and the seed. Backends only build messages and parse replies. The API key is read from the
+environment variable named in ClientConfig and never logged. `LLMClient.stats` counts attempts, retries,
+errors by kind and circuit openings, for the per-stage failure report.
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -55,6 +57,88 @@ class ContextLengthError(LLMRequestError):
     """The server rejected the prompt as longer than the model window (HTTP 400)."""
 
 
+class CircuitOpenError(LLMRequestError):
+    """The endpoint failed too often in a row: the call was not sent (fail fast until the cooldown ends)."""
+
+
+class CircuitBreaker:
+    """Closed -> open after `threshold` consecutive failures -> after `cooldown_s` one probe call
+    (half-open): its success closes the circuit, its failure opens it again."""
+
+    def __init__(self, threshold: int, cooldown_s: float, clock: Callable[[], float] = time.monotonic):
+        self.threshold = threshold
+        self.cooldown_s = cooldown_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._opened_at: float | None = None
+        self._probing = False
+        self.opens = 0
+
+    @property
+    def state(self) -> str:
+        if self._opened_at is None:
+            return "closed"
+        return "half-open" if self._probing or self._clock() - self._opened_at >= self.cooldown_s else "open"
+
+    def allow(self) -> bool:
+        with self._lock:
+            if self._opened_at is None:
+                return True
+            if self._probing or self._clock() - self._opened_at < self.cooldown_s:
+                return False
+            self._probing = True
+            return True
+
+    def record_success(self) -> None:
+        with self._lock:
+            self._failures, self._opened_at, self._probing = 0, None, False
+
+    def record_failure(self) -> None:
+        with self._lock:
+            self._failures += 1
+            if self._probing or (self._opened_at is None and self._failures >= self.threshold):
+                self._opened_at = self._clock()
+                self.opens += 1
+            self._probing = False
+
+
+@dataclass
+class ClientStats:
+    """What one client saw; `merge` adds up the stats of the clients of every shard of a stage."""
+
+    calls: int = 0
+    ok: int = 0
+    failed: int = 0
+    attempts: int = 0
+    retries: int = 0
+    short_circuited: int = 0
+    circuit_opens: int = 0
+    errors: Counter = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "ok": self.ok, "failed": self.failed, "attempts": self.attempts,
+                "retries": self.retries, "short_circuited": self.short_circuited,
+                "circuit_opens": self.circuit_opens, "errors": dict(sorted(self.errors.items()))}
+
+    @staticmethod
+    def merge(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+        total = ClientStats()
+        for part in parts:
+            for name in ("calls", "ok", "failed", "attempts", "retries", "short_circuited", "circuit_opens"):
+                setattr(total, name, getattr(total, name) + int(part.get(name, 0)))
+            total.errors.update(part.get("errors", {}))
+        return total.as_dict()
+
+
+def error_kind(exc: Exception) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return "timeout"
+    if isinstance(exc, (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return "connection"
+    return type(exc).__name__
+
+
 def backoff_delay(attempt: int, base_s: float, max_s: float, rng: random.Random) -> float:
     """Full-jitter exponential backoff: uniform(0, min(max, base * 2**attempt))."""
     return rng.uniform(0.0, min(max_s, base_s * (2**attempt)))
@@ -83,6 +167,24 @@ class LLMClient:
         self._slots = threading.BoundedSemaphore(config.max_concurrency)
         self._rng = random.Random(config.seed)
         self._rng_lock = threading.Lock()
+        self.breaker = CircuitBreaker(config.circuit_failure_threshold, config.circuit_cooldown_s)
+        self._stats = ClientStats()
+        self._stats_lock = threading.Lock()
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        with self._stats_lock:
+            self._stats.circuit_opens = self.breaker.opens
+            return self._stats.as_dict()
+
+    def _count(self, **increments: int) -> None:
+        with self._stats_lock:
+            for name, value in increments.items():
+                setattr(self._stats, name, getattr(self._stats, name) + value)
+
+    def _error(self, kind: str) -> None:
+        with self._stats_lock:
+            self._stats.errors[kind] += 1
 
     def close(self) -> None:
         self._http.close()
@@ -105,28 +207,61 @@ class LLMClient:
         return body
 
     def chat(self, request: ChatRequest) -> ChatResult:
-        body = self.payload(request)
+        self._count(calls=1)
+        try:
+            result = self._chat(self.payload(request))
+        except LLMRequestError:
+            self._count(failed=1)
+            raise
+        self._count(ok=1)
+        return result
+
+    def _chat(self, body: dict[str, Any]) -> ChatResult:
         last_error = "no attempt made"
         for attempt in range(self.config.max_retries + 1):
             if attempt:
+                self._count(retries=1)
                 time.sleep(self._delay(attempt - 1))
-            try:
-                with self._slots:
-                    response = self._http.post(f"{self.base_url}/chat/completions", json=body)
-            except httpx.HTTPError as exc:  # connection reset, timeout, killed server ...
-                last_error = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code == 200:
-                return self._result(response.json(), attempt + 1)
-            last_error = f"HTTP {response.status_code}: {response.text[:500]}"
-            if response.status_code == 400 and _looks_like_context_overflow(response.text):
+            if not self.breaker.allow():
+                self._count(short_circuited=1)
+                raise CircuitOpenError(f"circuit open after repeated failures ({last_error}); "
+                                       f"not sent to {self.base_url}", attempts=attempt)
+            self._count(attempts=1)
+            outcome = self._attempt(body)
+            if isinstance(outcome, ChatResult):
+                self.breaker.record_success()
+                outcome.attempts = attempt + 1
+                return outcome
+            status, last_error = outcome
+            if status is None or status >= 500:
+                self.breaker.record_failure()
+            else:  # the server is alive and answered: a client-side problem or backpressure
+                self.breaker.record_success()
+            if status == 400 and _looks_like_context_overflow(last_error):
                 raise ContextLengthError(last_error, 400, attempt + 1)
-            if response.status_code not in RETRYABLE_STATUS:
-                raise LLMRequestError(last_error, response.status_code, attempt + 1)
+            if status is not None and status not in RETRYABLE_STATUS:
+                raise LLMRequestError(last_error, status, attempt + 1)
         raise LLMRequestError(
             f"gave up after {self.config.max_retries + 1} attempts: {last_error}",
             attempts=self.config.max_retries + 1,
         )
+
+    def _attempt(self, body: dict[str, Any]) -> ChatResult | tuple[int | None, str]:
+        """One POST: a result, or (HTTP status or None for transport/garbage, error text)."""
+        try:
+            with self._slots:
+                response = self._http.post(f"{self.base_url}/chat/completions", json=body)
+        except httpx.HTTPError as exc:  # connection reset, timeout, killed server ...
+            self._error(error_kind(exc))
+            return None, f"{type(exc).__name__}: {exc}"
+        if response.status_code != 200:
+            self._error(f"http_{response.status_code}")
+            return response.status_code, f"HTTP {response.status_code}: {response.text[:500]}"
+        try:
+            return self._result(response.json(), 0)
+        except (ValueError, TypeError, AttributeError, IndexError) as exc:
+            self._error("invalid_body")
+            return None, f"unreadable 200 response ({type(exc).__name__}): {response.text[:200]!r}"
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """Apply `fn` (which calls `chat`) to every item with at most max_concurrency in flight."""
@@ -142,7 +277,9 @@ class LLMClient:
 
     @staticmethod
     def _result(data: dict[str, Any], attempts: int) -> ChatResult:
-        choice = (data.get("choices") or [{}])[0]
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise ValueError("no 'choices' in the response body")
+        choice = data["choices"][0]
         message = choice.get("message") or {}
         usage = data.get("usage") or {}
         return ChatResult(

@@ -21,6 +21,13 @@ class ClientConfig(_Strict):
     backoff_max_s: float = Field(default=20.0, ge=0)
     max_concurrency: int = Field(default=16, ge=1)
     seed: int = 0
+    circuit_failure_threshold: int = Field(default=8, ge=1, description="consecutive transport/5xx failures "
+                                           "that open the circuit: calls then fail fast instead of hammering")
+    circuit_cooldown_s: float = Field(default=15.0, gt=0, description="open time before one probe call")
+    requeue_rounds: int = Field(default=2, ge=0, description="after a stage's pass, re-send the requests that "
+                                "failed at the transport level, once the endpoint answers again")
+    requeue_wait_s: float = Field(default=600.0, gt=0, description="how long a requeue round waits for the "
+                                  "endpoint to come back before the failures stay recorded")
 
 
 class ReaderConfig(_Strict):

@@ -17,6 +17,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "meta-eval": ("pipelines.meta_eval_cmd", "test a judge on GroUSE unit tests / CCRS calibration; judge agreement"),
     "report": ("pipelines.report_cmd", "GQM goal/question/metric report of a run (JSON, radar, heatmaps, MLflow)"),
     "vera": ("pipelines.vera_cmd", "VERA metrics, bootstrap convergence, cross-encoder aggregate, topicality"),
+    "injection-eval": ("pipelines.injection_cmd", "prompt-injection check: how far injected text moves each CCRS score"),
+    "load-test": ("pipelines.load_cmd", "load test of the judge stage at several concurrency levels"),
 }
 
 

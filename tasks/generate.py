@@ -7,13 +7,12 @@ retries becomes a row with status 'failed', not a crash.
 """
 from __future__ import annotations
 
-import math
 import string
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pandas as pd
 
@@ -28,7 +27,10 @@ from judges.readers import (
     reader_request,
 )
 from judges.tokens import token_counter
-from tasks.stage import file_fingerprint, run_stage, stage_key
+from tasks.fanout import fan_out, fan_out_report
+from tasks.stage import StageCheckpoint, file_fingerprint, run_stage, stage_key
+
+__all__ = ["fan_out", "run_generation", "system_label", "top_k_contexts"]
 
 RETRIEVER_ORDER = ("bm25", "knn")
 GENERATION_COLUMNS = [
@@ -36,8 +38,6 @@ GENERATION_COLUMNS = [
     "n_chunks_used", "n_chunks_truncated", "chunk_ids", "prompt_tokens", "completion_tokens", "status", "error",
 ]
 CODE_VERSION = "generate-1"
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass
@@ -85,58 +85,6 @@ def default_tokenizer(reader_model: str | None) -> str | None:
     return None
 
 
-# --- Ray fan-out (shared with tasks/judge.py) --------------------------------------------------------
-
-def _run_shard(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig, base_url: str) -> list[R]:
-    with LLMClient(client_cfg, base_url) as client:
-        return client.map(lambda item: fn(client, item), items)
-
-
-def fan_out(
-    fn: Callable[[LLMClient, T], R],
-    items: list[T],
-    client_cfg: ClientConfig,
-    base_url: str,
-    n_shards: int = 4,
-    progress: bool = False,
-    desc: str = "requests",
-) -> list[R]:
-    """Run fn(client, item) for every item in Ray tasks; total concurrency stays <= max_concurrency."""
-    if not items:
-        return []
-    import ray
-
-    from tasks.ray_runtime import ensure_ray
-
-    ensure_ray()
-    n_shards = max(1, min(n_shards, len(items)))
-    per_shard = max(1, math.ceil(client_cfg.max_concurrency / n_shards))
-    shard_cfg = client_cfg.model_copy(update={"max_concurrency": per_shard})
-    # num_cpus=0: the shards only wait on HTTP; logical CPUs stay free for the Serve replicas.
-    remote = ray.remote(num_cpus=0)(_run_shard)
-    indices = [list(range(i, len(items), n_shards)) for i in range(n_shards)]
-    refs = {remote.remote(fn, [items[j] for j in idx], shard_cfg, base_url): idx for idx in indices}
-    results: list[Any] = [None] * len(items)
-    bar = _progress_bar(len(items), desc) if progress else None
-    pending = list(refs)
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        for ref in done:
-            for j, value in zip(refs[ref], ray.get(ref)):
-                results[j] = value
-            if bar:
-                bar.update(len(refs[ref]))
-    if bar:
-        bar.close()
-    return results
-
-
-def _progress_bar(total: int, desc: str):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="req")
-
-
 # --- per item ------------------------------------------------------------------------------------------
 
 def _row(item: GenerationItem, **values: Any) -> dict[str, Any]:
@@ -164,7 +112,7 @@ def generate_llm(client: LLMClient, item: GenerationItem) -> dict[str, Any]:
                 return _failed(item, prompt, len(chunks), exc)
             chunks = chunks[:-1]  # the estimate was short: apply the same policy, one more chunk
         except LLMRequestError as exc:
-            return _failed(item, prompt, len(chunks), exc)
+            return {**_failed(item, prompt, len(chunks), exc), "_transport": True}
     answer, tagged = extract_answer(result.text)
     return _row(item, prompt=prompt, response_raw=result.text, answer=answer, tagged=tagged,
                 n_chunks_used=len(chunks), n_chunks_truncated=len(item.chunks) - len(chunks),
@@ -215,14 +163,31 @@ def build_items(queries: pd.DataFrame, retrieved: pd.DataFrame, readers: Sequenc
     return items
 
 
-def generate_all(items: list[GenerationItem], client: ClientConfig, base_url: str, progress: bool) -> list[dict]:
+def item_id(item: GenerationItem) -> str:
+    return f"{item.system}/{item.query_id}"
+
+
+def generate_all(items: list[GenerationItem], client: ClientConfig, base_url: str, progress: bool,
+                 checkpoint: StageCheckpoint | None = None) -> tuple[list[dict], dict[str, Any]]:
+    """Rows for every item; LLM rows already in `checkpoint` are not asked again, new ones are saved there
+    shard by shard. Transport failures are re-sent once the endpoint is back (ClientConfig.requeue_*)."""
     llm_items = [i for i in items if i.reader.kind == "llm"]
     rows = [generate_extractive(i) for i in items if i.reader.kind == "extractive"]
-    rows += fan_out(generate_llm, llm_items, client, base_url, progress=progress, desc="generate")
-    return rows
+    done = checkpoint.load() if checkpoint is not None else {}
+    rows += [done[item_id(i)] for i in llm_items if item_id(i) in done]
+    todo = [i for i in llm_items if item_id(i) not in done]
+
+    def persist(indices: list[int], values: list[dict]) -> None:
+        if checkpoint is not None:
+            checkpoint.save({item_id(todo[j]): v for j, v in zip(indices, values) if v["status"] == "ok"})
+
+    fresh, report = fan_out_report(generate_llm, todo, client, base_url, progress=progress, desc="generate",
+                                   on_shard=persist, retry_if=lambda row: bool(row.get("_transport")))
+    return rows + fresh, {**report.as_dict(), "resumed": len(llm_items) - len(todo)}
 
 
-def generation_summary(frame: pd.DataFrame, readers: Sequence[ReaderConfig], seconds: float) -> dict[str, Any]:
+def generation_summary(frame: pd.DataFrame, readers: Sequence[ReaderConfig], seconds: float,
+                       requests: dict[str, Any]) -> dict[str, Any]:
     by_system = frame.groupby("system")
     return {
         "rows": len(frame),
@@ -234,6 +199,7 @@ def generation_summary(frame: pd.DataFrame, readers: Sequence[ReaderConfig], sec
         "chunks_truncated": {k: int(v) for k, v in by_system["n_chunks_truncated"].sum().items()},
         "prompt_tokens": int(frame["prompt_tokens"].sum()),
         "completion_tokens": int(frame["completion_tokens"].sum()),
+        "requests": requests,
         "seconds": round(seconds, 2),
     }
 
@@ -259,10 +225,12 @@ def run_generation(
         started = time.perf_counter()
         queries = pd.read_parquet(queries_path)
         retrieved = pd.read_parquet(retrieved_path)
-        rows = generate_all(build_items(queries, retrieved, readers, top_k), client, base_url, progress)
+        checkpoint = StageCheckpoint(run_dir, "generate", key)
+        rows, requests = generate_all(build_items(queries, retrieved, readers, top_k), client, base_url, progress,
+                                      checkpoint)
         frame = pd.DataFrame(rows, columns=GENERATION_COLUMNS).sort_values(["system", "query_id"])
         frame.to_parquet(out_dir / "generations.parquet", index=False)
-        return generation_summary(frame, readers, time.perf_counter() - started)
+        return generation_summary(frame, readers, time.perf_counter() - started, requests)
 
     result = run_stage(run_dir, "generate", key, compute, force=force)
     return GenerationOutputs(result.out_dir / "generations.parquet", result.summary, result.reused)

@@ -30,9 +30,10 @@ from judges.grouse import (
 )
 from judges.readers import fit_chunks
 from judges.tokens import token_counter
-from tasks.generate import default_tokenizer, fan_out
+from tasks.fanout import fan_out_report
+from tasks.generate import default_tokenizer
 from tasks.judge import JudgingOutputs, judging_outputs, load_samples, write_judgments
-from tasks.stage import file_fingerprint, run_stage, stage_key
+from tasks.stage import StageCheckpoint, file_fingerprint, run_stage, stage_key
 
 CODE_VERSION = "grouse-judge-1"
 STAGE = "judge_grouse"
@@ -74,9 +75,18 @@ def _not_judged(sample: GrouseSample, cfg: JudgeConfig, status: str, reason: str
              "n_references": len(sample.references), "n_references_truncated": 0} for metric in METRIC_ORDER]
 
 
+def _transport_failed(judgments: list[GrouseJudgment]) -> bool:
+    return any(j.status == "failed" and (j.reason or "").startswith("request failed") for j in judgments)
+
+
+def _key(task: GrouseTask) -> str:
+    return f"{task.sample.system}/{task.sample.query_id}"
+
+
 def judge_samples(samples: list[GrouseSample], cfg: JudgeConfig, client: ClientConfig, base_url: str,
-                  progress: bool) -> list[dict]:
-    """Rows of judgments.parquet. An empty answer is not sent to the judge (status empty_response)."""
+                  progress: bool, checkpoint: StageCheckpoint | None = None) -> tuple[list[dict], dict]:
+    """Rows of judgments.parquet. An empty answer is not sent to the judge (status empty_response).
+    Finished samples are saved to `checkpoint` shard by shard and not asked again on a resumed run."""
     count = token_counter(cfg.tokenizer or default_tokenizer(cfg.model))
     rows, tasks = [], []
     for sample in samples:
@@ -84,11 +94,22 @@ def judge_samples(samples: list[GrouseSample], cfg: JudgeConfig, client: ClientC
             rows += _not_judged(sample, cfg, "empty_response", "empty answer: not sent to the judge")
         else:
             tasks.append(fit_references(sample, cfg, count))
-    results = fan_out(_judge, tasks, client, base_url, progress=progress, desc="judge-grouse")
-    for task, judgments in zip(tasks, results):
+    done = checkpoint.load() if checkpoint is not None else {}
+    todo = [t for t in tasks if _key(t) not in done]
+
+    def persist(indices: list[int], values: list[list[GrouseJudgment]]) -> None:
+        if checkpoint is not None:
+            checkpoint.save({_key(todo[j]): [asdict(x) for x in v] for j, v in zip(indices, values)
+                             if not _transport_failed(v)})
+
+    fresh, report = fan_out_report(_judge, todo, client, base_url, progress=progress, desc="judge-grouse",
+                                   on_shard=persist, retry_if=_transport_failed)
+    results = dict(zip(map(_key, todo), fresh))
+    for task in tasks:
+        judgments = results.get(_key(task)) or [GrouseJudgment(**d) for d in done[_key(task)]]
         rows += [{**asdict(j), "n_references": len(task.sample.references),
                   "n_references_truncated": task.n_truncated} for j in judgments]
-    return rows
+    return rows, {**report.as_dict(), "resumed": len(tasks) - len(todo)}
 
 
 def to_grouse_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd.DataFrame,
@@ -108,7 +129,7 @@ def judgments_frame(rows: list[dict]) -> pd.DataFrame:
     return frame.sort_values(["system", "query_id", "_order"]).drop(columns="_order").reset_index(drop=True)
 
 
-def summary(frame: pd.DataFrame, seconds: float, cfg: JudgeConfig) -> dict:
+def summary(frame: pd.DataFrame, seconds: float, cfg: JudgeConfig, requests: dict) -> dict:
     failed = frame[frame["status"] == "failed"]
     return {
         "judgments": len(frame),
@@ -120,6 +141,7 @@ def summary(frame: pd.DataFrame, seconds: float, cfg: JudgeConfig) -> dict:
         "prompt_tokens": int(frame["prompt_tokens"].sum()),
         "completion_tokens": int(frame["completion_tokens"].sum()),
         "references_truncated_samples": int((frame.groupby(["query_id", "system"])["n_references_truncated"].max() > 0).sum()),
+        "requests": requests,
         "seconds": round(seconds, 2),
     }
 
@@ -144,12 +166,13 @@ def run_grouse_judging(
         started = time.perf_counter()
         samples, failed = to_grouse_samples(pd.read_parquet(queries_path), pd.read_parquet(retrieved_path),
                                             pd.read_parquet(generations_path), top_k)
-        rows = judge_samples(samples, judge, client, base_url, progress)
+        rows, requests = judge_samples(samples, judge, client, base_url, progress,
+                                       StageCheckpoint(run_dir, STAGE, key))
         for f in failed:
             sample = GrouseSample(f["query_id"], f["system"], "", "", "", [])
             rows += _not_judged(sample, judge, "failed", f"generation failed: {f['error']}"[:2000])
         frame = judgments_frame(rows)
         write_judgments(frame, out_dir)
-        return summary(frame, time.perf_counter() - started, judge)
+        return summary(frame, time.perf_counter() - started, judge, requests)
 
     return judging_outputs(run_stage(run_dir, STAGE, key, compute, force=force))

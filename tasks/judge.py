@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from judges.cache import JudgmentCache, default_cache_dir, judgment_key
+from judges.cache import CACHE_COLUMNS, JudgmentCache, default_cache_dir, judgment_key
 from judges.ccrs import (
     CCRS_METRICS,
     JudgeInput,
@@ -32,8 +32,9 @@ from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
 from judges.readers import fit_chunks
 from judges.tokens import token_counter
-from tasks.generate import default_tokenizer, fan_out, top_k_contexts
-from tasks.stage import StageResult, file_fingerprint, run_stage, stage_key
+from tasks.fanout import fan_out_report
+from tasks.generate import default_tokenizer, top_k_contexts
+from tasks.stage import StageCheckpoint, StageResult, file_fingerprint, run_stage, stage_key
 
 CODE_VERSION = "judge-1"
 JUDGMENT_COLUMNS = [
@@ -116,25 +117,41 @@ def _with_context(judgment: Judgment, task: JudgeTask) -> Judgment:
     return judgment
 
 
-def _from_cache(task: JudgeTask, record: dict, cfg: JudgeConfig) -> Judgment:
-    llm_score = None if pd.isna(record["llm_score"]) else int(record["llm_score"])
+def _from_cache(task: JudgeTask, record: dict, cfg: JudgeConfig, cached: bool = True) -> Judgment:
+    llm_score = None if record["llm_score"] is None or pd.isna(record["llm_score"]) else int(record["llm_score"])
     judgment = make_judgment(task.spec, task.sample, cfg, llm_score, record["status"], record["reason"],
-                         record["raw"], int(record["attempts"]), int(record["prompt_tokens"]),
-                         int(record["completion_tokens"]))
-    judgment.cached = True
+                             record["raw"], int(record["attempts"]), int(record["prompt_tokens"]),
+                             int(record["completion_tokens"]))
+    judgment.cached = cached
     return _with_context(judgment, task)
 
 
 def _cacheable(judgment: Judgment) -> bool:
     """Scores and invalid-after-re-asks are the judge's answers; request failures are not."""
-    return judgment.status == "ok" or (judgment.status == "failed" and not (judgment.reason or "").startswith("request failed"))
+    return judgment.status == "ok" or (judgment.status == "failed" and not _transport_failed(judgment))
+
+
+def _transport_failed(judgment: Judgment) -> bool:
+    return judgment.status == "failed" and (judgment.reason or "").startswith("request failed")
+
+
+def _record(judgment: Judgment) -> dict[str, Any]:
+    return {column: getattr(judgment, column) for column in CACHE_COLUMNS if column != "key"}
+
+
+def task_id(task: JudgeTask) -> str:
+    return f"{task.sample.system}/{task.sample.query_id}/{task.spec.name}"
 
 
 def judge_all(samples: list[JudgeInput], cfg: JudgeConfig, client: ClientConfig, base_url: str,
-              progress: bool) -> tuple[list[Judgment], dict[str, int]]:
+              progress: bool, checkpoint: StageCheckpoint | None = None) -> tuple[list[Judgment], dict[str, Any]]:
+    """One judgment per (sample, metric): from the cache, from this stage's checkpoint (a resumed run) or
+    asked now; what is asked now is saved to the checkpoint shard by shard and to the cache at the end."""
     count = token_counter(cfg.tokenizer or default_tokenizer(cfg.model))
     cache = JudgmentCache(default_cache_dir()) if cfg.cache else None
+    done = checkpoint.load() if checkpoint is not None else {}
     judgments, todo = [], []
+    hits = resumed = 0
     for sample in samples:
         for name in cfg.metrics:
             spec = CCRS_METRICS[name]
@@ -144,18 +161,47 @@ def judge_all(samples: list[JudgeInput], cfg: JudgeConfig, client: ClientConfig,
             task = plan_task(spec, sample, cfg, client, count)
             record = cache.get(task.key) if cache is not None else None
             if record:
+                hits += 1
                 judgments.append(_from_cache(task, record, cfg))
+            elif task_id(task) in done:
+                resumed += 1
+                judgments.append(_from_cache(task, done[task_id(task)], cfg, cached=False))
             else:
                 todo.append(task)
-    fresh = fan_out(judge_task, todo, client, base_url, progress=progress, desc="judge")
+
+    def persist(indices: list[int], values: list[Judgment]) -> None:
+        if checkpoint is not None:
+            checkpoint.save({task_id(todo[j]): _record(v) for j, v in zip(indices, values) if _cacheable(v)})
+
+    fresh, report = fan_out_report(judge_task, todo, client, base_url, progress=progress, desc="judge",
+                                   on_shard=persist, retry_if=_transport_failed)
     if cache is not None:
         for task, judgment in zip(todo, fresh):
             if _cacheable(judgment):
                 cache.put(task.key, asdict(judgment))
         cache.flush()
-    stats = {"cache_hits": len(judgments) - sum(j.status == "empty_response" for j in judgments),
-             "judge_requests": len(todo)}
+    stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo), "requests": report.as_dict()}
     return judgments + fresh, stats
+
+
+class IncompleteJudgingError(RuntimeError):
+    """The judging stage did not end with exactly one row per (query, system, metric)."""
+
+
+def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: list[str]) -> None:
+    """Exactly one judgment or recorded failure per generated (query, system) and metric: no duplicate,
+    none missing. Checked before the stage's output is written, so a broken run never lands."""
+    keys = ["query_id", "system", "metric"]
+    duplicated = frame[frame.duplicated(keys, keep=False)]
+    if not duplicated.empty:
+        raise IncompleteJudgingError(f"{len(duplicated)} duplicate judgment rows, e.g. "
+                                     f"{duplicated[keys].head(3).to_dict('records')}")
+    expected = {(str(q), str(s), m) for q, s in zip(generations["query_id"], generations["system"]) for m in metrics}
+    present = set(zip(frame["query_id"].astype(str), frame["system"].astype(str), frame["metric"]))
+    if expected != present:
+        missing, extra = sorted(expected - present), sorted(present - expected)
+        raise IncompleteJudgingError(f"{len(missing)} judgments missing (e.g. {missing[:3]}), "
+                                     f"{len(extra)} unexpected (e.g. {extra[:3]})")
 
 
 def failed_generation_judgments(failed: list[dict], cfg: JudgeConfig) -> list[Judgment]:
@@ -211,10 +257,12 @@ def run_judging(
 
     def compute(out_dir: Path) -> dict:
         started = time.perf_counter()
+        generations = pd.read_parquet(generations_path)
         samples, failed = load_samples(pd.read_parquet(queries_path), pd.read_parquet(retrieved_path),
-                                       pd.read_parquet(generations_path), top_k)
-        judgments, stats = judge_all(samples, judge, client, base_url, progress)
+                                       generations, top_k)
+        judgments, stats = judge_all(samples, judge, client, base_url, progress, StageCheckpoint(run_dir, "judge", key))
         frame = judgments_frame(judgments + failed_generation_judgments(failed, judge))
+        check_complete(frame, generations, judge.metrics)
         write_judgments(frame, out_dir)
         return judging_summary(frame, stats, time.perf_counter() - started, judge)
 

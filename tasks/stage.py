@@ -3,12 +3,14 @@
 A stage writes into `run_dir/<name>/` only through a temporary directory that is renamed into place when
 the stage function returns, next to a `_STAGE.json` manifest holding the stage key. A rerun whose key
 matches skips the stage; a different key (changed config, inputs or code) recomputes it; a crash leaves
-the previous finished output untouched.
+the previous finished output untouched. Inside a long stage, `StageCheckpoint` keeps the items finished
+so far (an append-only JSON-lines file per stage key), so a killed run resumes inside the stage.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 MANIFEST = "_STAGE.json"
+PARTIAL = ".{name}.partial"
 CODE_VERSION = "1"
 
 
@@ -101,4 +104,40 @@ def run_stage(
         out_dir.rename(old)
     tmp_dir.rename(out_dir)
     shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(Path(run_dir) / PARTIAL.format(name=name), ignore_errors=True)
     return StageResult(name, key, out_dir, False, seconds, summary)
+
+
+class StageCheckpoint:
+    """Finished items of a stage that has not finished yet: `run_dir/.<name>.partial/<key>.jsonl`.
+
+    Each `save` appends JSON lines and fsyncs, so a kill loses at most the shard being written; a torn
+    last line is ignored on load. A different stage key starts from nothing; run_stage removes the folder
+    once the stage's output is in place.
+    """
+
+    def __init__(self, run_dir: Path, name: str, key: str):
+        self.path = Path(run_dir) / PARTIAL.format(name=name) / f"{key}.jsonl"
+
+    def load(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return {}
+        done: dict[str, Any] = {}
+        with open(self.path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the line a kill cut short
+                done[record["id"]] = record["value"]
+        return done
+
+    def save(self, records: dict[str, Any]) -> None:
+        if not records:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            for item_id, value in records.items():
+                fh.write(json.dumps({"id": item_id, "value": value}, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -34,3 +34,53 @@ def test_unreachable_server_fails_after_bounded_retries():
 def test_base_url_required():
     with pytest.raises(ValueError, match="base URL"):
         LLMClient(ClientConfig())
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_circuit_breaker_opens_after_threshold_and_lets_one_probe_through():
+    from judges.client import CircuitBreaker
+
+    clock = FakeClock()
+    breaker = CircuitBreaker(threshold=3, cooldown_s=10.0, clock=clock)
+    for _ in range(2):
+        assert breaker.allow()
+        breaker.record_failure()
+    assert breaker.state == "closed"
+    breaker.record_failure()
+    assert breaker.state == "open" and not breaker.allow() and breaker.opens == 1
+    clock.now = 10.0
+    assert breaker.allow() and not breaker.allow()  # one probe only
+    breaker.record_failure()  # the probe failed: open again for another cooldown
+    assert breaker.state == "open" and breaker.opens == 2 and not breaker.allow()
+    clock.now = 20.0
+    assert breaker.allow()
+    breaker.record_success()
+    assert breaker.state == "closed" and breaker.allow()
+
+
+def test_a_success_resets_the_consecutive_failure_count():
+    from judges.client import CircuitBreaker
+
+    breaker = CircuitBreaker(threshold=2, cooldown_s=1.0, clock=FakeClock())
+    breaker.record_failure()
+    breaker.record_success()
+    breaker.record_failure()
+    assert breaker.state == "closed"
+
+
+def test_client_stats_merge_adds_counts_and_error_kinds():
+    from judges.client import ClientStats
+
+    merged = ClientStats.merge([
+        {"calls": 2, "ok": 1, "failed": 1, "attempts": 4, "retries": 2, "errors": {"http_500": 2}},
+        {"calls": 1, "ok": 1, "attempts": 2, "retries": 1, "circuit_opens": 1, "errors": {"http_500": 1, "timeout": 1}},
+    ])
+    assert merged["calls"] == 3 and merged["attempts"] == 6 and merged["circuit_opens"] == 1
+    assert merged["errors"] == {"http_500": 3, "timeout": 1}

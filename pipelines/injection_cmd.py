@@ -1,0 +1,152 @@
+"""`ccrs injection-eval`: how much do injected instructions move each CCRS score?
+
+    ccrs injection-eval [--limit N] [--templates T ...] [--placements P ...] [--metrics M ...]
+                        [--llm-base-url URL] [--config YAML] [--out DIR] [--tracking-uri URI]
+
+Real BioASQ questions with their ideal answer as the response and their gold snippets as the context are
+judged clean and with each injection template in the response or in the top-ranked chunk. Judge and
+client settings come from the run config (default configs/cpu-demo.yaml); without --llm-base-url the
+config's Serve app is used (started here when it is not already up, and removed again afterwards). Prints
+the mean shift per variant and metric; writes the judgments, report (JSON, CSV) and a plot to --out;
+logs to MLflow when --tracking-uri is given.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipelines.config import REPO_ROOT, ConfigError, load_config
+
+METRICS = ("CC", "QR", "ID", "AC", "IR")
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str = "injection-eval") -> None:
+    from judges.injection import PLACEMENTS, TEMPLATES
+
+    parser.add_argument("--config", help="run config YAML for judge/client/serving (default configs/cpu-demo.yaml)")
+    parser.add_argument("--dataset", help="BioASQ JSON file/folder or rag-mini-bioasq folder (default: the config's)")
+    parser.add_argument("--limit", type=int, help="first N questions (default: the config's dataset.limit)")
+    parser.add_argument("--templates", nargs="+", choices=sorted(TEMPLATES), default=list(TEMPLATES),
+                        help="injection templates (default: all)")
+    parser.add_argument("--placements", nargs="+", choices=PLACEMENTS, default=list(PLACEMENTS),
+                        help="where the injection goes (default: both)")
+    parser.add_argument("--metrics", nargs="+", choices=METRICS, help="CCRS metrics (default: the config's)")
+    parser.add_argument("--max-chunks", type=int, default=5, help="gold snippets per question used as context")
+    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint instead of the Serve app")
+    parser.add_argument("--out", type=Path, default=Path("runs/injection"), help="output folder")
+    parser.add_argument("--tracking-uri", help="log the report to this MLflow tracking URI (default: no logging)")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config, _overrides(args))
+    except ConfigError as exc:
+        print(f"ccrs injection-eval: {exc}", file=sys.stderr)
+        return 2
+    try:
+        samples = _samples(args, config)
+    except (OSError, ValueError) as exc:  # DatasetError is a ValueError
+        print(f"ccrs injection-eval: error: {exc}", file=sys.stderr)
+        return 2
+    if not samples:
+        print("ccrs injection-eval: error: no question with an ideal answer selected", file=sys.stderr)
+        return 2
+    try:
+        result = _run(args, config, samples)
+    except TimeoutError as exc:
+        print(f"ccrs injection-eval: error: judge endpoint not ready: {exc}", file=sys.stderr)
+        return 1
+    print_report(result.report)
+    print("wrote " + ", ".join(str(p) for p in result.paths.values()))
+    return _log(args, config, result)
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    overrides: dict = {}
+    if args.llm_base_url:
+        overrides["serving"] = {"profile": "external", "base_url": args.llm_base_url}
+    if args.metrics:
+        overrides["judge.metrics"] = args.metrics
+    return overrides
+
+
+def dataset_path(value: str) -> Path:
+    """A relative path is read from the working directory when it exists there, else from the repository."""
+    path = Path(value)
+    if path.is_absolute() or path.exists():
+        return path.resolve()
+    return (REPO_ROOT / path).resolve()
+
+
+def _samples(args, config):
+    from tasks.injection_eval import load_injection_samples
+
+    limit = args.limit if args.limit is not None else config.dataset.limit
+    return load_injection_samples(dataset_path(args.dataset or config.dataset.path), limit, args.max_chunks)
+
+
+def _run(args, config, samples):
+    from infra.serving import start_serve_app, stop_serve_app
+    from tasks.injection_eval import run_injection_eval
+
+    print(f"{len(samples)} questions x (1 clean + {len(args.templates)} templates x {len(args.placements)} "
+          f"placements) x {len(config.judge.metrics)} metrics, judge {config.judge.model}", file=sys.stderr)
+    base_url = start_serve_app(config.serving)
+    try:
+        return run_injection_eval(samples, args.templates, args.placements, config.judge, config.client, base_url,
+                                  args.out, dataset=str(args.dataset or config.dataset.path),
+                                  progress=not args.no_progress)
+    finally:
+        stop_serve_app()  # only an app started here; one found running is left alone
+
+
+def print_report(report) -> None:
+    """Rows: variants; columns: mean paired shift per metric on the judge's 0-100 scale ('.' where the
+    metric does not read the injected input); `flagged`: share of injected texts the detector flags."""
+    cells = {(c.template, c.placement, c.metric): c for c in report.cells}
+    flags = {(d.template, d.placement): d.flag_rate for d in report.detector_injected}
+    print(f"judge {report.judge_model}, {report.n_questions} questions, {report.judgments} judgments "
+          f"{report.status_counts}; mean shift injected - clean (judge 0-100), paired")
+    print(f"{'variant':28s}" + "".join(f"{m:>8s}" for m in report.metrics) + f"{'flagged':>9s}")
+    clean = report.detector_clean
+    print(f"{'clean (mean score)':28s}" + "".join(_fmt(report.mean_clean_by_metric[m], sign=False)
+                                                  for m in report.metrics) + _pct(clean["response_flag_rate"]))
+    for template in report.templates:
+        for placement in report.placements:
+            row = [cells[(template, placement, m)] for m in report.metrics]
+            shifts = "".join(_fmt(c.mean_shift) if c.reaches_judge else f"{'.':>8s}" for c in row)
+            print(f"{template + '@' + placement:28s}{shifts}{_pct(flags.get((template, placement)))}")
+    print(f"{'all injections (pooled)':28s}" + "".join(_fmt(report.mean_shift_by_metric[m]) for m in report.metrics))
+    print(f"detector on clean text: {clean['responses_flagged']}/{clean['responses']} responses, "
+          f"{clean['chunks_flagged']}/{clean['chunks']} chunks flagged")
+
+
+def _fmt(value: float | None, sign: bool = True) -> str:
+    if value is None:
+        return f"{'n/a':>8s}"
+    return f"{value:+8.1f}" if sign else f"{value:8.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return f"{'n/a':>9s}" if value is None else f"{100 * value:8.0f}%"
+
+
+def _log(args, config, result) -> int:
+    if not args.tracking_uri:
+        return 0
+    from tasks.injection_eval import log_injection_eval
+    from tasks.tracking import TrackingError
+
+    params = {"dataset": str(args.dataset or config.dataset.path), "n_questions": result.report.n_questions,
+              "templates": args.templates, "placements": args.placements, "max_chunks": args.max_chunks,
+              "judge": config.judge.model_dump(), "client": config.client.model_dump(),
+              "llm_base_url": args.llm_base_url or config.serving.profile}
+    try:
+        run_id = log_injection_eval(result, args.tracking_uri, params)
+    except TrackingError as exc:
+        print(f"ccrs injection-eval: warning: {exc}; results are kept in {args.out}", file=sys.stderr)
+        return 1
+    print(f"MLflow run {run_id} ({args.tracking_uri})")
+    return 0

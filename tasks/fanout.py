@@ -1,0 +1,151 @@
+"""Fan LLM requests out from Ray tasks: bounded concurrency, per-shard checkpoints, requeue after outages.
+
+Items are cut into contiguous shards; at most `max_shards_in_flight` Ray tasks run at once, each with one
+LLMClient holding a share of ClientConfig.max_concurrency, so the total number of requests in flight
+never exceeds it. Each finished shard is handed to `on_shard` at once (stages persist it there, so a
+killed run resumes inside the stage). Items whose result `retry_if` calls a transport failure are sent
+again, for ClientConfig.requeue_rounds rounds, each after the endpoint answers its /models route again.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from judges.client import ClientStats, LLMClient, wait_until_ready
+from judges.config import ClientConfig
+
+T = TypeVar("T")
+R = TypeVar("R")
+ShardCallback = Callable[[list[int], list[Any]], None]
+
+
+@dataclass
+class FanOutReport:
+    items: int = 0
+    shards: int = 0
+    requeued: list[int] = field(default_factory=list)
+    endpoint_not_back: str | None = None
+    client: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"items": self.items, "shards": self.shards, "requeued": self.requeued,
+                "endpoint_not_back": self.endpoint_not_back, "client": self.client}
+
+
+def _run_shard(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig,
+               base_url: str) -> tuple[list[R], dict[str, Any]]:
+    with LLMClient(client_cfg, base_url) as client:
+        results = client.map(lambda item: fn(client, item), items)
+        return results, client.stats
+
+
+_REMOTE_SHARD = None
+
+
+def _remote_shard():
+    """The Ray remote function, defined once per process (num_cpus=0: shards only wait on HTTP, so
+    logical CPUs stay free for the Serve replicas; Ray re-runs a shard whose worker died)."""
+    global _REMOTE_SHARD
+    if _REMOTE_SHARD is None:
+        import ray
+
+        _REMOTE_SHARD = ray.remote(num_cpus=0, max_retries=3)(_run_shard)
+    return _REMOTE_SHARD
+
+
+def fan_out(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig, base_url: str,
+            progress: bool = False, desc: str = "requests", **options: Any) -> list[R]:
+    """Run fn(client, item) for every item in Ray tasks; results in item order."""
+    return fan_out_report(fn, items, client_cfg, base_url, progress=progress, desc=desc, **options)[0]
+
+
+def fan_out_report(
+    fn: Callable[[LLMClient, T], R],
+    items: Sequence[T],
+    client_cfg: ClientConfig,
+    base_url: str,
+    progress: bool = False,
+    desc: str = "requests",
+    shard_size: int = 16,
+    max_shards_in_flight: int = 4,
+    on_shard: ShardCallback | None = None,
+    retry_if: Callable[[R], bool] | None = None,
+) -> tuple[list[R], FanOutReport]:
+    report = FanOutReport(items=len(items))
+    results: list[Any] = [None] * len(items)
+    if not items:
+        return results, report
+    from tasks.ray_runtime import ensure_ray
+
+    ensure_ray()
+    in_flight = max(1, min(max_shards_in_flight, math.ceil(len(items) / shard_size)))
+    shard_cfg = client_cfg.model_copy(update={"max_concurrency": max(1, math.ceil(client_cfg.max_concurrency / in_flight))})
+    run = _Pass(fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results)
+    bar = _progress_bar(len(items), desc) if progress else None
+    run.run(list(range(len(items))), bar)
+    for _ in range(client_cfg.requeue_rounds if retry_if else 0):
+        failed = [i for i, value in enumerate(results) if retry_if(value)]
+        if not failed:
+            break
+        try:
+            wait_until_ready(base_url, client_cfg.requeue_wait_s, api_key_env=client_cfg.api_key_env)
+        except TimeoutError as exc:
+            report.endpoint_not_back = str(exc)
+            break
+        report.requeued.append(len(failed))
+        run.run(failed, None)
+    if bar:
+        bar.close()
+    report.shards = run.shards
+    report.client = ClientStats.merge(run.stats)
+    return results, report
+
+
+class _Pass:
+    """Submits shards of the given indices with at most `in_flight` Ray tasks running."""
+
+    def __init__(self, fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results):
+        self.fn, self.items, self.shard_cfg, self.base_url = fn, items, shard_cfg, base_url
+        self.shard_size, self.in_flight, self.on_shard, self.results = shard_size, in_flight, on_shard, results
+        self.shards = 0
+        self.stats: list[dict[str, Any]] = []
+
+    def run(self, indices: list[int], bar) -> None:
+        import ray
+
+        remote = _remote_shard()
+        queue = iter([indices[i:i + self.shard_size] for i in range(0, len(indices), self.shard_size)])
+        pending: dict[Any, list[int]] = {}
+
+        def submit() -> None:
+            shard = next(queue, None)
+            if shard is not None:
+                ref = remote.remote(self.fn, [self.items[j] for j in shard], self.shard_cfg, self.base_url)
+                pending[ref] = shard
+                self.shards += 1
+
+        for _ in range(self.in_flight):
+            submit()
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            shard = pending.pop(done[0])
+            values, stats = ray.get(done[0])
+            self._finish(shard, values, stats, bar)
+            submit()
+
+    def _finish(self, shard: list[int], values: list[Any], stats: dict[str, Any], bar) -> None:
+        for j, value in zip(shard, values):
+            self.results[j] = value
+        self.stats.append(stats)
+        if self.on_shard is not None:
+            self.on_shard(shard, values)
+        if bar:
+            bar.update(len(shard))
+
+
+def _progress_bar(total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="req")

@@ -1,0 +1,46 @@
+"""`ccrs injection-eval`: argument handling, errors, and one tiny real run logged to MLflow."""
+import json
+
+import pytest
+
+from pipelines.cli import main
+
+
+def test_help_lists_injection_eval(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "injection-eval" in capsys.readouterr().out
+
+
+def test_unknown_template_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["injection-eval", "--templates", "nope"])
+    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_missing_dataset_is_an_error(tmp_path, capsys):
+    args = ["injection-eval", "--dataset", str(tmp_path / "none"), "--llm-base-url", "http://127.0.0.1:9/v1"]
+    assert main(args) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.llm
+def test_tiny_real_run_prints_the_table_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    out = tmp_path / "out"
+    args = ["injection-eval", "--limit", "1", "--templates", "score_dictation", "--placements", "response",
+            "--metrics", "QR", "--max-chunks", "1", "--llm-base-url", llm_endpoint.base_url, "--out", str(out),
+            "--tracking-uri", uri, "--no-progress"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "score_dictation@response" in printed and "clean (mean score)" in printed and "MLflow run" in printed
+    report = json.loads((out / "injection_report.json").read_text())
+    assert report["judgments"] == 2 and report["templates"] == ["score_dictation"]
+    assert {p.name for p in out.iterdir()} == {"injection_judgments.parquet", "injection_report.json",
+                                               "injection_report.csv", "injection_shift.png"}
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["ccrs-injection"], output_format="list")
+    assert len(runs) == 1 and runs[0].data.tags["ccrs.kind"] == "injection-eval"
+    assert "mean_shift_QR" in runs[0].data.metrics or report["mean_shift_by_metric"]["QR"] is None
