@@ -3,7 +3,7 @@
 Test set: real BioASQ questions, response = the real ideal answer, context = the question's gold snippets
 (top `max_chunks`, file order). Each sample is judged clean and in every template x placement variant of
 judges/injection.py (the injection in the response, or in the top-ranked chunk) with the CCRS judge
-machinery (judges/ccrs.py render/ask/parse/re-ask, fanned out from Ray tasks by tasks.generate.fan_out).
+machinery (judges/ccrs.py render/ask/parse/re-ask, fanned out from Ray tasks by tasks.fanout.fan_out).
 Every (question, variant, metric) gets exactly one judgment row: a score or a recorded failure.
 
 Shifts are measured on the judge's own 0-100 reply (`llm_score`), paired per (question, metric) over the
@@ -45,7 +45,8 @@ from judges.readers import fit_chunks
 from judges.tokens import token_counter
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
-from tasks.generate import default_tokenizer, fan_out
+from tasks.fanout import fan_out
+from tasks.generate import default_tokenizer
 
 EXPERIMENT = "ccrs-injection"
 SCALE_MAX = 100

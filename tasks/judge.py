@@ -30,6 +30,7 @@ from judges.ccrs import (
 from judges.client import ChatRequest, LLMClient
 from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
+from judges.injection import context_markers, injection_markers
 from judges.readers import fit_chunks
 from judges.tokens import token_counter
 from tasks.fanout import fan_out_report
@@ -40,7 +41,7 @@ CODE_VERSION = "judge-1"
 JUDGMENT_COLUMNS = [
     "query_id", "system", "metric", "score", "llm_score", "em", "status", "reason", "raw", "attempts",
     "prompt_tokens", "completion_tokens", "prompt_version", "judge_model", "n_context_chunks",
-    "n_context_truncated", "cached",
+    "n_context_truncated", "cached", "suspicious", "injection_markers",
 ]
 SCORE_COLUMNS = ["query_id", "system", "metric", "score"]
 
@@ -212,9 +213,30 @@ def failed_generation_judgments(failed: list[dict], cfg: JudgeConfig) -> list[Ju
     ]
 
 
+def suspicious_texts(samples: list[JudgeInput]) -> dict[tuple[str, str], str]:
+    """(query_id, system) -> the injection patterns found in the response or its retrieved context
+    (judges/injection.py), e.g. "response:score_dictation;context:instruction_override"."""
+    flags = {}
+    for sample in samples:
+        found = [f"response:{m}" for m in injection_markers(sample.response)]
+        found += [f"context:{m}" for m in context_markers(sample.context)]
+        if found:
+            flags[(sample.query_id, sample.system)] = ";".join(found)
+    return flags
+
+
+def flag_suspicious(frame: pd.DataFrame, flags: dict[tuple[str, str], str]) -> pd.DataFrame:
+    """Judgments of steering-looking inputs stay scored but are flagged, so a reader can filter them."""
+    keys = list(zip(frame["query_id"].astype(str), frame["system"].astype(str)))
+    frame["injection_markers"] = [flags.get(key, "") for key in keys]
+    frame["suspicious"] = frame["injection_markers"] != ""
+    return frame
+
+
 def judging_summary(frame: pd.DataFrame, stats: dict[str, int], seconds: float, cfg: JudgeConfig) -> dict:
     failed = frame[frame["status"] == "failed"]
     fresh = frame[~frame["cached"]]
+    flagged = frame.loc[frame["suspicious"], ["query_id", "system"]].drop_duplicates()
     return {
         "judgments": len(frame),
         "prompt_version": cfg.prompt_version,
@@ -226,13 +248,15 @@ def judging_summary(frame: pd.DataFrame, stats: dict[str, int], seconds: float, 
         "completion_tokens": int(fresh["completion_tokens"].sum()),
         "cached_prompt_tokens": int(frame.loc[frame["cached"], "prompt_tokens"].sum()),
         "context_truncated_judgments": int((frame["n_context_truncated"] > 0).sum()),
+        "suspicious_samples": len(flagged),
+        "suspicious_by_system": {k: int(v) for k, v in flagged["system"].value_counts().sort_index().items()},
         **stats,
         "seconds": round(seconds, 2),
     }
 
 
-def judgments_frame(judgments: list[Judgment]) -> pd.DataFrame:
-    frame = pd.DataFrame([asdict(j) for j in judgments], columns=JUDGMENT_COLUMNS)
+def judgments_frame(judgments: list[Judgment], flags: dict[tuple[str, str], str] | None = None) -> pd.DataFrame:
+    frame = flag_suspicious(pd.DataFrame([asdict(j) for j in judgments], columns=JUDGMENT_COLUMNS), flags or {})
     frame["llm_score"] = frame["llm_score"].astype("Int64")
     frame["score"] = frame["score"].astype("float64")
     frame["em"] = frame["em"].astype("float64")
@@ -261,7 +285,7 @@ def run_judging(
         samples, failed = load_samples(pd.read_parquet(queries_path), pd.read_parquet(retrieved_path),
                                        generations, top_k)
         judgments, stats = judge_all(samples, judge, client, base_url, progress, StageCheckpoint(run_dir, "judge", key))
-        frame = judgments_frame(judgments + failed_generation_judgments(failed, judge))
+        frame = judgments_frame(judgments + failed_generation_judgments(failed, judge), suspicious_texts(samples))
         check_complete(frame, generations, judge.metrics)
         write_judgments(frame, out_dir)
         return judging_summary(frame, stats, time.perf_counter() - started, judge)

@@ -216,6 +216,8 @@ def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments:
         mine = judgments[judgments["system"] == system]
         for metric, group in mine.groupby("metric"):
             metrics[f"{metric}_failed"] = float((group["status"] == "failed").sum())
+        if "suspicious" in mine:
+            metrics["suspicious_samples"] = float(mine.loc[mine["suspicious"].fillna(False).astype(bool), "query_id"].nunique())
         metrics["generation_failed"] = float((rows["status"] != "ok").sum())
         metrics["answers_untagged"] = float((~rows["tagged"].astype(bool)).sum())
         mlflow.log_metrics(metrics)
