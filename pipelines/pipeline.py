@@ -14,6 +14,7 @@ class PipelineResult:
     stats_dir: Path
     tracked: dict
     stages: dict = field(default_factory=dict)
+    failures: dict = field(default_factory=dict)
 
 
 def _forced(stage: str, from_stage: str | None) -> bool:
@@ -37,6 +38,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
     from tasks.generate import run_generation
     from tasks.ray_runtime import ensure_ray
     from tasks.reduce import run_reduce
+    from tasks.failures import format_failure_table, write_failure_report
     from tasks.retrieval_stages import run_retrieval
     from tasks.tracking import check_tracking_reachable
 
@@ -71,12 +73,16 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
         run_dir, [outputs.scores_path for outputs in judged.values()], config.stats.b, config.stats.seed,
         config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
     )
-    tracked = _track(config, run_dir, retrieval, generation, judged, reduce, force=_forced("track", from_stage))
+    failures_path, failures = write_failure_report(
+        run_dir, {"generate": generation.summary, **{f"judge_{name}": out.summary for name, out in judged.items()}})
+    print(format_failure_table(failures))
+    tracked = _track(config, run_dir, retrieval, generation, judged, reduce, failures_path,
+                     force=_forced("track", from_stage))
     stages = {"retrieve": {"reused": all(stage.reused for stage in retrieval.stages), "summary": retrieval.counts},
               "generate": {"reused": generation.reused, "summary": generation.summary},
               **{f"judge_{name}": {"reused": out.reused, "summary": out.summary} for name, out in judged.items()},
               "reduce": {"reused": reduce.reused, "summary": reduce.summary}}
-    return PipelineResult(run_dir, reduce.out_dir, tracked, stages)
+    return PipelineResult(run_dir, reduce.out_dir, tracked, stages, failures)
 
 
 def _judge(config: RunConfig, run_dir: Path, retrieval, generation, base_url: str, force: bool) -> dict:
@@ -94,7 +100,7 @@ def _judge(config: RunConfig, run_dir: Path, retrieval, generation, base_url: st
     }
 
 
-def _track(config, run_dir, retrieval, generation, judged, reduce, force: bool) -> dict:
+def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path: Path, force: bool) -> dict:
     from tasks.stage import run_stage, stage_key
     from tasks.tracking import git_commit, log_pipeline_run, package_versions
 
@@ -125,6 +131,8 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, force: bool) 
             retrieval_metrics=retrieval.metrics_summary,
             stage_summaries={"generate": generation.summary,
                              **{f"judge_{name}": out.summary for name, out in judged.items()}},
+            failures_path=failures_path,
+            pending_marker=run_dir / ".track.pending",
         )
         if config.gqm_goals:
             from tasks.gqm_report import log_to_mlflow, write_report

@@ -5,7 +5,8 @@ parameters) over real BioASQ questions: response = the ideal answer, context = a
 gold snippets. For each offered concurrency level L, L caller threads send N requests (closed loop: a
 caller sends its next request when its previous one returned) through ONE shared LLMClient whose
 `max_concurrency` is the configured client limit, so at most that many requests are in flight whatever L
-is. With `compare_unlimited` every level runs again through a client whose limit is raised to L.
+is. With `compare_unlimited` every level runs again, right after its limited run, through a client whose
+limit is raised to L.
 
 Per request: wall latency (including the wait for a client slot and the client's retries), success or the
 error kind, transport attempts, tokens. Per level: errors by kind, error rate, retries, throughput
@@ -26,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,7 +50,7 @@ LEVEL_COLUMNS = [
     "mode", "level", "client_limit", "requests", "ok", "errors", "error_rate", "errors_by_kind", "retries",
     "unparsed_replies", "repeated_requests", "wall_s", "throughput_rps", "completion_tokens_per_s",
     "prompt_tokens", "completion_tokens", "latency_mean_s", "latency_p50_s", "latency_p90_s",
-    "latency_p99_s", "latency_max_s",
+    "latency_p99_s", "latency_max_s", "started_at",
 ]
 
 
@@ -227,6 +229,7 @@ class LevelReport:
     prompt_tokens: int
     completion_tokens: int
     latency: LatencySummary
+    started_at: str | None = None
 
     def row(self) -> dict[str, Any]:
         """Flat form for CSV and tables."""
@@ -303,8 +306,9 @@ def warm_up(client: LLMClient, pool: RequestPool, n: int) -> list[dict[str, Any]
 
 def run_load_test(cfg: LoadTestConfig, judge: JudgeConfig, client_cfg: ClientConfig, base_url: str,
                   on_level: Callable[[LevelReport], None] | None = None) -> LoadTestResult:
-    """All levels through one client capped at client_cfg.max_concurrency, then (compare_unlimited)
-    all levels again, each through a client whose cap is raised to the level."""
+    """Every level through one client capped at client_cfg.max_concurrency; with compare_unlimited each
+    level is run again right after, through a client whose cap is raised to the level (adjacent in time,
+    so a load drift on a shared machine hits both runs of a level alike). Reports: limited levels first."""
     started = time.perf_counter()
     runs = len(cfg.levels) * (2 if cfg.compare_unlimited else 1)
     needed = cfg.warmup_requests + runs * cfg.requests_per_level
@@ -314,8 +318,10 @@ def run_load_test(cfg: LoadTestConfig, judge: JudgeConfig, client_cfg: ClientCon
     records: list[RequestRecord] = []
 
     def one_level(client: LLMClient, mode: Mode, level: int, limit: int) -> None:
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         level_records = run_level(client, pool.take(cfg.requests_per_level), mode, level, limit)
         report = summarize_level(level_records, mode, level, limit)
+        report.started_at = started_at
         records.extend(level_records)
         reports.append(report)
         if on_level:
@@ -325,10 +331,10 @@ def run_load_test(cfg: LoadTestConfig, judge: JudgeConfig, client_cfg: ClientCon
         warmup = warm_up(client, pool, cfg.warmup_requests)
         for level in cfg.levels:
             one_level(client, "limited", level, client_cfg.max_concurrency)
-    if cfg.compare_unlimited:
-        for level in cfg.levels:
-            with LLMClient(client_cfg.model_copy(update={"max_concurrency": level}), base_url) as raised:
-                one_level(raised, "unlimited", level, level)
+            if cfg.compare_unlimited:
+                with LLMClient(client_cfg.model_copy(update={"max_concurrency": level}), base_url) as raised:
+                    one_level(raised, "unlimited", level, level)
+    reports.sort(key=lambda r: r.mode != "limited")  # stable: levels stay in the given order
     return LoadTestResult(
         model=judge.model, base_url=base_url, config=cfg.model_dump(), client=client_cfg.model_dump(),
         environment=environment(), distinct_requests=len(pool.tasks), warmup=warmup, levels=reports,

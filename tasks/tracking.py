@@ -108,7 +108,12 @@ def log_pipeline_run(
     queries_path: Path,
     retrieval_metrics: dict,
     stage_summaries: dict,
+    failures_path: Path | None = None,
+    pending_marker: Path | None = None,
 ) -> TrackedRun:
+    """`pending_marker` holds the id of a run being logged; a run left half-logged by an outage is marked
+    FAILED (tag ccrs.superseded) by the next attempt, which logs a complete run of its own."""
+    bound_mlflow_http_retries()
     import mlflow
 
     check_tracking_reachable(tracking_uri)
@@ -118,21 +123,50 @@ def log_pipeline_run(
     judgments = pd.concat([pd.read_parquet(path) for path in judgments_paths.values()], ignore_index=True)
     try:
         experiment_id = _ensure_experiment(tracking_uri, experiment)
+        _supersede_half_logged(tracking_uri, pending_marker)
         with mlflow.start_run(run_name=run_name) as parent:
+            if pending_marker is not None:
+                pending_marker.write_text(parent.info.run_id)
             _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
             _log_dataset(mlflow, queries_path, config)
             _log_artifacts(mlflow, stats_dir, generations_path, judgments_paths, config)
+            if failures_path is not None:
+                _log_failures(mlflow, failures_path)
             system_runs = {
                 system: _log_system(mlflow, system, rows, stats, judgments)
                 for system, rows in generations.groupby("system", sort=True)
             }
             run_id = parent.info.run_id
+        if pending_marker is not None:
+            pending_marker.unlink(missing_ok=True)
     except Exception as exc:  # MLflow raises many types for an unreachable or failing store
         raise TrackingError(
             f"MLflow tracking at {tracking_uri} failed ({type(exc).__name__}: {str(exc)[:300]}); the results "
             "stay on disk and are logged by the next run"
         ) from exc
     return TrackedRun(run_id, experiment_id, tracking_uri, run_url(tracking_uri, experiment_id, run_id), system_runs)
+
+
+def bound_mlflow_http_retries() -> None:
+    """MLflow's REST client retries 7 times with exponential backoff (minutes) before it gives up on a
+    dead server; unless the user set them, keep the retries and the timeout short."""
+    import os
+
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
+
+
+def _supersede_half_logged(tracking_uri: str, pending_marker: Path | None) -> None:
+    if pending_marker is None or not pending_marker.exists():
+        return
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    old = pending_marker.read_text().strip()
+    client.set_tag(old, "ccrs.superseded", "true")
+    client.set_terminated(old, "FAILED")
+    pending_marker.unlink()
 
 
 def _ensure_experiment(tracking_uri: str, name: str) -> str:
@@ -190,6 +224,16 @@ def _log_artifacts(mlflow, stats_dir, generations_path, judgments_paths, config)
         target = "judgments.parquet" if name == "ccrs" else f"judgments_{name}.parquet"
         _log_file_as(mlflow, path, "samples", target)
     mlflow.log_text(yaml.safe_dump(redact(config), sort_keys=False), "config/resolved.yaml")
+
+
+def _log_failures(mlflow, failures_path: Path) -> None:
+    report = json.loads(Path(failures_path).read_text())
+    mlflow.log_artifact(str(failures_path), artifact_path="failures")
+    metrics = {}
+    for stage, block in report["stages"].items():
+        for key in ("failed", "retries", "circuit_opens", "short_circuited", "requests_sent"):
+            metrics[f"failures.{stage}.{key}"] = float(block[key])
+    mlflow.log_metrics(metrics)
 
 
 def _log_file_as(mlflow, path: Path, artifact_dir: str, name: str) -> None:

@@ -25,6 +25,7 @@ from tasks.load_test import (
     error_kind,
     latency_summary,
     run_level,
+    run_load_test,
     summarize_level,
     write_outputs,
 )
@@ -193,6 +194,19 @@ def test_retries_and_final_errors_are_recorded_per_request(stub):
     report = _level(url, limit=2, level=2, n=4)
     assert (report.errors, report.error_rate, report.errors_by_kind) == (4, 1.0, {"HTTP 400": 4})
     assert report.throughput_rps == 0.0 and report.latency.p50_s is not None
+
+
+def test_whole_test_runs_each_level_limited_then_raised_on_fresh_requests(stub):
+    handler, url = stub
+    cfg = LoadTestConfig(levels=[2, 4], requests_per_level=6, compare_unlimited=True, chunks_per_sample=2)
+    judge = JudgeConfig(model="stub-model", structured_output=True, cache=False)  # no tokenizer: estimate
+    result = run_load_test(cfg, judge, ClientConfig(max_concurrency=2, backoff_base_s=0.0), url)
+    assert [(r.mode, r.level, r.client_limit) for r in result.levels] == [
+        ("limited", 2, 2), ("limited", 4, 2), ("unlimited", 2, 2), ("unlimited", 4, 4)]
+    assert {(r.mode, r.level) for r in result.records[6:12]} == {("unlimited", 2)}  # right after limited L=2
+    assert handler.hits == 1 + 4 * 6 and len(result.records) == 24 and len(result.warmup) == 1
+    assert result.distinct_requests == 25 and not any(r.repeated for r in result.records)
+    assert all(r.errors == 0 and r.started_at for r in result.levels)
 
 
 def test_outputs_are_written(tmp_path):

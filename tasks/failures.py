@@ -1,0 +1,56 @@
+"""The run's failure report: per stage, what failed for good, why, and what the client went through to
+avoid it (retries, errors by kind, circuit openings, requeue rounds). Written as run_dir/failures.json,
+printed at the end of `ccrs run` and logged to MLflow."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+FAILURES_FILE = "failures.json"
+
+
+def stage_failures(name: str, summary: dict[str, Any]) -> dict[str, Any]:
+    requests = summary.get("requests") or {}
+    client = requests.get("client") or {}
+    if name == "generate":
+        total, failed = summary.get("rows", 0), sum((summary.get("failed") or {}).values())
+    else:
+        total, failed = summary.get("judgments", 0), (summary.get("status_counts") or {}).get("failed", 0)
+    return {
+        "items": int(total),
+        "failed": int(failed),
+        "failure_reasons": summary.get("failure_reasons", {}),
+        "suspicious_samples": summary.get("suspicious_samples", 0),
+        "requests_sent": int(client.get("attempts", 0)),
+        "retries": int(client.get("retries", 0)),
+        "errors": client.get("errors", {}),
+        "circuit_opens": int(client.get("circuit_opens", 0)),
+        "short_circuited": int(client.get("short_circuited", 0)),
+        "requeued": requests.get("requeued", []),
+        "resumed_items": int(requests.get("resumed", summary.get("resumed", 0)) or 0),
+        "endpoint_not_back": requests.get("endpoint_not_back"),
+    }
+
+
+def failure_report(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    stages = {name: stage_failures(name, summary) for name, summary in summaries.items()}
+    return {"stages": stages, "failed_total": sum(s["failed"] for s in stages.values()),
+            "retries_total": sum(s["retries"] for s in stages.values())}
+
+
+def write_failure_report(run_dir: Path, summaries: dict[str, dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+    report = failure_report(summaries)
+    path = Path(run_dir) / FAILURES_FILE
+    path.write_text(json.dumps(report, indent=2, default=str))
+    return path, report
+
+
+def format_failure_table(report: dict[str, Any]) -> str:
+    header = f"{'stage':<14}{'items':>7}{'failed':>8}{'sent':>7}{'retries':>9}{'circuit':>9}  errors"
+    lines = [header]
+    for name, s in report["stages"].items():
+        errors = ", ".join(f"{k}={v}" for k, v in s["errors"].items()) or "-"
+        lines.append(f"{name:<14}{s['items']:>7}{s['failed']:>8}{s['requests_sent']:>7}{s['retries']:>9}"
+                     f"{s['circuit_opens']:>9}  {errors}")
+    return "\n".join(lines)

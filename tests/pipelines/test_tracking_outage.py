@@ -1,0 +1,115 @@
+"""MLflow going away during a real pipeline run: before the track stage, and in the middle of logging.
+The error names the service and its address, every finished stage stays on disk, and the next run (server
+back on the same address) reuses them all and logs a complete MLflow run; a half-logged run is marked
+FAILED and tagged superseded."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.config import DEFAULT_CONFIG, load_config
+from tests.pipelines.conftest import free_port, wait_http
+
+pytestmark = pytest.mark.llm
+
+
+class MlflowServer:
+    """`mlflow server` on loopback with a SQLite backend; stop() and start() keep the address and data."""
+
+    def __init__(self, root: Path):
+        self.root, self.port = root, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        command = [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1",
+                   "--port", str(self.port), "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
+                   "--artifacts-destination", str(self.root / "artifacts"), "--workers", "1"]
+        log = open(self.root / "server.log", "ab")
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_http(f"{self.url}/health", 180)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            os.killpg(self.process.pid, 9)
+            self.process.wait(timeout=30)
+            self.process = None
+
+
+@pytest.fixture
+def mlflow_outage_server(tmp_path):
+    server = MlflowServer(tmp_path / "mlflow")
+    server.root.mkdir()
+    server.start()
+    yield server
+    server.stop()
+
+
+def _config(run_dir: Path, llm_base_url: str, tracking_uri: str):
+    return load_config(DEFAULT_CONFIG, {
+        "name": "outage", "run_dir": str(run_dir), "dataset.limit": 2, "stats.b": 200,
+        "serving": {"profile": "external", "base_url": llm_base_url},
+        "mlflow.tracking_uri": tracking_uri, "mlflow.experiment": "ccrs-outage",
+    })
+
+
+@pytest.mark.parametrize("when", ["before_tracking", "while_logging"])
+def test_mlflow_down_mid_run_keeps_results_and_the_next_run_logs_them(
+        when, tmp_path, monkeypatch, llm_endpoint, judge_cache_dir, mlflow_outage_server):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    import tasks.reduce
+    import tasks.tracking
+    from pipelines.pipeline import run_pipeline
+    from tasks.tracking import TrackingError
+
+    server = mlflow_outage_server
+    config = _config(tmp_path / "run", llm_endpoint.base_url, server.url)
+    if when == "before_tracking":
+        real_reduce = tasks.reduce.run_reduce
+
+        def reduce_then_outage(*args, **kwargs):
+            result = real_reduce(*args, **kwargs)
+            server.stop()
+            return result
+
+        monkeypatch.setattr(tasks.reduce, "run_reduce", reduce_then_outage)
+    else:
+        real_artifacts = tasks.tracking._log_artifacts
+
+        def outage_while_logging(*args, **kwargs):
+            server.stop()
+            return real_artifacts(*args, **kwargs)
+
+        monkeypatch.setattr(tasks.tracking, "_log_artifacts", outage_while_logging)
+
+    with pytest.raises(TrackingError) as failure:
+        run_pipeline(config, keep_serving=True)
+    assert server.url in str(failure.value) and "MLflow" in str(failure.value)
+    run_dir = config.resolved_run_dir()
+    for stage in ("generate", "judge", "reduce"):
+        assert (run_dir / stage / "_STAGE.json").exists()
+    assert (run_dir / "failures.json").exists() and not (run_dir / "track").exists()
+    pending = run_dir / ".track.pending"
+    assert pending.exists() == (when == "while_logging")
+    half_logged = pending.read_text() if pending.exists() else None
+
+    monkeypatch.undo()
+    server.start()
+    result = run_pipeline(config, keep_serving=True)
+    assert all(stage["reused"] for name, stage in result.stages.items())
+    client = MlflowClient(server.url)
+    run = client.get_run(result.tracked["run_id"])
+    assert run.info.status == "FINISHED" and "stats/stats.json" in {
+        a.path for a in client.list_artifacts(run.info.run_id, "stats")}
+    assert run.data.metrics["failures.judge_ccrs.failed"] >= 0
+    if half_logged:
+        old = client.get_run(half_logged)
+        assert old.info.status == "FAILED" and old.data.tags["ccrs.superseded"] == "true"
+        assert not pending.exists()
+    assert mlflow.active_run() is None
