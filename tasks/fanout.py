@@ -68,8 +68,8 @@ def fan_out_report(
     base_url: str,
     progress: bool = False,
     desc: str = "requests",
-    shard_size: int = 16,
-    max_shards_in_flight: int = 4,
+    shard_size: int | None = None,
+    max_shards_in_flight: int | None = None,
     on_shard: ShardCallback | None = None,
     retry_if: Callable[[R], bool] | None = None,
 ) -> tuple[list[R], FanOutReport]:
@@ -80,7 +80,8 @@ def fan_out_report(
     from tasks.ray_runtime import ensure_ray
 
     ensure_ray()
-    in_flight = max(1, min(max_shards_in_flight, math.ceil(len(items) / shard_size)))
+    shard_size = shard_size or client_cfg.shard_size
+    in_flight = max(1, min(max_shards_in_flight or client_cfg.max_shards_in_flight, math.ceil(len(items) / shard_size)))
     shard_cfg = client_cfg.model_copy(update={"max_concurrency": max(1, math.ceil(client_cfg.max_concurrency / in_flight))})
     run = _Pass(fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results)
     bar = _progress_bar(len(items), desc) if progress else None

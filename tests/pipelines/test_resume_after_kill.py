@@ -1,0 +1,105 @@
+"""`ccrs run` killed with SIGKILL (its whole process group: driver and local Ray) between two stages and
+then inside the judging stage; each rerun resumes from the last finished stage or shard and the final
+results equal those of an uninterrupted run of the same config and seeds."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from pipelines.config import DEFAULT_CONFIG
+
+pytestmark = pytest.mark.llm
+COMPARED = ["query_id", "system", "metric", "status", "llm_score", "score"]
+
+
+def _write_config(path: Path, llm_base_url: str) -> Path:
+    config = yaml.safe_load(Path(DEFAULT_CONFIG).read_text())
+    config.update({"name": "resume", "run_dir": str(path.parent / "run")})
+    config["dataset"]["limit"] = 2
+    config["stats"]["b"] = 200
+    config["serving"] = {"profile": "external", "base_url": llm_base_url}
+    # small shards so the judging stage checkpoints several times before it ends
+    config["client"].update({"shard_size": 4, "max_shards_in_flight": 2})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _start(workdir: Path, config: Path, cache: Path) -> subprocess.Popen:
+    env = {**os.environ, "CCRS_JUDGE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    env.pop("RAY_ADDRESS", None)
+    log = open(workdir / "ccrs-run.log", "ab")
+    return subprocess.Popen([str(Path(sys.executable).with_name("ccrs")), "run", "--config", str(config)],
+                            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _run_to_end(workdir: Path, config: Path, cache: Path) -> None:
+    process = _start(workdir, config, cache)
+    assert process.wait(timeout=900) == 0, (workdir / "ccrs-run.log").read_text()[-3000:]
+
+
+def _kill_when(workdir: Path, config: Path, cache: Path, ready, what: str) -> None:
+    process = _start(workdir, config, cache)
+    deadline = time.monotonic() + 900
+    while not ready():
+        if process.poll() is not None:
+            pytest.fail(f"the run ended (rc={process.returncode}) before {what}: "
+                        f"{(workdir / 'ccrs-run.log').read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+def _checkpointed_judgments(run_dir: Path) -> int:
+    return sum(len(p.read_text().splitlines()) for p in (run_dir / ".judge.partial").glob("*.jsonl"))
+
+
+def _results(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    judgments = pd.read_parquet(run_dir / "judge" / "judgments.parquet")[COMPARED]
+    generations = pd.read_parquet(run_dir / "generate" / "generations.parquet")[["query_id", "system", "answer"]]
+    stats = json.loads((run_dir / "reduce" / "stats.json").read_text())
+    return judgments, generations, {m: block["means"] for m, block in stats["per_metric"].items()}
+
+
+def test_a_killed_run_resumes_between_and_inside_stages_with_identical_results(tmp_path, llm_endpoint):
+    baseline_dir, killed_dir = tmp_path / "baseline", tmp_path / "killed"
+    baseline_cfg = _write_config(baseline_dir / "config.yaml", llm_endpoint.base_url)
+    killed_cfg = _write_config(killed_dir / "config.yaml", llm_endpoint.base_url)
+    _run_to_end(baseline_dir, baseline_cfg, tmp_path / "cache-baseline")
+
+    run_dir = killed_dir / "run"
+    cache = tmp_path / "cache-killed"
+    # 1. killed between stages: as soon as generation has landed
+    _kill_when(killed_dir, killed_cfg, cache, lambda: (run_dir / "generate" / "_STAGE.json").exists(),
+               "the generate stage finished")
+    assert not (run_dir / "judge" / "_STAGE.json").exists()
+    generate_manifest = (run_dir / "generate" / "_STAGE.json").stat().st_mtime_ns
+    # 2. killed inside the judging stage, once some shards are checkpointed
+    _kill_when(killed_dir, killed_cfg, cache, lambda: _checkpointed_judgments(run_dir) >= 8,
+               "8 checkpointed judgments")
+    assert (run_dir / "generate" / "_STAGE.json").stat().st_mtime_ns == generate_manifest  # reused, not redone
+    assert not (run_dir / "judge" / "_STAGE.json").exists()
+    saved = _checkpointed_judgments(run_dir)
+    # 3. the rerun finishes, asking the judge only about what the checkpoint lacks
+    _run_to_end(killed_dir, killed_cfg, cache)
+    judge_summary = json.loads((run_dir / "judge" / "_STAGE.json").read_text())["summary"]
+    assert 8 <= judge_summary["resumed"] <= saved  # a line torn by the kill is not counted
+    assert judge_summary["judge_requests"] > 0 and judge_summary["cache_hits"] == 0
+    assert not (run_dir / ".judge.partial").exists()
+
+    expected, resumed = _results(baseline_dir / "run"), _results(run_dir)
+    pd.testing.assert_frame_equal(resumed[0], expected[0])
+    pd.testing.assert_frame_equal(resumed[1], expected[1])
+    assert resumed[2] == expected[2]
