@@ -39,7 +39,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
     from tasks.ray_runtime import ensure_ray
     from tasks.reduce import run_reduce
     from tasks.failures import format_failure_table, write_failure_report
-    from tasks.retrieval_stages import run_retrieval
+    from tasks.retrieval_stages import preflight_index, run_retrieval
     from tasks.tracking import check_tracking_reachable
 
     config = _resolve_paths(config)
@@ -48,6 +48,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
 
         load_goals(config.gqm_goals)  # a broken goal tree fails now, not after hours of judging
     check_tracking_reachable(config.mlflow.resolved_uri(Path.cwd()))
+    preflight_index(config.index)
     run_dir = config.resolved_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(config.model_dump_json(indent=2))

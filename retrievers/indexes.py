@@ -171,6 +171,14 @@ INDEX_BACKENDS: dict[str, IndexBackend] = {
 }
 
 
+def check_index_reachable(config: IndexConfig) -> None:
+    """A remote index backend that does not answer raises IndexBackendError naming its address."""
+    if config.backend == "opensearch":
+        from retrievers.opensearch_index import ping
+
+        ping(config.opensearch)
+
+
 def build_index(config: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: Path) -> dict:
     return INDEX_BACKENDS[config.backend].build(config, chunks, vectors, directory)
 

@@ -171,6 +171,12 @@ def build_opensearch(config: OpenSearchConfig, chunks: pa.Table, vectors: np.nda
     return {"index_name": name, "n_indexed": indexed, "dimension": dimension}
 
 
+def ping(config: OpenSearchConfig) -> None:
+    """Fail fast, naming the hosts, when the cluster does not answer its root route."""
+    client = make_client(config)
+    _call(config, client.info)
+
+
 def opensearch_is_built(config: OpenSearchConfig, summary: dict) -> bool:
     """The index exists and holds as many documents as were indexed."""
     client = make_client(config)

@@ -23,7 +23,7 @@ import ray
 from retrievers.chunking import chunk_passages
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
 from retrievers.embedders import load_embedder
-from retrievers.indexes import Hit, build_index, index_is_built, open_index
+from retrievers.indexes import Hit, build_index, check_index_reachable, index_is_built, open_index
 from retrievers.loaders import LoadedDataset, load_dataset
 from retrievers.metrics import per_query_metrics, summarize
 from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
@@ -333,6 +333,11 @@ def build_retrieval_index(
     counts = {**ingest.summary, "n_chunks": chunk.summary["n_chunks"]}
     stages = [s for s in (ingest, chunk, embed, built) if s is not None]
     return IndexOutputs(ingest.out_dir / PASSAGES_FILE, chunk.out_dir / CHUNKS_FILE, built.out_dir, stages, counts)
+
+
+def preflight_index(index: IndexConfig) -> None:
+    """Before any work: the index service answers (OpenSearch), else a clear error naming its address."""
+    check_index_reachable(index)
 
 
 def run_retrieval(

@@ -133,3 +133,55 @@ def test_gpus_per_embedder(ray_session):
     assert gpus_per_embedder(EmbedderConfig()) == 0.0
     assert gpus_per_embedder(EmbedderConfig(backend="vllm")) == (1.0 if has_gpus else 0.0)
     assert gpus_per_embedder(EmbedderConfig(backend="vllm", num_gpus=0.5)) == 0.5
+
+
+def test_opensearch_down_at_start_is_named_before_any_work(tmp_path):
+    import socket
+
+    from retrievers.indexes import IndexBackendError
+    from tasks.retrieval_stages import preflight_index
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    index = IndexConfig(backend="opensearch", opensearch=OpenSearchConfig(hosts=[url], timeout_s=2))
+    with pytest.raises(IndexBackendError, match=f"OpenSearch at {url} is unreachable"):
+        preflight_index(index)
+    preflight_index(IndexConfig())  # the embedded index has nothing to reach
+
+
+def test_opensearch_down_mid_run_keeps_finished_stages_and_the_rerun_rebuilds(tmp_path, ray_session, monkeypatch):
+    """The server dies after the index is built: the search fails naming the address, the finished
+    ingest/chunk/index stages stay on disk; a new (empty, in-memory) server on the same address gets the
+    index rebuilt on the rerun, which then finishes with the same retrieval results."""
+    from osmem_server import OsmemServer
+
+    import tasks.retrieval_stages as stages
+    from retrievers.indexes import IndexBackendError
+
+    server = OsmemServer.start(freeze=False, japanese=False, addr="127.0.0.1:0")
+    address = server.url.removeprefix("http://")
+    index = IndexConfig(backend="opensearch", opensearch=OpenSearchConfig(hosts=[server.url], index_name="ccrs-outage",
+                                                                          timeout_s=5))
+    retrieval = RetrievalConfig(retrievers=["bm25"])
+    real_index_stage = stages.index_stage
+
+    def index_then_outage(*args, **kwargs):
+        result = real_index_stage(*args, **kwargs)
+        server.close()
+        return result
+
+    monkeypatch.setattr(stages, "index_stage", index_then_outage)
+    with pytest.raises(IndexBackendError, match=f"OpenSearch at {server.url}"):
+        _run(tmp_path, dataset=DatasetConfig(path=str(SAMPLE), limit=4), index=index, retrieval=retrieval)
+    for name in ("ingest", "chunk", "index"):
+        assert (tmp_path / name / "_STAGE.json").exists()
+    assert not (tmp_path / "retrieve").exists()
+    monkeypatch.undo()
+
+    with OsmemServer.start(freeze=False, japanese=False, addr=address):
+        rerun = _run(tmp_path, dataset=DatasetConfig(path=str(SAMPLE), limit=4), index=index, retrieval=retrieval)
+    reused = {s.name: s.reused for s in rerun.stages}
+    assert reused["ingest"] and reused["chunk"] and not reused["index"]
+    retrieved = pd.read_parquet(rerun.retrieved_path)
+    assert retrieved.query_id.nunique() == 4 and set(retrieved.retriever) == {"bm25"}
