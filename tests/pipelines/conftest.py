@@ -15,9 +15,11 @@ import pytest
 from pipelines.config import DEFAULT_CONFIG, load_config
 
 E2E_QUESTIONS = 3
-# Planted in the environment of the end-to-end run; none may reach MLflow (tests/pipelines/test_e2e.py).
+# Planted for the end-to-end run, in the environment and (the last two) in a chmod-600 secrets file; none
+# may reach MLflow (tests/pipelines/test_e2e.py).
 PLANTED_SECRETS = {"CCRS_LLM_API_KEY": "sk-e2e-planted-9f1c27", "OPENSEARCH_PASSWORD": "os-e2e-planted-4b8d11",
                    "AWS_SECRET_ACCESS_KEY": "aws-e2e-planted-77ae03"}
+FILE_SECRETS = ("OPENSEARCH_PASSWORD", "AWS_SECRET_ACCESS_KEY")
 
 
 def free_port() -> int:
@@ -97,12 +99,18 @@ def e2e_config(run_dir: Path, llm_base_url: str, tracking_uri: str, experiment: 
 
 @pytest.fixture(scope="session")
 def e2e_run(llm_endpoint, mlflow_server, tmp_path_factory, judge_cache_dir):
+    from infra.secrets import load_secrets
     from pipelines.pipeline import run_pipeline
 
-    config = e2e_config(tmp_path_factory.mktemp("e2e") / "run", llm_endpoint.base_url, mlflow_server)
-    saved = {name: os.environ.get(name) for name in PLANTED_SECRETS}
-    os.environ.update(PLANTED_SECRETS)
+    root = tmp_path_factory.mktemp("e2e")
+    config = e2e_config(root / "run", llm_endpoint.base_url, mlflow_server)
+    saved = {name: os.environ.pop(name, None) for name in PLANTED_SECRETS}
+    secrets_file = root / "secrets.env"
+    secrets_file.write_text("".join(f"{name}={PLANTED_SECRETS[name]}\n" for name in FILE_SECRETS))
+    secrets_file.chmod(0o600)
+    os.environ.update({k: v for k, v in PLANTED_SECRETS.items() if k not in FILE_SECRETS})
     try:
+        assert sorted(load_secrets(secrets_file)) == sorted(FILE_SECRETS)
         result = run_pipeline(config, keep_serving=True)
     finally:
         for name, value in saved.items():
