@@ -32,3 +32,25 @@ def test_mutated_question_loads_or_fails_clearly(tmp_path, index, field, value):
         assert "mutated.json" in str(error)
         return
     assert len(loaded.queries) == len(questions)
+
+
+RAW = SAMPLE.read_bytes()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, len(RAW) - 1), st.sampled_from(["truncate", "non_utf8", "nul"]))
+def test_truncated_or_corrupted_bytes_fail_clearly(tmp_path, cut, how):
+    """The real file cut short, or with a non-UTF-8 / NUL byte written into it: a DatasetError naming the
+    file (or a clean load when the damage happens to leave valid JSON), never another exception."""
+    if how == "truncate":
+        data = RAW[:cut]
+    else:
+        data = RAW[:cut] + (b"\xff\xfe" if how == "non_utf8" else b"\x00") + RAW[cut:]
+    path = tmp_path / "damaged.json"
+    path.write_bytes(data)
+    try:
+        loaded = load_bioasq_json(path)
+    except DatasetError as error:
+        assert "damaged.json" in str(error)
+        return
+    assert len(loaded.queries) > 0
