@@ -135,13 +135,13 @@ def _handler_for(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: object) -> None:  # quiet: the tests print their own summary
             pass
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path == "/_proxy/stats":
                 self._send(200, json.dumps(proxy.stats.as_dict()).encode(), "application/json")
             else:
                 self._handle(None)
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self._handle(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
 
         def _handle(self, body: bytes | None) -> None:

@@ -35,10 +35,10 @@ def _resolve_paths(config: RunConfig) -> RunConfig:
 
 def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving: bool = False) -> PipelineResult:
     from infra.serving import start_serve_app, stop_serve_app
+    from tasks.failures import format_failure_table, write_failure_report
     from tasks.generate import run_generation
     from tasks.ray_runtime import ensure_ray
     from tasks.reduce import run_reduce
-    from tasks.failures import format_failure_table, write_failure_report
     from tasks.retrieval_stages import preflight_index, run_retrieval
     from tasks.tracking import check_tracking_reachable
 

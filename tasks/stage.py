@@ -13,9 +13,10 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -137,7 +138,6 @@ class StageCheckpoint:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:
-            for item_id, value in records.items():
-                fh.write(json.dumps({"id": item_id, "value": value}, default=str) + "\n")
+            fh.writelines(json.dumps({"id": item_id, "value": value}, default=str) + "\n" for item_id, value in records.items())
             fh.flush()
             os.fsync(fh.fileno())

