@@ -380,6 +380,7 @@ def plot_levels(levels: list[LevelReport], path: Path, title: str) -> Path:
         axis.set_xticks(sorted({r.level for r in levels}), [str(v) for v in sorted({r.level for r in levels})])
         axis.set_xlabel("offered concurrency (caller threads)")
         axis.set_ylabel(label)
+        axis.set_ylim(bottom=0)
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize="small")
     figure.suptitle(title)

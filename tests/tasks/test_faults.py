@@ -37,16 +37,27 @@ def judged_inputs(tmp_path_factory):
 
 def _judge(run_dir: Path, inputs, base_url: str, judge_model: str, **client) -> tuple[pd.DataFrame, dict]:
     cfg = ClientConfig(**{"max_concurrency": 4, **client})
-    out = run_judging(run_dir, *inputs, JudgeConfig(model=judge_model, cache=False), cfg, base_url, top_k=3,
+    out = run_judging(run_dir, *inputs, JudgeConfig(model=judge_model, cache=False, structured_output=True), cfg, base_url, top_k=3,
                       progress=False)
-    return pd.read_parquet(out.judgments_path), out.summary
+    return pd.read_parquet(out.judgments_path), {**out.summary, "scores_path": out.scores_path}
+
+
+def _final_stats(run_dir: Path, scores_path: Path) -> dict:
+    """The reducer's statistics (HSD, bootstrap CIs, ... with B=500 and a fixed seed) per metric."""
+    import json
+
+    from tasks.reduce import run_reduce
+
+    result = run_reduce(run_dir, [scores_path], b=500, seed=0, alpha=0.05)
+    return json.loads((result.out_dir / "stats.json").read_text())["per_metric"]
 
 
 @pytest.fixture(scope="module")
 def undisturbed(tmp_path_factory, judged_inputs, llm_endpoint):
-    frame, _ = _judge(tmp_path_factory.mktemp("undisturbed"), judged_inputs, llm_endpoint.base_url,
-                      llm_endpoint.judge_model)
-    assert len(frame) == 8 * 5
+    run_dir = tmp_path_factory.mktemp("undisturbed")
+    frame, summary = _judge(run_dir, judged_inputs, llm_endpoint.base_url, llm_endpoint.judge_model)
+    assert len(frame) == 8 * 5 and (frame["status"] == "ok").sum() >= 30  # real scores, not failures
+    frame.attrs["stats"] = _final_stats(run_dir, summary["scores_path"])
     return frame
 
 
@@ -117,4 +128,5 @@ def test_killing_the_vllm_replica_mid_run_loses_nothing(tmp_path, judged_inputs,
     new_pids = _llm_replica_pids()
     assert new_pids and pids[0] not in new_pids  # Serve replaced the replica
     _same_judgments(frame, undisturbed)
+    assert _final_stats(tmp_path, summary["scores_path"]) == undisturbed.attrs["stats"]
     print("replica kill:", summary["requests"])
