@@ -11,7 +11,7 @@ import os
 import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -131,6 +131,40 @@ class ClientStats:
         return total.as_dict()
 
 
+class FairSlots:
+    """A counting semaphore that hands a freed slot to the longest-waiting caller. threading.Semaphore
+    lets a thread that just released take the slot again ahead of earlier waiters (measured in the load
+    test: a few requests waited 3-4x the median)."""
+
+    def __init__(self, slots: int):
+        self._free = slots
+        self._lock = threading.Lock()
+        self._waiters: deque[threading.Event] = deque()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._free > 0 and not self._waiters:
+                self._free -= 1
+                return
+            turn = threading.Event()
+            self._waiters.append(turn)
+        turn.wait()
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiters:
+                self._waiters.popleft().set()  # the slot passes directly to the next caller in line
+            else:
+                self._free += 1
+
+    def __enter__(self) -> FairSlots:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 def error_kind(exc: Exception) -> str:
     if isinstance(exc, httpx.TimeoutException):
         return "timeout"
@@ -164,7 +198,7 @@ class LLMClient:
             headers["Authorization"] = f"Bearer {api_key}"
         limits = httpx.Limits(max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency)
         self._http = httpx.Client(headers=headers, timeout=config.timeout_s, limits=limits)
-        self._slots = threading.BoundedSemaphore(config.max_concurrency)
+        self._slots = FairSlots(config.max_concurrency)
         self._rng = random.Random(config.seed)
         self._rng_lock = threading.Lock()
         self.breaker = CircuitBreaker(config.circuit_failure_threshold, config.circuit_cooldown_s)

@@ -84,3 +84,38 @@ def test_client_stats_merge_adds_counts_and_error_kinds():
     ])
     assert merged["calls"] == 3 and merged["attempts"] == 6 and merged["circuit_opens"] == 1
     assert merged["errors"] == {"http_500": 3, "timeout": 1}
+
+
+def test_fair_slots_cap_concurrency_and_serve_waiters_in_arrival_order():
+    import threading
+    import time
+
+    from judges.client import FairSlots
+
+    slots = FairSlots(2)
+    slots.acquire()
+    slots.acquire()
+    order, started = [], []
+
+    def waiter(name):
+        started.append(name)
+        slots.acquire()
+        order.append(name)  # keeps its slot: the test releases slots one at a time
+
+    threads = []
+    for name in "abc":
+        thread = threading.Thread(target=waiter, args=(name,))
+        thread.start()
+        threads.append(thread)
+        while len(started) < len(threads):
+            time.sleep(0.001)
+        time.sleep(0.02)  # the waiter is now queued
+    assert order == []  # both slots are held
+    for expected in (["a"], ["a", "b"], ["a", "b", "c"]):
+        slots.release()
+        deadline = time.monotonic() + 5
+        while order != expected and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert order == expected
+    for thread in threads:
+        thread.join(timeout=5)
