@@ -242,17 +242,13 @@ def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: 
                   experiment: str = EXPERIMENT) -> str:
     import mlflow
 
-    from tasks.tracking import TrackingError, _ensure_experiment, flatten, git_commit, redact
+    from tasks.tracking import git_commit, log_params_redacted, open_experiment
 
-    mlflow.set_tracking_uri(tracking_uri)
-    try:
-        _ensure_experiment(tracking_uri, experiment)
-    except Exception as exc:  # MLflow raises many types for an unreachable store
-        raise TrackingError(f"MLflow tracking server {tracking_uri} unavailable: {exc}") from exc
+    open_experiment(tracking_uri, experiment)
     with mlflow.start_run(run_name=f"meta-eval-{result.judge}-{result.model}") as run:
         mlflow.set_tags({"ccrs.kind": "meta-eval", "judge": result.judge, "judge_model": result.model,
                          "git_commit": git_commit(Path(__file__).resolve().parents[1])})
-        mlflow.log_params({k: v[:6000] for k, v in flatten(redact(params)).items()})
+        log_params_redacted(mlflow, params)
         metrics = {f"pass_rate_{k}": v for k, v in result.pass_rates.items()}
         if result.ccrs and result.ccrs.get("pass_rate") is not None:
             metrics["ccrs_calibration_pass_rate"] = result.ccrs["pass_rate"]

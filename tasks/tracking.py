@@ -35,7 +35,9 @@ class TrackingError(RuntimeError):
 
 def check_tracking_reachable(tracking_uri: str, timeout_s: float = 10.0) -> None:
     """Fail fast, naming the address, when the MLflow server does not answer (MLflow's own client would
-    retry for minutes); a local SQLite store only needs a writable folder."""
+    retry for minutes, so its retries are bounded here too); a local SQLite store only needs a writable
+    folder."""
+    bound_mlflow_http_retries()
     if tracking_uri.startswith(("http://", "https://")):
         import httpx
 
@@ -115,7 +117,6 @@ def log_pipeline_run(
 ) -> TrackedRun:
     """`pending_marker` holds the id of a run being logged; a run left half-logged by an outage is marked
     FAILED (tag ccrs.superseded) by the next attempt, which logs a complete run of its own."""
-    bound_mlflow_http_retries()
     import mlflow
 
     check_tracking_reachable(tracking_uri)
@@ -183,11 +184,29 @@ def _ensure_experiment(tracking_uri: str, name: str) -> str:
     return mlflow.set_experiment(name).experiment_id
 
 
-def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries) -> None:
-    params = flatten(redact(config))
-    params.update({f"provenance.{k}": v for k, v in flatten(provenance).items()})
-    for chunk in _chunks(sorted(params.items()), 90):
+def open_experiment(tracking_uri: str, experiment: str) -> str:
+    """For the commands that log one run of their own: the reachability check, then the experiment;
+    a TrackingError naming the address when MLflow fails."""
+    import mlflow
+
+    check_tracking_reachable(tracking_uri)
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        return _ensure_experiment(tracking_uri, experiment)
+    except Exception as exc:  # MLflow raises many types for an unreachable store
+        raise TrackingError(f"MLflow tracking server {tracking_uri} unavailable: {exc}") from exc
+
+
+def log_params_redacted(mlflow, params: dict) -> None:
+    """Flattened params, values under secret-looking keys replaced and registered secret values masked,
+    in batches MLflow accepts."""
+    flat = flatten(redact(params))
+    for chunk in _chunks(sorted(flat.items()), 90):
         mlflow.log_params({key: scrub(value)[:6000] for key, value in chunk})
+
+
+def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries) -> None:
+    log_params_redacted(mlflow, {**config, "provenance": provenance})
     mlflow.set_tags({"ccrs.kind": "pipeline", "git_commit": provenance.get("git_commit", "unknown")})
     metrics = {}
     for metric, block in stats["per_metric"].items():
