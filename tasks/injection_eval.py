@@ -26,27 +26,17 @@ from typing import Any
 
 import pandas as pd
 
-from judges.ccrs import (
-    CCRS_METRICS,
-    JudgeInput,
-    Judgment,
-    MetricSpec,
-    build_request,
-    empty_judgment,
-    make_judgment,
-    render_prompt,
-    run_judgment,
-)
+from judges.ccrs import CCRS_METRICS, JudgeInput, Judgment, empty_judgment, make_judgment, run_judgment
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
 from judges.injection import CLEAN, InjectionSample, Placement, Variant, build_variants, injection_markers
-from judges.readers import fit_chunks
 from judges.tokens import token_counter
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 from tasks.fanout import fan_out
 from tasks.generate import default_tokenizer
+from tasks.judge import JudgeTask, plan_task, with_context
 
 EXPERIMENT = "ccrs-injection"
 SCALE_MAX = 100
@@ -83,11 +73,7 @@ def load_injection_samples(dataset_path: str | Path, limit: int | None = None,
 @dataclass
 class InjectionTask:
     variant: Variant
-    spec: MetricSpec
-    sample: JudgeInput
-    context: list[str]
-    n_truncated: int
-    cfg: JudgeConfig
+    judge: JudgeTask
 
 
 def judge_input(variant: Variant) -> JudgeInput:
@@ -97,44 +83,38 @@ def judge_input(variant: Variant) -> JudgeInput:
                       s.ground_truth, list(variant.context), list(s.exact_answers))
 
 
-def plan(variant: Variant, metric: str, cfg: JudgeConfig, count) -> InjectionTask:
-    """The judge window policy of the judge stage: drop the lowest-ranked chunks until the prompt fits
-    (a context injection sits in the top-ranked chunk, which is dropped last)."""
-    spec, sample = CCRS_METRICS[metric], judge_input(variant)
-    budget = cfg.context_window - max(cfg.max_tokens, 96 if cfg.structured_output or cfg.justification else 0) - 64
-    values = {"question": sample.question, "response": sample.response, "ground_truth": sample.ground_truth}
-    chunks = sample.context if "context" in spec.inputs else []
-    fitted = fit_chunks(lambda c: render_prompt(spec, {**values, "context": c}, cfg), chunks, budget, count)
-    return InjectionTask(variant, spec, sample, fitted.chunks, fitted.n_truncated, cfg)
+def plan(variant: Variant, metric: str, cfg: JudgeConfig, client: ClientConfig, count) -> InjectionTask:
+    """The judge stage's own plan (window policy: drop the lowest-ranked chunks until the prompt fits, so a
+    context injection, in the top-ranked chunk, is dropped last)."""
+    return InjectionTask(variant, plan_task(CCRS_METRICS[metric], judge_input(variant), cfg, client, count))
 
 
 def judge_one(client: LLMClient, task: InjectionTask) -> Judgment:
     """Never raises: anything unexpected becomes a failed judgment with its reason."""
-    if not task.sample.response.strip():
-        judgment = empty_judgment(task.spec, task.sample, task.cfg)
+    planned = task.judge
+    if not planned.sample.response.strip():
+        judgment = empty_judgment(planned.spec, planned.sample, planned.cfg)
     else:
         try:
-            request = build_request(task.spec, task.sample, task.context, task.cfg)
-            judgment = run_judgment(client, task.spec, task.sample, request, task.cfg)
+            judgment = run_judgment(client, planned.spec, planned.sample, planned.request, planned.cfg)
         except Exception as exc:  # noqa: BLE001 - a row is recorded for every judgment, whatever happened
-            judgment = make_judgment(task.spec, task.sample, task.cfg, None, "failed",
+            judgment = make_judgment(planned.spec, planned.sample, planned.cfg, None, "failed",
                                      f"error: {type(exc).__name__}: {exc}"[:2000], None, 0, 0, 0)
-    judgment.n_context_chunks = len(task.context)
-    judgment.n_context_truncated = task.n_truncated
-    return judgment
+    return with_context(judgment, planned)
 
 
 def judge_variants(variants: list[Variant], cfg: JudgeConfig, client: ClientConfig, base_url: str,
                    progress: bool = False) -> list[tuple[InjectionTask, Judgment]]:
     count = token_counter(cfg.tokenizer or default_tokenizer(cfg.model))
-    tasks = [plan(v, metric, cfg, count) for v in variants for metric in cfg.metrics]
+    tasks = [plan(v, metric, cfg, client, count) for v in variants for metric in cfg.metrics]
     judgments = fan_out(judge_one, tasks, client, base_url, progress=progress, desc="injection")
     return [(task, judgment or _missing(task)) for task, judgment in zip(tasks, judgments)]
 
 
 def _missing(task: InjectionTask) -> Judgment:
-    return make_judgment(task.spec, task.sample, task.cfg, None, "failed", "no result from the fan-out", None,
-                         0, 0, 0)
+    planned = task.judge
+    return make_judgment(planned.spec, planned.sample, planned.cfg, None, "failed", "no result from the fan-out",
+                         None, 0, 0, 0)
 
 
 def judgments_frame(judged: list[tuple[InjectionTask, Judgment]]) -> pd.DataFrame:
@@ -373,26 +353,14 @@ def log_injection_eval(result: InjectionEvalResult, tracking_uri: str, params: d
                        experiment: str = EXPERIMENT) -> str:
     import mlflow
 
-    from tasks.tracking import (
-        TrackingError,
-        _ensure_experiment,
-        check_tracking_reachable,
-        flatten,
-        git_commit,
-        redact,
-    )
+    from tasks.tracking import git_commit, log_params_redacted, open_experiment
 
-    check_tracking_reachable(tracking_uri)
-    mlflow.set_tracking_uri(tracking_uri)
-    try:
-        _ensure_experiment(tracking_uri, experiment)
-    except Exception as exc:  # MLflow raises many types for an unreachable store
-        raise TrackingError(f"MLflow tracking server {tracking_uri} unavailable: {exc}") from exc
+    open_experiment(tracking_uri, experiment)
     report = result.report
     with mlflow.start_run(run_name=f"injection-{report.judge_model}") as run:
         mlflow.set_tags({"ccrs.kind": "injection-eval", "judge_model": report.judge_model,
                          "git_commit": git_commit(Path(__file__).resolve().parents[1])})
-        mlflow.log_params({k: v[:6000] for k, v in flatten(redact(params)).items()})
+        log_params_redacted(mlflow, params)
         mlflow.log_metrics(_metrics(report))
         for path in result.paths.values():
             mlflow.log_artifact(str(path), artifact_path="injection")

@@ -109,10 +109,10 @@ def plan_task(spec: MetricSpec, sample: JudgeInput, cfg: JudgeConfig, client: Cl
 
 def judge_task(client: LLMClient, task: JudgeTask) -> Judgment:
     judgment = run_judgment(client, task.spec, task.sample, task.request, task.cfg)
-    return _with_context(judgment, task)
+    return with_context(judgment, task)
 
 
-def _with_context(judgment: Judgment, task: JudgeTask) -> Judgment:
+def with_context(judgment: Judgment, task: JudgeTask) -> Judgment:
     judgment.n_context_chunks = task.n_context_chunks
     judgment.n_context_truncated = task.n_context_truncated
     return judgment
@@ -124,7 +124,7 @@ def _from_cache(task: JudgeTask, record: dict, cfg: JudgeConfig, cached: bool = 
                              record["raw"], int(record["attempts"]), int(record["prompt_tokens"]),
                              int(record["completion_tokens"]))
     judgment.cached = cached
-    return _with_context(judgment, task)
+    return with_context(judgment, task)
 
 
 def _cacheable(judgment: Judgment) -> bool:
