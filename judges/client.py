@@ -14,7 +14,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 import httpx
@@ -117,15 +117,14 @@ class ClientStats:
     errors: Counter = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "ok": self.ok, "failed": self.failed, "attempts": self.attempts,
-                "retries": self.retries, "short_circuited": self.short_circuited,
-                "circuit_opens": self.circuit_opens, "errors": dict(sorted(self.errors.items()))}
+        return {**asdict(self), "errors": dict(sorted(self.errors.items()))}
 
     @staticmethod
     def merge(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         total = ClientStats()
+        counters = [f.name for f in fields(ClientStats) if f.name != "errors"]
         for part in parts:
-            for name in ("calls", "ok", "failed", "attempts", "retries", "short_circuited", "circuit_opens"):
+            for name in counters:
                 setattr(total, name, getattr(total, name) + int(part.get(name, 0)))
             total.errors.update(part.get("errors", {}))
         return total.as_dict()
@@ -157,7 +156,7 @@ class FairSlots:
             else:
                 self._free += 1
 
-    def __enter__(self) -> FairSlots:
+    def __enter__(self) -> FairSlots:  # noqa: PYI034
         self.acquire()
         return self
 

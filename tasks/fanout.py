@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from judges.client import ClientStats, LLMClient, wait_until_ready
@@ -30,8 +30,7 @@ class FanOutReport:
     client: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"items": self.items, "shards": self.shards, "requeued": self.requeued,
-                "endpoint_not_back": self.endpoint_not_back, "client": self.client}
+        return asdict(self)
 
 
 def _run_shard(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig,

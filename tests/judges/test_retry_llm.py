@@ -1,5 +1,7 @@
 """Fault injection in front of the REAL server: infra/fault_proxy.py answers HTTP 500, hangs, drops the
 connection or returns a non-JSON 200 for a share of the calls and forwards the rest to the CPU vLLM stack."""
+import time
+
 import pytest
 
 from infra.fault_proxy import FaultPlan, FaultProxy
@@ -60,8 +62,6 @@ def test_the_circuit_stops_hammering_a_dead_endpoint_then_a_probe_closes_it(llm_
                 with pytest.raises(CircuitOpenError):
                     client.chat(_hello(llm_endpoint.judge_model))
             assert proxy.stats.received == 3  # 10 calls x 6 attempts would have been 60 requests
-            import time
-
             time.sleep(1.1)
             assert client.chat(_hello(llm_endpoint.judge_model)).text  # the half-open probe succeeds
             assert client.breaker.state == "closed"
