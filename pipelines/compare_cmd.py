@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from pipelines.config import MlflowConfig
-    from tasks.regression import RegressionError, compare_runs
+    from pipelines.tools.regression import RegressionError, compare_runs
 
     uri = MlflowConfig(tracking_uri=args.tracking_uri).resolved_uri(Path.cwd())
     try:

@@ -81,7 +81,7 @@ def dataset_path(value: str) -> Path:
 
 
 def _samples(args, config):
-    from tasks.injection_eval import load_injection_samples
+    from pipelines.tools.injection_eval import load_injection_samples
 
     limit = args.limit if args.limit is not None else config.dataset.limit
     return load_injection_samples(dataset_path(args.dataset or config.dataset.path), limit, args.max_chunks)
@@ -89,7 +89,7 @@ def _samples(args, config):
 
 def _run(args, config, samples):
     from infra.serving import start_serve_app, stop_serve_app
-    from tasks.injection_eval import run_injection_eval
+    from pipelines.tools.injection_eval import run_injection_eval
 
     print(f"{len(samples)} questions x (1 clean + {len(args.templates)} templates x {len(args.placements)} "
           f"placements) x {len(config.judge.metrics)} metrics, judge {config.judge.model}", file=sys.stderr)
@@ -136,7 +136,7 @@ def _pct(value: float | None) -> str:
 def _log(args, config, result) -> int:
     if not args.tracking_uri:
         return 0
-    from tasks.injection_eval import log_injection_eval
+    from pipelines.tools.injection_eval import log_injection_eval
     from tasks.tracking import TrackingError
 
     params = {"dataset": str(args.dataset or config.dataset.path), "n_questions": result.report.n_questions,

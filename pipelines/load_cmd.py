@@ -50,7 +50,7 @@ def _levels(text: str) -> list[int]:
 def main(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from tasks.load_test import LoadTestConfig, LoadTestError, run_load_test, write_outputs
+    from pipelines.tools.load_test import LoadTestConfig, LoadTestError, run_load_test, write_outputs
 
     try:
         config = _run_config(args)

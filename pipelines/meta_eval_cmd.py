@@ -78,7 +78,7 @@ def _run(args, tests, base_url, model, local):
     from judges.config import ClientConfig, JudgeConfig
     from judges.tokens import token_counter
     from tasks.generate import default_tokenizer
-    from tasks.meta_eval import run_meta_eval, write_outputs
+    from pipelines.tools.meta_eval import run_meta_eval, write_outputs
 
     window = args.context_window or (2048 if local else None)
     judge = JudgeConfig(model=model, max_reasks=args.max_reasks, max_tokens=args.max_tokens,
@@ -161,7 +161,7 @@ def _print_report(result, paths) -> None:
 def _log(args, result, paths) -> int:
     if args.no_mlflow:
         return 0
-    from tasks.meta_eval import log_meta_eval
+    from pipelines.tools.meta_eval import log_meta_eval
     from tasks.tracking import TrackingError
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///./mlflow.db"
@@ -179,7 +179,7 @@ def _log(args, result, paths) -> int:
 
 
 def _agreement(args) -> int:
-    from tasks.meta_eval import agreement_between
+    from pipelines.tools.meta_eval import agreement_between
 
     try:
         result = agreement_between(*args.agreement)

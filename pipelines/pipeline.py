@@ -44,7 +44,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
 
     config = _resolve_paths(config)
     if config.gqm_goals:
-        from tasks.gqm_report import load_goals
+        from pipelines.tools.gqm_report import load_goals
 
         load_goals(config.gqm_goals)  # a broken goal tree fails now, not after hours of judging
     check_tracking_reachable(config.mlflow.resolved_uri(Path.cwd()))
@@ -102,12 +102,13 @@ def _judge(config: RunConfig, run_dir: Path, retrieval, generation, base_url: st
 
 
 def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path: Path, force: bool) -> dict:
-    from tasks.stage import run_stage, stage_key
+    from tasks.stage import code_version, run_stage, stage_key
     from tasks.tracking import git_commit, log_pipeline_run, package_versions
 
     tracking_uri = config.mlflow.resolved_uri(Path.cwd())
     key = stage_key("track", {"uri": tracking_uri, "experiment": config.mlflow.experiment,
-                              "gqm_goals": config.gqm_goals}, [reduce.key])
+                              "gqm_goals": config.gqm_goals}, [reduce.key],
+                    code_version("tasks.tracking", "pipelines.tools.gqm_report"))
 
     def log(out_dir: Path) -> dict:
         provenance = {
@@ -136,7 +137,7 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path
             pending_marker=run_dir / ".track.pending",
         )
         if config.gqm_goals:
-            from tasks.gqm_report import log_to_mlflow, write_report
+            from pipelines.tools.gqm_report import log_to_mlflow, write_report
 
             report, files = write_report(run_dir, config.gqm_goals, out_dir / "gqm")
             log_to_mlflow(report, files, tracking_uri, tracked.run_id)

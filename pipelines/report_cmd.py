@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "report") -> None
 
 
 def main(args: argparse.Namespace) -> int:
-    from tasks.gqm_report import GQMConfigError, log_to_mlflow, write_report
+    from pipelines.tools.gqm_report import GQMConfigError, log_to_mlflow, write_report
 
     if bool(args.tracking_uri) != bool(args.run_id):
         print("error: --tracking-uri and --run-id go together", file=sys.stderr)

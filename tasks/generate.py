@@ -28,7 +28,7 @@ from judges.readers import (
 )
 from judges.tokens import token_counter
 from tasks.fanout import fan_out, fan_out_report
-from tasks.stage import StageCheckpoint, file_fingerprint, run_stage, stage_key
+from tasks.stage import StageCheckpoint, code_version, file_fingerprint, run_stage, stage_key
 
 __all__ = ["fan_out", "run_generation", "system_label", "top_k_contexts"]
 
@@ -37,7 +37,7 @@ GENERATION_COLUMNS = [
     "query_id", "system", "retriever", "reader", "prompt", "response_raw", "answer", "tagged",
     "n_chunks_used", "n_chunks_truncated", "chunk_ids", "prompt_tokens", "completion_tokens", "status", "error",
 ]
-CODE_VERSION = "generate-1"
+CODE_VERSION = code_version(__name__)
 
 
 @dataclass

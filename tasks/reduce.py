@@ -7,7 +7,7 @@ import pandas as pd
 
 from stats.hypotheses import load_hypotheses
 from stats.report import compute_all, load_scores, write_outputs
-from tasks.stage import StageResult, file_fingerprint, run_stage, stage_key
+from tasks.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
 
 
 def run_reduce(
@@ -20,7 +20,7 @@ def run_reduce(
     force: bool = False,
 ) -> StageResult:
     config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path)}
-    key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths])
+    key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths], code_version(__name__))
 
     def reduce_scores(out_dir: Path) -> dict:
         scores = pd.concat([load_scores(path) for path in scores_paths], ignore_index=True)

@@ -29,9 +29,9 @@ from retrievers.metrics import per_query_metrics, summarize
 from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
 from retrievers.tokenization import load_tokenizer
 from tasks.ray_runtime import ensure_ray
-from tasks.stage import StageResult, file_fingerprint, read_manifest, run_stage, stage_key
+from tasks.stage import StageResult, code_version, file_fingerprint, read_manifest, run_stage, stage_key
 
-CODE_VERSION = "retrieval-1"
+CODE_VERSION = code_version(__name__)
 QUERIES_FILE = "queries.parquet"
 PASSAGES_FILE = "passages.parquet"
 CHUNKS_FILE = "chunks.parquet"

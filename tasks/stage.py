@@ -8,7 +8,9 @@ so far (an append-only JSON-lines file per stage key), so a killed run resumes i
 """
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -22,7 +24,7 @@ from pydantic import BaseModel
 
 MANIFEST = "_STAGE.json"
 PARTIAL = ".{name}.partial"
-CODE_VERSION = "1"
+PROJECT_PACKAGES = ("pipelines", "tasks", "judges", "retrievers", "stats", "infra")
 
 
 def _canonical(obj: Any) -> Any:
@@ -37,9 +39,54 @@ def _canonical(obj: Any) -> Any:
     return obj
 
 
-def stage_key(name: str, config: Any, upstream_keys: list[str], code_version: str = CODE_VERSION) -> str:
+def _module_file(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+
+def _project_imports(path: Path, package: str) -> set[str]:
+    """Project modules that a source file imports (absolute and relative imports alike)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found |= {name for name in names if name.split(".")[0] in PROJECT_PACKAGES and _module_file(name)}
+    return found
+
+
+def code_version(*modules: str, data_dirs: tuple[Path, ...] = ()) -> str:
+    """Hash of the source of `modules` and of every project module they import, transitively (plus the
+    files under `data_dirs`, e.g. prompt templates): an edit to the code that computes a stage changes
+    its key, so a stale output is never reused because somebody forgot to bump a version string."""
+    seen: dict[str, Path] = {}
+    todo = list(modules)
+    while todo:
+        module = todo.pop()
+        path = _module_file(module)
+        if module in seen or path is None:
+            continue
+        seen[module] = path
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        todo.extend(_project_imports(path, package) - seen.keys())
+    digest = hashlib.sha256()
+    for module in sorted(seen):
+        digest.update(module.encode() + b"\0" + seen[module].read_bytes())
+    for directory in data_dirs:
+        for file in sorted(p for p in Path(directory).rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(str(file.relative_to(directory)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def stage_key(name: str, config: Any, upstream_keys: list[str], code: str) -> str:
     payload = json.dumps(
-        {"stage": name, "config": _canonical(config), "upstream": upstream_keys, "code": code_version},
+        {"stage": name, "config": _canonical(config), "upstream": upstream_keys, "code": code},
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

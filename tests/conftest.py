@@ -112,3 +112,13 @@ def write_bioasq_inputs(directory: Path, limit: int = 4, chunks_per_query: int =
 @pytest.fixture
 def bioasq_inputs(tmp_path) -> tuple[Path, Path]:
     return write_bioasq_inputs(tmp_path / "inputs")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """Ray for the stage tests, started once per session; never shut down here (other session fixtures,
+    such as llm_endpoint, may share it; llm_endpoint shuts Ray down at the end of the session)."""
+    from tasks.ray_runtime import ensure_ray
+
+    ensure_ray()
+    yield

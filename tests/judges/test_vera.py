@@ -121,7 +121,7 @@ def test_cross_encoder_aggregate_mechanics(aggregator):
 @pytest.mark.llm
 def test_vera_on_real_bioasq_questions(llm_endpoint, tmp_path):
     from judges.config import ClientConfig
-    from tasks.vera_stage import run_vera
+    from pipelines.tools.vera import run_vera
     from tests.conftest import write_bioasq_inputs
 
     queries_path, _ = write_bioasq_inputs(tmp_path / "run" / "retrieve", limit=2, chunks_per_query=3)

@@ -100,7 +100,7 @@ def test_no_planted_secret_reaches_params_tags_or_artifacts(e2e_run, tmp_path):
 
 def test_compare_against_the_previous_run_tags_and_summarizes(e2e_run):
     """Last in this file: it logs a second pipeline run (same outputs) and checks it against the first."""
-    from tasks.regression import compare_runs
+    from pipelines.tools.regression import compare_runs
 
     config, result = e2e_run
     rerun = run_pipeline(config, from_stage="track", keep_serving=True)

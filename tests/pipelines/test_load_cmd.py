@@ -3,7 +3,7 @@ import pytest
 
 from pipelines.cli import main
 from pipelines.load_cmd import format_table
-from tasks.load_test import RequestRecord, summarize_level
+from pipelines.tools.load_test import RequestRecord, summarize_level
 
 
 def test_help_lists_load_test(capsys):

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tasks.stage import file_fingerprint, run_stage, stage_key
+from tasks.stage import code_version, file_fingerprint, run_stage, stage_key
 
 
 def _writer(calls):
@@ -46,11 +46,11 @@ def test_failed_stage_keeps_previous_output(tmp_path):
 
 
 def test_stage_key_depends_on_config_upstream_and_code():
-    base = stage_key("embed", {"model": "a"}, ["u1"])
-    assert base == stage_key("embed", {"model": "a"}, ["u1"])
-    assert base != stage_key("embed", {"model": "b"}, ["u1"])
-    assert base != stage_key("embed", {"model": "a"}, ["u2"])
-    assert base != stage_key("embed", {"model": "a"}, ["u1"], code_version="2")
+    base = stage_key("embed", {"model": "a"}, ["u1"], "c1")
+    assert base == stage_key("embed", {"model": "a"}, ["u1"], "c1")
+    assert base != stage_key("embed", {"model": "b"}, ["u1"], "c1")
+    assert base != stage_key("embed", {"model": "a"}, ["u2"], "c1")
+    assert base != stage_key("embed", {"model": "a"}, ["u1"], "c2")
 
 
 def test_file_fingerprint_tracks_content(tmp_path):
@@ -59,3 +59,23 @@ def test_file_fingerprint_tracks_content(tmp_path):
     before = file_fingerprint(data)
     data.write_text('{"questions": [1]}')
     assert file_fingerprint(data) != before
+
+
+def test_code_version_follows_the_source_of_the_stage_and_what_it_imports(tmp_path, monkeypatch):
+    package = tmp_path / "tasks_probe"
+    (package / "sub").mkdir(parents=True)
+    for path in (package / "__init__.py", package / "sub" / "__init__.py"):
+        path.write_text("")
+    (package / "stage_a.py").write_text("from .sub import helper\nVALUE = 1\n")
+    (package / "sub" / "helper.py").write_text("def f():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("tasks.stage.PROJECT_PACKAGES", ("tasks_probe",))
+    before = code_version("tasks_probe.stage_a")
+    assert before == code_version("tasks_probe.stage_a")
+    (package / "sub" / "helper.py").write_text("def f():\n    return 2\n")  # an edit two imports away
+    assert code_version("tasks_probe.stage_a") != before
+
+
+def test_code_version_of_the_real_stages_is_stable_and_distinct():
+    assert code_version("tasks.generate") == code_version("tasks.generate")
+    assert code_version("tasks.generate") != code_version("tasks.reduce")

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from tasks.vera_stage import bootstrap_report, load_negative_queries, load_samples, topicality_report
+from pipelines.tools.vera import bootstrap_report, load_negative_queries, load_samples, topicality_report
 from tests.conftest import BIOASQ_SAMPLE
 
 

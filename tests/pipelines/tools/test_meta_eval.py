@@ -8,7 +8,7 @@ import pytest
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.grouse import METRIC_ORDER, GrouseJudgment
 from judges.grouse_unit_tests import load_unit_tests
-from tasks.meta_eval import (
+from pipelines.tools.meta_eval import (
     MetaEvalResult,
     agreement_between,
     ccrs_pairs,
@@ -19,7 +19,7 @@ from tasks.meta_eval import (
     write_outputs,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "grouse-bioasq"
+DATA = Path(__file__).resolve().parents[3] / "data" / "grouse-bioasq"
 TRAIN = load_unit_tests(DATA / "train.jsonl")
 
 

@@ -2,7 +2,7 @@
 
 Inputs read from RUN_DIR (all optional except that at least one metric source must exist):
 - judge/scores.parquet           long format (query_id, system, metric, score): CCRS and GroUSE metrics
-- vera/scores.parquet            same format, VERA metrics (tasks/vera_stage.py)
+- vera/scores.parquet            same format, VERA metrics (pipelines/tools/vera.py)
 - retrieval_metrics/retrieval_metrics.parquet (or retrieve/...): (query_id, retriever, measure, value);
   mapped onto systems through generate/generations.parquet (system -> retriever)
 - retrieve/queries.parquet       query_id -> qtype (BioASQ yesno / factoid / list / summary)
@@ -32,7 +32,7 @@ from stats.gqm import (
     aggregate_matrix,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_GOALS = REPO / "configs" / "gqm" / "thesis-goals.yaml"
 QTYPES = ("yesno", "factoid", "list", "summary")
 K_PATTERN = re.compile(r"^(?P<base>.+)@k$")

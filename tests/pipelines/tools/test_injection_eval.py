@@ -7,7 +7,7 @@ import pytest
 
 from judges.config import ClientConfig, JudgeConfig
 from judges.injection import PLACEMENTS, build_variants
-from tasks.injection_eval import (
+from pipelines.tools.injection_eval import (
     JUDGMENT_COLUMNS,
     build_report,
     load_injection_samples,

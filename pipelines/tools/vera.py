@@ -30,7 +30,7 @@ from judges.vera import (
 )
 from stats.vera import bootstrap_metric, convergence, topicality
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_NEGATIVE = REPO / "configs" / "vera" / "offtopic-queries.yaml"
 AGGREGATE = "vera_aggregate"
 

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.regression import RegressionError, paired_table
+from pipelines.tools.regression import RegressionError, paired_table
 
 
 def _scores(rng, shift_cell=None, shift=0.0):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tasks.gqm_report import (
+from pipelines.tools.gqm_report import (
     DEFAULT_GOALS,
     GQMConfigError,
     build_report,

@@ -14,7 +14,7 @@ from judges.ccrs import CCRS_METRICS, JudgeInput
 from judges.client import LLMClient, LLMRequestError
 from judges.config import ClientConfig, JudgeConfig
 from tasks.judge import plan_task
-from tasks.load_test import (
+from pipelines.tools.load_test import (
     LatencySummary,
     LevelReport,
     LoadTestConfig,

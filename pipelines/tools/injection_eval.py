@@ -359,7 +359,7 @@ def log_injection_eval(result: InjectionEvalResult, tracking_uri: str, params: d
     report = result.report
     with mlflow.start_run(run_name=f"injection-{report.judge_model}") as run:
         mlflow.set_tags({"ccrs.kind": "injection-eval", "judge_model": report.judge_model,
-                         "git_commit": git_commit(Path(__file__).resolve().parents[1])})
+                         "git_commit": git_commit(Path(__file__).resolve().parents[2])})
         log_params_redacted(mlflow, params)
         mlflow.log_metrics(_metrics(report))
         for path in result.paths.values():

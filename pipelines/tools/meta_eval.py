@@ -247,7 +247,7 @@ def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: 
     open_experiment(tracking_uri, experiment)
     with mlflow.start_run(run_name=f"meta-eval-{result.judge}-{result.model}") as run:
         mlflow.set_tags({"ccrs.kind": "meta-eval", "judge": result.judge, "judge_model": result.model,
-                         "git_commit": git_commit(Path(__file__).resolve().parents[1])})
+                         "git_commit": git_commit(Path(__file__).resolve().parents[2])})
         log_params_redacted(mlflow, params)
         metrics = {f"pass_rate_{k}": v for k, v in result.pass_rates.items()}
         if result.ccrs and result.ccrs.get("pass_rate") is not None:
