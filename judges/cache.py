@@ -1,14 +1,13 @@
-"""Judgment cache: Parquet files keyed by (model, prompt version, inputs, sampling params).
+"""Judgment cache: Parquet part files mapping a unit's key to the judgment records it produced.
 
-The key hashes the exact request (model, messages, which hold every input, temperature, max_tokens,
-extra body such as response_format), the seed, the prompt version and the re-ask budget. Each writer
-appends one new Parquet part file, so concurrent runs never rewrite each other's data. Only judgments
-the judge actually produced are stored (a score, or an invalid reply after every re-ask); request
-failures (server down) are not cached and are retried on the next run.
+A unit's key (judges/suite.py `unit_key`) hashes everything that determines the judge's replies: model,
+messages (every input), sampling parameters, response format, seed, prompt version and re-ask budget. Each
+writer appends one new part file, so concurrent runs never rewrite each other's data. Only what the judge
+actually produced is stored (scores, or invalid replies after every re-ask); a unit with a request
+failure (server down) is not cached and is asked again on the next run.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
@@ -17,9 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from judges.client import ChatRequest
-
-CACHE_COLUMNS = ["key", "llm_score", "status", "reason", "raw", "attempts", "prompt_tokens", "completion_tokens"]
+CACHE_COLUMNS = ["key", "suite", "records"]
+PART_GLOB = "units-*.parquet"
 
 
 def default_cache_dir() -> Path:
@@ -27,55 +25,37 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("CCRS_JUDGE_CACHE") or home / "judge_cache")
 
 
-def judgment_key(request: ChatRequest, prompt_version: str, seed: int, max_reasks: int) -> str:
-    payload = {
-        "model": request.model,
-        "messages": request.messages,
-        "temperature": request.temperature,
-        "max_tokens": request.max_tokens,
-        "extra": request.extra_body,
-        "seed": seed,
-        "prompt_version": prompt_version,
-        "max_reasks": max_reasks,
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
 class JudgmentCache:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
-        self._entries: dict[str, dict[str, Any]] = {}
+        self._entries: dict[str, list[dict[str, Any]]] = {}
         self._new: list[dict[str, Any]] = []
         self._load()
 
     def _load(self) -> None:
         if not self.directory.exists():
             return
-        for part in sorted(self.directory.glob("part-*.parquet")):
-            for record in pd.read_parquet(part).to_dict("records"):
-                self._entries[record["key"]] = record
+        for part in sorted(self.directory.glob(PART_GLOB)):
+            for key, records in zip(*pd.read_parquet(part, columns=["key", "records"]).to_dict("list").values()):
+                self._entries[key] = json.loads(records)
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> list[dict[str, Any]] | None:
         return self._entries.get(key)
 
-    def put(self, key: str, record: dict[str, Any]) -> None:
-        entry = {column: record.get(column) for column in CACHE_COLUMNS}
-        entry["key"] = key
-        self._entries[key] = entry
-        self._new.append(entry)
+    def put(self, key: str, suite: str, records: list[dict[str, Any]]) -> None:
+        self._entries[key] = records
+        self._new.append({"key": key, "suite": suite, "records": json.dumps(records, default=str)})
 
     def flush(self) -> int:
         if not self._new:
             return 0
         self.directory.mkdir(parents=True, exist_ok=True)
-        frame = pd.DataFrame(self._new, columns=CACHE_COLUMNS)
-        frame["llm_score"] = frame["llm_score"].astype("Int64")
         tmp = self.directory / f".tmp-{uuid.uuid4().hex}.parquet"
-        frame.to_parquet(tmp, index=False)
-        tmp.rename(self.directory / f"part-{uuid.uuid4().hex}.parquet")
+        pd.DataFrame(self._new, columns=CACHE_COLUMNS).to_parquet(tmp, index=False)
+        tmp.rename(self.directory / f"units-{uuid.uuid4().hex}.parquet")
         written = len(self._new)
         self._new = []
         return written

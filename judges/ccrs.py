@@ -1,93 +1,61 @@
-"""CCRS judges (paper section 2.3, Appendix B): five constructs declared as small registered specs.
+"""CCRS judges (paper section 2.3, Appendix B): the five constructs as a registered judge suite.
 
-A spec names the construct's inputs and its template file; this module renders requests, parses the
-judge's reply and combines AC with exact match. The shared client (judges/client.py) sends the requests.
+Each metric declares its inputs (in the paper's order) and template; this module renders one request per
+(sample, metric), parses the judge's integer, and combines AC with exact match. The shared client
+(judges/client.py) sends the requests; the stage (tasks/judge.py) fans them out.
 """
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from judges import templates
-from judges.client import ChatRequest, LLMClient, LLMRequestError
+from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.em import exact_match
+from judges.suite import (
+    Count,
+    Judgment,
+    Metric,
+    Parsed,
+    Sample,
+    Unit,
+    Usage,
+    ask,
+    neutralize,
+    register_suite,
+    unit_key,
+    user_request,
+)
 
+SUITE = "ccrs"
 # Canonical input order of the shared-prefix layout: the long context first, so that CC, ID, AC and IR
 # of one sample share the (context, response) prefix in vLLM's prefix cache.
 CANONICAL_ORDER = ("context", "response", "question", "ground_truth")
 INPUT_LABELS = {"question": "QUESTION", "context": "CONTEXT", "response": "RESPONSE", "ground_truth": "GROUND TRUTH"}
 INPUT_TAGS = {"question": "question", "context": "context", "response": "response", "ground_truth": "ground_truth"}
+EM_COMBINED = frozenset({"AC"})  # AC = lambda * EM + (1 - lambda) * LLM
 
 
-@dataclass(frozen=True)
-class MetricSpec:
-    """One CCRS construct: its inputs (in the paper's order), template file and score scale."""
-
-    name: str
-    inputs: tuple[str, ...]
-    template: str
-    scale: tuple[int, int] = (0, 100)
-    combine_with_em: bool = False
+def _metric(name: str, inputs: tuple[str, ...], description: str) -> Metric:
+    return Metric(SUITE, name, (0, 100), inputs, (f"{name.lower()}.txt",), description)
 
 
-CCRS_METRICS: dict[str, MetricSpec] = {
-    "CC": MetricSpec("CC", ("context", "response"), "cc.txt"),
-    "QR": MetricSpec("QR", ("question", "response"), "qr.txt"),
-    "ID": MetricSpec("ID", ("question", "context", "response"), "id.txt"),
-    "AC": MetricSpec("AC", ("context", "response", "ground_truth"), "ac.txt", combine_with_em=True),
-    "IR": MetricSpec("IR", ("context", "response", "ground_truth"), "ir.txt"),
+CCRS_METRICS: dict[str, Metric] = {
+    "CC": _metric("CC", ("context", "response"), "Contextual Coherence: consistency of the response with the context"),
+    "QR": _metric("QR", ("question", "response"), "Question Relevance: how directly the response answers"),
+    "ID": _metric("ID", ("question", "context", "response"), "Information Density: informative and concise"),
+    "AC": _metric("AC", ("context", "response", "ground_truth"), "Answer Correctness: 0.7 EM + 0.3 LLM judge"),
+    "IR": _metric("IR", ("context", "response", "ground_truth"), "Information Recall: ground-truth facts covered"),
 }
-
-
-@dataclass
-class JudgeInput:
-    """The untrusted texts of one (query, system) sample. `context` is ranked, best chunk first."""
-
-    query_id: str
-    system: str
-    question: str
-    response: str
-    answer: str
-    ground_truth: str
-    context: list[str]
-    exact_answers: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Judgment:
-    query_id: str
-    system: str
-    metric: str
-    score: float | None
-    llm_score: int | None
-    em: float | None
-    status: str  # ok | failed | empty_response
-    reason: str | None
-    raw: str | None
-    attempts: int
-    prompt_tokens: int
-    completion_tokens: int
-    prompt_version: str
-    judge_model: str
-    n_context_chunks: int = 0
-    n_context_truncated: int = 0
-    cached: bool = False
 
 
 # --- templates --------------------------------------------------------------------------------------
 
 def load_template(version: str, filename: str) -> dict[str, str]:
-    return templates.load_template("ccrs", version, filename)
-
-
-def _neutralize(text: str) -> str:
-    """Untrusted text must not close our delimiters early: rewrite our own tag names inside it."""
-    for tag in list(INPUT_TAGS.values()) + ["chunk"]:
-        text = re.sub(rf"<(/?)\s*{tag}\b([^<>]*)>?", rf"[\1{tag}\2]", text, flags=re.IGNORECASE)
-    return text
+    return templates.load_template(SUITE, version, filename)
 
 
 def render_input(name: str, value: str | list[str]) -> str:
@@ -95,10 +63,10 @@ def render_input(name: str, value: str | list[str]) -> str:
     if name == "context":
         chunks = value if isinstance(value, list) else [value]
         body = "\n".join(
-            f'<chunk rank="{i}">\n{_neutralize(chunk)}\n</chunk>' for i, chunk in enumerate(chunks, 1)
+            f'<chunk rank="{i}">\n{neutralize(chunk)}\n</chunk>' for i, chunk in enumerate(chunks, 1)
         )
     else:
-        body = _neutralize(str(value))
+        body = neutralize(str(value))
     return f"{INPUT_LABELS[name]}:\n<{tag}>\n{body}\n</{tag}>"
 
 
@@ -110,10 +78,10 @@ def _output_instruction(cfg: JudgeConfig, common: dict[str, str]) -> str | None:
     return None
 
 
-def render_prompt(spec: MetricSpec, values: dict[str, Any], cfg: JudgeConfig) -> str:
+def render_prompt(spec: Metric, values: dict[str, Any], cfg: JudgeConfig) -> str:
     """The user message for one construct. Paper layout: intro, inputs in the paper's order, task.
     Shared-prefix layout: generic intro and inputs in CANONICAL_ORDER first, the construct's text last."""
-    template = load_template(cfg.prompt_version, spec.template)
+    template = load_template(cfg.prompt_version, spec.templates[0])
     common = load_template(cfg.prompt_version, "_common.txt")
     task = template["task"]
     output = _output_instruction(cfg, common)
@@ -212,76 +180,117 @@ def combine_ac(em: float, llm_score: int, ac_lambda: float) -> float:
     return ac_lambda * em + (1.0 - ac_lambda) * llm_score / 100.0
 
 
-def sample_em(sample: JudgeInput, cfg: JudgeConfig) -> float:
+def sample_em(sample: Sample, cfg: JudgeConfig) -> float:
     references = [sample.ground_truth]
     if cfg.em_use_exact_answer_synonyms:
         references += sample.exact_answers
-    return exact_match(sample.answer, references)
+    return exact_match(sample.response, references)
 
 
-# --- one judgment -------------------------------------------------------------------------------------
+# --- the suite -------------------------------------------------------------------------------------
 
-def build_request(spec: MetricSpec, sample: JudgeInput, context: list[str], cfg: JudgeConfig) -> ChatRequest:
-    values = {"question": sample.question, "response": sample.response, "ground_truth": sample.ground_truth,
-              "context": context}
-    prompt = render_prompt(spec, values, cfg)
-    max_tokens = cfg.max_tokens if not (cfg.justification or cfg.structured_output) else max(cfg.max_tokens, 96)
-    return ChatRequest(model=cfg.model, messages=[{"role": "user", "content": prompt}], temperature=0.0,
-                       max_tokens=max_tokens, extra_body=sampling_extra(cfg))
+def _expects_json(cfg: JudgeConfig) -> bool:
+    return cfg.structured_output or cfg.justification
 
 
-def empty_judgment(spec: MetricSpec, sample: JudgeInput, cfg: JudgeConfig) -> Judgment:
-    em = 0.0 if spec.combine_with_em else None
-    return Judgment(sample.query_id, sample.system, spec.name, 0.0, None, em, "empty_response",
-                    "empty response scores 0 without calling the judge", None, 0, 0, 0,
-                    cfg.prompt_version, cfg.model)
+def reply_tokens(cfg: JudgeConfig) -> int:
+    return max(cfg.max_tokens, 96) if _expects_json(cfg) else cfg.max_tokens
 
 
-def run_judgment(
-    client: LLMClient,
-    spec: MetricSpec,
-    sample: JudgeInput,
-    request: ChatRequest,
-    cfg: JudgeConfig,
-) -> Judgment:
-    """Ask, parse, re-ask at most cfg.max_reasks times; a failure is recorded with raw text and reason.
-    `attempts` counts the asks (1 + re-asks); the client's transport retries are not counted there."""
-    expect_json = cfg.structured_output or cfg.justification
-    messages = list(request.messages)
-    prompt_tokens = completion_tokens = attempts = 0
-    raw: str | None = None
-    reason = "not asked"
-    for _ in range(cfg.max_reasks + 1):
-        try:
-            result = client.chat(ChatRequest(request.model, messages, request.temperature, request.max_tokens,
-                                             request.extra_body))
-        except LLMRequestError as exc:
-            attempts += exc.attempts or 1
-            return make_judgment(spec, sample, cfg, None, "failed", f"request failed: {exc}", raw, attempts,
-                                 prompt_tokens, completion_tokens)
-        attempts += 1
-        prompt_tokens += result.prompt_tokens
-        completion_tokens += result.completion_tokens
-        raw = result.text
-        parsed = parse_score(raw, expect_json=expect_json, scale=spec.scale, lenient=cfg.lenient_parse)
-        if parsed.score is not None:
-            return make_judgment(spec, sample, cfg, parsed.score, "ok", None, raw, attempts, prompt_tokens,
-                                 completion_tokens)
-        reason = parsed.reason or "invalid"
-        messages = list(request.messages) + [
-            {"role": "assistant", "content": raw},
-            {"role": "user", "content": reask_message(reason, cfg, expect_json)},
-        ]
-    return make_judgment(spec, sample, cfg, None, "failed", f"invalid after {cfg.max_reasks} re-asks: {reason}",
-                         raw, attempts, prompt_tokens, completion_tokens)
+def sample_values(sample: Sample, context: list[str]) -> dict[str, Any]:
+    return {"question": sample.question, "response": sample.response, "ground_truth": sample.ground_truth,
+            "context": context}
 
 
-def make_judgment(spec: MetricSpec, sample: JudgeInput, cfg: JudgeConfig, llm_score: int | None, status: str,
-                  reason: str | None, raw: str | None, attempts: int, prompt_tokens: int,
-                  completion_tokens: int) -> Judgment:
-    em = sample_em(sample, cfg) if spec.combine_with_em else None
+def build_request(spec: Metric, sample: Sample, context: list[str], cfg: JudgeConfig) -> ChatRequest:
+    return user_request(cfg.model, render_prompt(spec, sample_values(sample, context), cfg), reply_tokens(cfg),
+                        sampling_extra(cfg))
+
+
+def parser(spec: Metric, cfg: JudgeConfig):
+    def parse(text: str | None) -> Parsed:
+        parsed = parse_score(text, expect_json=_expects_json(cfg), scale=spec.scale, lenient=cfg.lenient_parse)
+        return Parsed(parsed.score is not None, parsed.score, parsed.reason)
+
+    return parse
+
+
+def judgment(spec: Metric, sample: Sample, cfg: JudgeConfig, llm_score: int | None, status: str,
+             reason: str | None, raw: str | None, usage: Usage) -> Judgment:
+    em = sample_em(sample, cfg) if spec.name in EM_COMBINED else None
     score = None
     if llm_score is not None:
-        score = combine_ac(em or 0.0, llm_score, cfg.ac_lambda) if spec.combine_with_em else llm_score / 100.0
-    return Judgment(sample.query_id, sample.system, spec.name, score, llm_score, em, status, reason, raw,
-                    attempts, prompt_tokens, completion_tokens, cfg.prompt_version, cfg.model)
+        score = combine_ac(em or 0.0, llm_score, cfg.ac_lambda) if spec.name in EM_COMBINED else llm_score / 100.0
+    return Judgment(sample.query_id, sample.system, SUITE, spec.name, score, llm_score, em, status, reason, raw,
+                    usage.attempts, usage.prompt_tokens, usage.completion_tokens, cfg.prompt_version, cfg.model)
+
+
+def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatRequest, cfg: JudgeConfig) -> Judgment:
+    """Ask, parse, re-ask at most cfg.max_reasks times; a failure is recorded with raw text and reason.
+    `attempts` counts the asks (1 + re-asks); the client's transport retries are not counted there."""
+    usage = Usage()
+    answer = ask(client, request, parser(spec, cfg), lambda reason: reask_message(reason, cfg, _expects_json(cfg)),
+                 cfg.max_reasks, usage)
+    if answer.ok:
+        return judgment(spec, sample, cfg, answer.value, "ok", None, answer.raw, usage)
+    return judgment(spec, sample, cfg, None, "failed", answer.reason, answer.raw, usage)
+
+
+def empty_judgment(spec: Metric, sample: Sample, cfg: JudgeConfig) -> Judgment:
+    j = judgment(spec, sample, cfg, None, "empty_response", "empty response scores 0 without calling the judge",
+                 None, Usage())
+    j.score, j.em = 0.0, (0.0 if spec.name in EM_COMBINED else None)
+    return j
+
+
+def window_budget(cfg: JudgeConfig) -> int:
+    """Prompt tokens left in the judge's window once the reply and a chat-template margin are kept free."""
+    return cfg.context_window - reply_tokens(cfg) - 64
+
+
+class CcrsSuite:
+    """One request per (sample, metric): each is cached and checkpointed on its own."""
+
+    name = SUITE
+    description = "CCRS (paper section 2.3): five zero-shot 0-100 judge metrics"
+    metrics = CCRS_METRICS
+
+    def prompt_version(self, judge: JudgeConfig) -> str:
+        return judge.prompt_version
+
+    def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
+        return tuple(judge.metrics)
+
+    def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
+        from judges.readers import fit_chunks
+
+        units = []
+        for name in self.selected_metrics(judge):
+            spec = CCRS_METRICS[name]
+            chunks = sample.context if "context" in spec.inputs else []
+            fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge), chunks,
+                                window_budget(judge), count)
+            request = build_request(spec, sample, fitted.chunks, judge)
+            key = unit_key(SUITE, {"request": request_payload(request), "prompt_version": judge.prompt_version,
+                                   "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
+                                   "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms, sample.exact_answers]
+                                   if name in EM_COMBINED else None})
+            units.append(Unit(SUITE, sample, (name,), request, key, len(fitted.chunks), fitted.n_truncated))
+        return units
+
+    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig, count: Count | None) -> list[Judgment]:
+        return [run_judgment(client, CCRS_METRICS[unit.metrics[0]], unit.sample, unit.plan, judge)]
+
+    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
+        if status == "empty_response":
+            return [empty_judgment(CCRS_METRICS[name], sample, judge) for name in self.selected_metrics(judge)]
+        return [judgment(CCRS_METRICS[name], sample, judge, None, status, reason, None, Usage())
+                for name in self.selected_metrics(judge)]
+
+
+def request_payload(request: ChatRequest) -> dict[str, Any]:
+    return {"model": request.model, "messages": request.messages, "temperature": request.temperature,
+            "max_tokens": request.max_tokens, "extra": request.extra_body}
+
+
+register_suite(CcrsSuite())

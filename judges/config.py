@@ -47,9 +47,41 @@ class ReaderConfig(_Strict):
                                   "local model folder when there is one, else a character estimate")
 
 
+class GrouseOptions(_Strict):
+    """GroUSE suite settings (the judge model, window, re-asks and structured output are shared)."""
+
+    prompt_version: str = "v1"
+    max_tokens: int = Field(default=512, ge=16, description="JSON with chain of thought for two answers")
+
+
+class VeraOptions(_Strict):
+    """VERA suite settings (vera-paper section 3.1)."""
+
+    prompt_version: str = "v1"
+    metrics: list[str] = ["faithfulness", "retrieval_recall", "retrieval_precision", "answer_relevance"]
+    max_tokens: int = Field(default=192, ge=8)
+    max_reasks: int = Field(default=1, ge=0)
+    n_questions: int = Field(default=3, ge=1)
+    max_statements: int = Field(default=12, ge=1)
+    precision_threshold: float = Field(default=0.8, ge=0, le=1)
+
+
+class RagCheckerOptions(_Strict):
+    """RAGChecker-style claim baseline settings (CCRS paper section 4.1.4)."""
+
+    prompt_version: str = "v1"
+    max_tokens: int = Field(default=192, ge=8)
+    max_reasks: int = Field(default=1, ge=0)
+    max_claims: int = Field(default=10, ge=1)
+
+
 class JudgeConfig(_Strict):
+    """The judge: model, window and parsing settings shared by every suite; the CCRS settings at the top
+    level (metrics, AC's lambda, layout); per-suite settings under grouse / vera / ragchecker. Metric and
+    suite names are checked against the registry (judges/suite.py) by the run config."""
+
     model: str = "smollm2-135m-instruct"
-    metrics: list[Literal["CC", "QR", "ID", "AC", "IR"]] = ["CC", "QR", "ID", "AC", "IR"]
+    metrics: list[str] = ["CC", "QR", "ID", "AC", "IR"]
     ac_lambda: float = Field(default=0.7, ge=0, le=1)
     em_use_exact_answer_synonyms: bool = False
     max_reasks: int = Field(default=2, ge=0)
@@ -62,3 +94,6 @@ class JudgeConfig(_Strict):
     context_window: int = Field(default=2048, ge=64)
     tokenizer: str | None = None
     cache: bool = True
+    grouse: GrouseOptions = GrouseOptions()
+    vera: VeraOptions = VeraOptions()
+    ragchecker: RagCheckerOptions = RagCheckerOptions()

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infra.serving import ServingConfig
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
+from judges.suite import get_suite, suites
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
+from tasks.layout import PIPELINE_STAGES as STAGES  # noqa: F401 - the --from-stage choices
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "cpu-demo.yaml"
-STAGES = ("retrieve", "generate", "judge", "reduce", "track")
 
 
 class ConfigError(ValueError):
@@ -63,9 +63,25 @@ class RunConfig(_Strict):
     stats: StatsConfig = StatsConfig()
     mlflow: MlflowConfig = MlflowConfig()
     ray: RayConfig = RayConfig()
-    judges: list[Literal["ccrs", "grouse"]] = Field(default=["ccrs"], min_length=1)
+    judges: list[str] = Field(default=["ccrs"], min_length=1, description="judge suites (`ccrs metrics`)")
     gqm_goals: str | None = Field(default="configs/gqm/thesis-goals.yaml",
                                   description="GQM goal tree reported into the MLflow run; null turns it off")
+
+    @model_validator(mode="after")
+    def _registered_suites_and_metrics(self) -> "RunConfig":
+        registered = suites()
+        unknown = [name for name in self.judges if name not in registered]
+        if unknown:
+            raise ValueError(f"judges: unknown suite(s) {unknown}; registered: {list(registered)}")
+        if len(set(self.judges)) != len(self.judges):
+            raise ValueError(f"judges: each suite once, got {self.judges}")
+        checks = {"ccrs": self.judge.metrics, "vera": [f"vera_{m}" for m in self.judge.vera.metrics]}
+        for suite, chosen in checks.items():
+            known = get_suite(suite).metrics
+            wrong = [m for m in chosen if m not in known]
+            if wrong:
+                raise ValueError(f"judge metrics {wrong} are not {suite} metrics; choose from {list(known)}")
+        return self
 
     @model_validator(mode="after")
     def _unique_readers(self) -> "RunConfig":

@@ -37,7 +37,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
     from infra.serving import start_serve_app, stop_serve_app
     from tasks.failures import format_failure_table, write_failure_report
     from tasks.generate import run_generation
-    from tasks.ray_runtime import ensure_ray
+    from infra.ray_runtime import ensure_ray
     from tasks.reduce import run_reduce
     from tasks.retrieval_stages import preflight_index, run_retrieval
     from tasks.tracking import check_tracking_reachable
@@ -75,26 +75,31 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
         config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
     )
     failures_path, failures = write_failure_report(
-        run_dir, {"generate": generation.summary, **{f"judge_{name}": out.summary for name, out in judged.items()}})
+        run_dir, {"generate": generation.summary, **{_stage(name): out.summary for name, out in judged.items()}})
     print(format_failure_table(failures))
     tracked = _track(config, run_dir, retrieval, generation, judged, reduce, failures_path,
                      force=_forced("track", from_stage))
     stages = {"retrieve": {"reused": all(stage.reused for stage in retrieval.stages), "summary": retrieval.counts},
               "generate": {"reused": generation.reused, "summary": generation.summary},
-              **{f"judge_{name}": {"reused": out.reused, "summary": out.summary} for name, out in judged.items()},
+              **{_stage(name): {"reused": out.reused, "summary": out.summary} for name, out in judged.items()},
               "reduce": {"reused": reduce.reused, "summary": reduce.summary}}
     return PipelineResult(run_dir, reduce.out_dir, tracked, stages, failures)
 
 
+def _stage(suite: str) -> str:
+    from tasks.layout import RunLayout
+
+    return RunLayout.judge_stage(suite)
+
+
 def _judge(config: RunConfig, run_dir: Path, retrieval, generation, base_url: str, force: bool) -> dict:
-    """Every judge suite the config selects (`judges: [ccrs, grouse]`), on the same generations."""
-    from tasks.grouse_judge import run_grouse_judging
+    """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
+    same generations, through the same stage."""
     from tasks.judge import run_judging
 
-    suites = {"ccrs": run_judging, "grouse": run_grouse_judging}
     return {
-        name: suites[name](
-            run_dir, retrieval.queries_path, retrieval.retrieved_path, generation.path, config.judge,
+        name: run_judging(
+            run_dir, name, retrieval.queries_path, retrieval.retrieved_path, generation.path, config.judge,
             config.client, base_url, config.retrieval.top_k, force=force,
         )
         for name in config.judges
@@ -117,7 +122,7 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path
             "seeds": {"client": config.client.seed, "stats": config.stats.seed},
             "models": {"judge": config.judge.model, "readers": [r.model or r.kind for r in config.readers],
                        "embedder": config.embedder.model},
-            "prompt_versions": {f"{name}_judge": config.judge.prompt_version for name in config.judges},
+            "prompt_versions": {f"{name}_judge": out.summary.get("prompt_version") for name, out in judged.items()},
         }
         provenance["prompt_versions"]["reader"] = generation.summary.get("prompt_version", "fig1-v1")
         tracked = log_pipeline_run(
@@ -132,7 +137,7 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path
             queries_path=retrieval.queries_path,
             retrieval_metrics=retrieval.metrics_summary,
             stage_summaries={"generate": generation.summary,
-                             **{f"judge_{name}": out.summary for name, out in judged.items()}},
+                             **{_stage(name): out.summary for name, out in judged.items()}},
             failures_path=failures_path,
             pending_marker=run_dir / ".track.pending",
         )

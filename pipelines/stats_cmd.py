@@ -25,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
 def main(args: argparse.Namespace) -> int:
     from stats.errors import StatsInputError
     from stats.hypotheses import load_hypotheses
+    from judges.suite import metric_order
     from stats.report import compute_all, load_scores, write_outputs
 
     try:
@@ -32,7 +33,8 @@ def main(args: argparse.Namespace) -> int:
         hypotheses = load_hypotheses(args.hypotheses) if args.hypotheses is not None else None
         with _progress(scores["metric"].nunique(), disabled=args.no_progress) as advance:
             result = compute_all(
-                scores, hypotheses, b=args.b, seed=args.seed, alpha=args.alpha, on_metric=advance
+                scores, hypotheses, b=args.b, seed=args.seed, alpha=args.alpha, on_metric=advance,
+                metric_order=metric_order(),
             )
         written = write_outputs(result, scores, args.out)
     except StatsInputError as error:

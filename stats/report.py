@@ -45,13 +45,15 @@ def compute_all(
     alpha: float = 0.05,
     *,
     on_metric: Callable[[str], None] | None = None,
+    metric_order: Sequence[str] = (),
 ) -> dict:
     """Every statistic of the stats.json contract, JSON-serializable, null (with a note) where undefined.
 
     on_metric, if given, is called with each metric's name once its tests are done (progress reporting).
+    metric_order: the metrics to report first, in that order (the rest follow sorted by name).
     """
     _check_options(b, seed, alpha)
-    cube = build_cube(validate_scores(scores))
+    cube = build_cube(validate_scores(scores), metric_order)
     if hypotheses is not None:
         check_hypotheses_against(hypotheses, cube.systems, cube.metrics)
     complete = {metric: np.isfinite(cube.metric_matrix(metric)).all(axis=1) for metric in cube.metrics}
@@ -90,7 +92,7 @@ def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     stats_path = out_dir / "stats.json"
     stats_path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
-    cube = build_cube(validate_scores(scores))
+    cube = build_cube(validate_scores(scores), result["metrics"])
     written = [stats_path]
     written += tables.write_tables(result, out_dir / "tables")
     written += plots.write_plots(result, cube, out_dir / "plots")

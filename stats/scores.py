@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +13,6 @@ import pandas as pd
 from stats.errors import StatsInputError
 
 REQUIRED_COLUMNS = ("query_id", "system", "metric", "score")
-CCRS_METRICS = ("CC", "QR", "ID", "AC", "IR")
 _SHOWN = 5  # offending rows quoted in an error message
 
 
@@ -63,11 +64,11 @@ def validate_scores(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["score"].notna()].reset_index(drop=True)
 
 
-def build_cube(frame: pd.DataFrame) -> ScoreCube:
+def build_cube(frame: pd.DataFrame, order: Sequence[str] = ()) -> ScoreCube:
     """Dense cube from validated scores: queries sorted, systems sorted, metrics in reporting order."""
     query_ids = tuple(sorted(frame["query_id"].unique()))
     systems = tuple(sorted(frame["system"].unique()))
-    metrics = metric_order(frame["metric"])
+    metrics = metric_order(frame["metric"], order)
     if len(systems) < 2:
         raise StatsInputError(f"need at least two systems to compare, found {list(systems)}")
     q = pd.Index(query_ids).get_indexer(frame["query_id"])
@@ -78,12 +79,13 @@ def build_cube(frame: pd.DataFrame) -> ScoreCube:
     return ScoreCube(query_ids, systems, metrics, values)
 
 
-def metric_order(metrics: pd.Series) -> tuple[str, ...]:
-    """CCRS metrics first in the paper's order (CC, QR, ID, AC, IR), then any others sorted by name, so the
-    order (and with it the random streams) never depends on the order of the input rows."""
+def metric_order(metrics: pd.Series, order: Sequence[str] = ()) -> tuple[str, ...]:
+    """The metrics named in `order` first, in that order (the pipeline passes the judge registry's display
+    order: CCRS's CC, QR, ID, AC, IR first), then any others sorted by name, so the order (and with it
+    the random streams) never depends on the order of the input rows."""
     seen = set(pd.unique(metrics))
-    ccrs = [metric for metric in CCRS_METRICS if metric in seen]
-    return tuple(ccrs + sorted(seen - set(CCRS_METRICS)))
+    first = [metric for metric in dict.fromkeys(order) if metric in seen]
+    return tuple(first + sorted(seen - set(first)))
 
 
 def _key_column(frame: pd.DataFrame, column: str) -> pd.Series:

@@ -1,68 +1,51 @@
-"""CCRS judging stage: fans out over (query, system, metric) from Ray tasks against the Serve endpoint.
+"""Judge stage, one per registered judge suite (`judges: [ccrs, grouse, vera, ragchecker]`).
 
-Each judgment goes through judges/ccrs.py (render, ask, parse, re-ask at most twice). The Parquet cache
-(judges/cache.py) is consulted first, so a rerun only asks the judge about requests that changed.
-Outputs: judgments.parquet (every judgment, failures with raw text and reason) and scores.parquet (long
-format, successful judgments only: a failed judgment is absent, never a NaN or a 0).
+The suite (judges/suite.py) plans units of work per (query, system) sample; this stage does the rest the
+same way for every suite: the judgment cache is consulted first, then this stage's checkpoint (a resumed
+run), the rest is fanned out from Ray tasks against the judge endpoint, saved shard by shard, and the
+stage refuses to land unless there is exactly one row per (query, system, metric).
+Outputs in `RunLayout.judge_dir(suite)`: judgments.parquet (every judgment, failures with raw text and
+reason) and scores.parquet (long format, successful judgments only: a failed one is absent, never a NaN
+or a 0).
 """
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from judges.cache import CACHE_COLUMNS, JudgmentCache, default_cache_dir, judgment_key
-from judges.ccrs import (
-    CCRS_METRICS,
-    JudgeInput,
-    Judgment,
-    MetricSpec,
-    build_request,
-    empty_judgment,
-    make_judgment,
-    render_prompt,
-    run_judgment,
-)
-from judges.client import ChatRequest, LLMClient
+from judges.cache import JudgmentCache, default_cache_dir
+from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
 from judges.injection import context_markers, injection_markers
-from judges.readers import fit_chunks
+from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
+from judges.templates import PROMPTS_ROOT
 from judges.tokens import token_counter
 from tasks.fanout import fan_out_report
 from tasks.generate import default_tokenizer, top_k_contexts
-from tasks.stage import StageCheckpoint, StageResult, file_fingerprint, run_stage, stage_key
+from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
+from tasks.stage import StageCheckpoint, StageResult, code_version, file_fingerprint, run_stage, stage_key
 
-CODE_VERSION = "judge-1"
-JUDGMENT_COLUMNS = [
-    "query_id", "system", "metric", "score", "llm_score", "em", "status", "reason", "raw", "attempts",
-    "prompt_tokens", "completion_tokens", "prompt_version", "judge_model", "n_context_chunks",
-    "n_context_truncated", "cached", "suspicious", "injection_markers",
-]
+JUDGMENT_COLUMNS = [*Judgment.COLUMNS, "suspicious", "injection_markers"]
 SCORE_COLUMNS = ["query_id", "system", "metric", "score"]
 
 
 @dataclass
 class JudgingOutputs:
+    suite: str
     judgments_path: Path
     scores_path: Path
     summary: dict[str, Any]
     reused: bool = False
 
 
-@dataclass
-class JudgeTask:
-    spec: MetricSpec
-    sample: JudgeInput
-    request: ChatRequest
-    key: str
-    n_context_chunks: int
-    n_context_truncated: int
-    cfg: JudgeConfig
+class IncompleteJudgingError(RuntimeError):
+    """The judging stage did not end with exactly one row per (query, system, metric)."""
 
 
 def parse_exact_answers(value: Any) -> list[str]:
@@ -75,8 +58,9 @@ def parse_exact_answers(value: Any) -> list[str]:
 
 
 def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd.DataFrame,
-                 top_k: int) -> tuple[list[JudgeInput], list[dict]]:
-    """Judge inputs for generated rows; failed generations come back separately (judged as failed)."""
+                 top_k: int) -> tuple[list[Sample], list[dict]]:
+    """Judge inputs for generated rows (the context is what the reader saw); failed generations come
+    back separately (recorded as failed judgments)."""
     contexts = top_k_contexts(retrieved, top_k)
     by_id = {str(q.query_id): q for q in queries.itertuples(index=False)}
     samples, failed = [], []
@@ -87,109 +71,93 @@ def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd
         query = by_id[str(row.query_id)]
         context = contexts.get((str(row.query_id), str(row.retriever)))
         texts = [] if context is None else context["text"].astype(str).tolist()[: int(row.n_chunks_used)]
-        samples.append(JudgeInput(
+        samples.append(Sample(
             query_id=str(row.query_id), system=row.system, question=str(query.text),
-            response=str(row.answer or ""), answer=str(row.answer or ""),
-            ground_truth=str(getattr(query, "answer", "") or ""), context=texts,
+            response=str(row.answer or ""), ground_truth=str(getattr(query, "answer", "") or ""), context=texts,
             exact_answers=parse_exact_answers(getattr(query, "exact_answer", None)),
         ))
     return samples, failed
 
 
-def plan_task(spec: MetricSpec, sample: JudgeInput, cfg: JudgeConfig, client: ClientConfig, count) -> JudgeTask:
-    """The judge window gets the same policy as readers: drop lowest-ranked context chunks until it fits."""
-    budget = cfg.context_window - max(cfg.max_tokens, 96 if cfg.structured_output or cfg.justification else 0) - 64
-    values = {"question": sample.question, "response": sample.response, "ground_truth": sample.ground_truth}
-    chunks = sample.context if "context" in spec.inputs else []
-    fitted = fit_chunks(lambda c: render_prompt(spec, {**values, "context": c}, cfg), chunks, budget, count)
-    request = build_request(spec, sample, fitted.chunks, cfg)
-    key = judgment_key(request, cfg.prompt_version, client.seed, cfg.max_reasks)
-    return JudgeTask(spec, sample, request, key, len(fitted.chunks), fitted.n_truncated, cfg)
+# --- judging one suite -----------------------------------------------------------------------------------
+
+@dataclass
+class _Evaluate:
+    """The function each fan-out shard runs: picklable (suite by name, config, token counter source)."""
+
+    suite: str
+    judge: JudgeConfig
+
+    def __call__(self, client: LLMClient, unit: Unit) -> list[Judgment]:
+        suite = get_suite(self.suite)
+        judgments = suite.evaluate(client, unit, self.judge, judge_counter(self.judge))
+        for judgment in judgments:
+            judgment.n_context_chunks = unit.n_context_chunks
+            judgment.n_context_truncated = unit.n_context_truncated
+        return judgments
 
 
-def judge_task(client: LLMClient, task: JudgeTask) -> Judgment:
-    judgment = run_judgment(client, task.spec, task.sample, task.request, task.cfg)
-    return with_context(judgment, task)
+def judge_counter(judge: JudgeConfig):
+    return token_counter(judge.tokenizer or default_tokenizer(judge.model))
 
 
-def with_context(judgment: Judgment, task: JudgeTask) -> Judgment:
-    judgment.n_context_chunks = task.n_context_chunks
-    judgment.n_context_truncated = task.n_context_truncated
-    return judgment
+def transport_failed(judgments: list[Judgment]) -> bool:
+    """A request failure is not the judge's answer: not cached, not checkpointed, requeued."""
+    return any(j.transport_failed for j in judgments)
 
 
-def _from_cache(task: JudgeTask, record: dict, cfg: JudgeConfig, cached: bool = True) -> Judgment:
-    llm_score = None if record["llm_score"] is None or pd.isna(record["llm_score"]) else int(record["llm_score"])
-    judgment = make_judgment(task.spec, task.sample, cfg, llm_score, record["status"], record["reason"],
-                             record["raw"], int(record["attempts"]), int(record["prompt_tokens"]),
-                             int(record["completion_tokens"]))
-    judgment.cached = cached
-    return with_context(judgment, task)
+def _restored(records: list[dict], unit: Unit, cached: bool) -> list[Judgment]:
+    judgments = [Judgment(**{k: v for k, v in r.items() if k in Judgment.COLUMNS}) for r in records]
+    for judgment in judgments:
+        judgment.query_id, judgment.system = unit.sample.query_id, unit.sample.system
+        judgment.n_context_chunks, judgment.n_context_truncated = unit.n_context_chunks, unit.n_context_truncated
+        judgment.cached = cached
+    return judgments
 
 
-def _cacheable(judgment: Judgment) -> bool:
-    """Scores and invalid-after-re-asks are the judge's answers; request failures are not."""
-    return judgment.status == "ok" or (judgment.status == "failed" and not _transport_failed(judgment))
-
-
-def _transport_failed(judgment: Judgment) -> bool:
-    return judgment.status == "failed" and (judgment.reason or "").startswith("request failed")
-
-
-def _record(judgment: Judgment) -> dict[str, Any]:
-    return {column: getattr(judgment, column) for column in CACHE_COLUMNS if column != "key"}
-
-
-def task_id(task: JudgeTask) -> str:
-    return f"{task.sample.system}/{task.sample.query_id}/{task.spec.name}"
-
-
-def judge_all(samples: list[JudgeInput], cfg: JudgeConfig, client: ClientConfig, base_url: str,
-              progress: bool, checkpoint: StageCheckpoint | None = None) -> tuple[list[Judgment], dict[str, Any]]:
-    """One judgment per (sample, metric): from the cache, from this stage's checkpoint (a resumed run) or
-    asked now; what is asked now is saved to the checkpoint shard by shard and to the cache at the end."""
-    count = token_counter(cfg.tokenizer or default_tokenizer(cfg.model))
-    cache = JudgmentCache(default_cache_dir()) if cfg.cache else None
+def judge_suite(suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
+                progress: bool, checkpoint: StageCheckpoint | None = None) -> tuple[list[Judgment], dict[str, Any]]:
+    """Every metric of `suite` for every sample: empty responses are recorded without a call; each unit
+    comes from the cache, from this stage's checkpoint (a resumed run) or is asked now; what is asked now
+    is saved to the checkpoint shard by shard and to the cache at the end."""
+    count = judge_counter(judge)
+    cache = JudgmentCache(default_cache_dir()) if judge.cache else None
     done = checkpoint.load() if checkpoint is not None else {}
-    judgments, todo = [], []
+    judgments: list[Judgment] = []
+    todo: list[Unit] = []
     hits = resumed = 0
     for sample in samples:
-        for name in cfg.metrics:
-            spec = CCRS_METRICS[name]
-            if not sample.response.strip():
-                judgments.append(empty_judgment(spec, sample, cfg))
-                continue
-            task = plan_task(spec, sample, cfg, client, count)
-            record = cache.get(task.key) if cache is not None else None
-            if record:
+        if not sample.response.strip():
+            judgments += suite.not_judged(sample, judge, "empty_response", "empty response: the judge is not called")
+            continue
+        for unit in suite.plan(sample, judge, client.seed, count):
+            records = cache.get(unit.key) if cache is not None else None
+            if records:
                 hits += 1
-                judgments.append(_from_cache(task, record, cfg))
-            elif task_id(task) in done:
+                judgments += _restored(records, unit, cached=True)
+            elif unit.id in done:
                 resumed += 1
-                judgments.append(_from_cache(task, done[task_id(task)], cfg, cached=False))
+                judgments += _restored(done[unit.id], unit, cached=False)
             else:
-                todo.append(task)
+                todo.append(unit)
 
-    def persist(indices: list[int], values: list[Judgment]) -> None:
+    def persist(indices: list[int], values: list[list[Judgment]]) -> None:
         if checkpoint is not None:
-            checkpoint.save({task_id(todo[j]): _record(v) for j, v in zip(indices, values) if _cacheable(v)})
+            checkpoint.save({todo[j].id: [x.record() for x in v] for j, v in zip(indices, values)
+                             if not transport_failed(v)})
 
-    fresh, report = fan_out_report(judge_task, todo, client, base_url, progress=progress, desc="judge",
-                                   on_shard=persist, retry_if=_transport_failed)
+    fresh, report = fan_out_report(_Evaluate(suite.name, judge), todo, client, base_url, progress=progress,
+                                   desc=f"judge {suite.name}", on_shard=persist, retry_if=transport_failed)
     if cache is not None:
-        for task, judgment in zip(todo, fresh):
-            if _cacheable(judgment):
-                cache.put(task.key, asdict(judgment))
+        for unit, values in zip(todo, fresh):
+            if not transport_failed(values):
+                cache.put(unit.key, suite.name, [v.record() for v in values])
         cache.flush()
     stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo), "requests": report.as_dict()}
-    return judgments + fresh, stats
+    return judgments + [j for values in fresh for j in values], stats
 
 
-class IncompleteJudgingError(RuntimeError):
-    """The judging stage did not end with exactly one row per (query, system, metric)."""
-
-
-def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: list[str]) -> None:
+def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: tuple[str, ...]) -> None:
     """Exactly one judgment or recorded failure per generated (query, system) and metric: no duplicate,
     none missing. Checked before the stage's output is written, so a broken run never lands."""
     keys = ["query_id", "system", "metric"]
@@ -205,15 +173,15 @@ def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: list
                                      f"{len(extra)} unexpected (e.g. {extra[:3]})")
 
 
-def failed_generation_judgments(failed: list[dict], cfg: JudgeConfig) -> list[Judgment]:
-    return [
-        Judgment(f["query_id"], f["system"], metric, None, None, None, "failed",
-                 f"generation failed: {f['error']}"[:2000], None, 0, 0, 0, cfg.prompt_version, cfg.model)
-        for f in failed for metric in cfg.metrics
-    ]
+def failed_generation_judgments(suite: JudgeSuite, failed: list[dict], judge: JudgeConfig) -> list[Judgment]:
+    judgments = []
+    for f in failed:
+        sample = Sample(f["query_id"], f["system"], "", "", "", [])
+        judgments += suite.not_judged(sample, judge, "failed", f"generation failed: {f['error']}"[:2000])
+    return judgments
 
 
-def suspicious_texts(samples: list[JudgeInput]) -> dict[tuple[str, str], str]:
+def suspicious_texts(samples: list[Sample]) -> dict[tuple[str, str], str]:
     """(query_id, system) -> the injection patterns found in the response or its retrieved context
     (judges/injection.py), e.g. "response:score_dictation;context:instruction_override"."""
     flags = {}
@@ -233,17 +201,32 @@ def flag_suspicious(frame: pd.DataFrame, flags: dict[tuple[str, str], str]) -> p
     return frame
 
 
-def judging_summary(frame: pd.DataFrame, stats: dict[str, int], seconds: float, cfg: JudgeConfig) -> dict:
+def judgments_frame(judgments: list[Judgment], flags: dict[tuple[str, str], str] | None = None,
+                    metric_order: tuple[str, ...] | None = None) -> pd.DataFrame:
+    frame = pd.DataFrame([j.record() for j in judgments], columns=list(Judgment.COLUMNS))
+    frame = flag_suspicious(frame, flags or {})[JUDGMENT_COLUMNS]
+    frame["llm_score"] = frame["llm_score"].astype("Int64")
+    frame["score"] = frame["score"].astype("float64")
+    frame["em"] = frame["em"].astype("float64")
+    order = {m: i for i, m in enumerate(metric_order or sorted(frame["metric"].unique()))}
+    frame["_order"] = frame["metric"].map(order)
+    return frame.sort_values(["system", "query_id", "_order"]).drop(columns="_order").reset_index(drop=True)
+
+
+def judging_summary(frame: pd.DataFrame, stats: dict[str, Any], seconds: float, suite: str,
+                    prompt_version: str, judge_model: str) -> dict:
     failed = frame[frame["status"] == "failed"]
     fresh = frame[~frame["cached"]]
     flagged = frame.loc[frame["suspicious"], ["query_id", "system"]].drop_duplicates()
     return {
+        "suite": suite,
         "judgments": len(frame),
-        "prompt_version": cfg.prompt_version,
-        "judge_model": cfg.model,
+        "prompt_version": prompt_version,
+        "judge_model": judge_model,
         "status_counts": {k: int(v) for k, v in frame["status"].value_counts().items()},
         "failures": {f"{m}/{s}": int(n) for (m, s), n in failed.groupby(["metric", "system"]).size().items()},
         "failure_reasons": {k: int(v) for k, v in failed["reason"].str.slice(0, 60).value_counts().head(10).items()},
+        "judge_calls": int(fresh["attempts"].sum()),
         "prompt_tokens": int(fresh["prompt_tokens"].sum()),
         "completion_tokens": int(fresh["completion_tokens"].sum()),
         "cached_prompt_tokens": int(frame.loc[frame["cached"], "prompt_tokens"].sum()),
@@ -255,16 +238,21 @@ def judging_summary(frame: pd.DataFrame, stats: dict[str, int], seconds: float, 
     }
 
 
-def judgments_frame(judgments: list[Judgment], flags: dict[tuple[str, str], str] | None = None) -> pd.DataFrame:
-    frame = flag_suspicious(pd.DataFrame([asdict(j) for j in judgments], columns=JUDGMENT_COLUMNS), flags or {})
-    frame["llm_score"] = frame["llm_score"].astype("Int64")
-    frame["score"] = frame["score"].astype("float64")
-    frame["em"] = frame["em"].astype("float64")
-    return frame.sort_values(["system", "query_id", "metric"]).reset_index(drop=True)
+def write_judgments(frame: pd.DataFrame, out_dir: Path) -> None:
+    """Every judgment (failures included) and, for the reducer, the long-format scores of the
+    successful ones only: a failed judgment is absent there, never a NaN or a 0."""
+    frame.to_parquet(out_dir / JUDGMENTS_FILE, index=False)
+    frame.loc[frame["score"].notna(), SCORE_COLUMNS].to_parquet(out_dir / SCORES_FILE, index=False)
+
+
+def stage_code_version(suite: str) -> str:
+    """This stage's code, the suite's module and its prompt templates."""
+    return code_version(__name__, f"judges.{suite}", data_dirs=(PROMPTS_ROOT / suite,))
 
 
 def run_judging(
     run_dir: Path,
+    suite_name: str,
     queries_path: Path,
     retrieved_path: Path,
     generations_path: Path,
@@ -275,31 +263,30 @@ def run_judging(
     force: bool = False,
     progress: bool = True,
 ) -> JudgingOutputs:
+    suite = get_suite(suite_name)
+    stage = RunLayout.judge_stage(suite_name)
     config = {"judge": judge, "seed": client.seed, "top_k": top_k}
     upstream = [file_fingerprint(p) for p in (queries_path, retrieved_path, generations_path)]
-    key = stage_key("judge", config, upstream, CODE_VERSION)
+    key = stage_key(stage, config, upstream, stage_code_version(suite_name))
 
     def compute(out_dir: Path) -> dict:
         started = time.perf_counter()
         generations = pd.read_parquet(generations_path)
         samples, failed = load_samples(pd.read_parquet(queries_path), pd.read_parquet(retrieved_path),
                                        generations, top_k)
-        judgments, stats = judge_all(samples, judge, client, base_url, progress, StageCheckpoint(run_dir, "judge", key))
-        frame = judgments_frame(judgments + failed_generation_judgments(failed, judge), suspicious_texts(samples))
-        check_complete(frame, generations, judge.metrics)
+        judgments, stats = judge_suite(suite, samples, judge, client, base_url, progress,
+                                       StageCheckpoint(run_dir, stage, key))
+        judgments += failed_generation_judgments(suite, failed, judge)
+        metrics = suite.selected_metrics(judge)
+        frame = judgments_frame(judgments, suspicious_texts(samples), metrics)
+        check_complete(frame, generations, metrics)
         write_judgments(frame, out_dir)
-        return judging_summary(frame, stats, time.perf_counter() - started, judge)
+        return judging_summary(frame, stats, time.perf_counter() - started, suite_name,
+                               suite.prompt_version(judge), judge.model)
 
-    return judging_outputs(run_stage(run_dir, "judge", key, compute, force=force))
-
-
-def write_judgments(frame: pd.DataFrame, out_dir: Path) -> None:
-    """Every judgment (failures included) and, for the reducer, the long-format scores of the
-    successful ones only: a failed judgment is absent there, never a NaN or a 0."""
-    frame.to_parquet(out_dir / "judgments.parquet", index=False)
-    frame.loc[frame["score"].notna(), SCORE_COLUMNS].to_parquet(out_dir / "scores.parquet", index=False)
+    return judging_outputs(suite_name, run_stage(run_dir, stage, key, compute, force=force))
 
 
-def judging_outputs(result: StageResult) -> JudgingOutputs:
-    return JudgingOutputs(result.out_dir / "judgments.parquet", result.out_dir / "scores.parquet",
-                          result.summary, result.reused)
+def judging_outputs(suite: str, result: StageResult) -> JudgingOutputs:
+    return JudgingOutputs(suite, result.out_dir / JUDGMENTS_FILE, result.out_dir / SCORES_FILE, result.summary,
+                          result.reused)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from judges.suite import metric_order
 from stats.hypotheses import load_hypotheses
 from stats.report import compute_all, load_scores, write_outputs
 from tasks.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
@@ -25,7 +26,8 @@ def run_reduce(
     def reduce_scores(out_dir: Path) -> dict:
         scores = pd.concat([load_scores(path) for path in scores_paths], ignore_index=True)
         hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None
-        result = compute_all(scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha)
+        result = compute_all(scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha,
+                             metric_order=metric_order())
         written = write_outputs(result, scores, out_dir)
         return {
             "n_queries": result["n_queries"],

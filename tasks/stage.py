@@ -40,8 +40,17 @@ def _canonical(obj: Any) -> Any:
 
 
 def _module_file(module: str) -> Path | None:
-    spec = importlib.util.find_spec(module)
-    return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+    """The source file of a project module, found on disk without importing it (None for a name that is
+    not a module, e.g. `judges.client.LLMClient`)."""
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    base = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if rest and candidate.is_file() or not rest and candidate.name == "__init__.py" and candidate.is_file():
+            return candidate
+    return None
 
 
 def _project_imports(path: Path, package: str) -> set[str]:

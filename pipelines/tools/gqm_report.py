@@ -1,8 +1,11 @@
 """GQM report of a run directory: goal tree config (YAML, pydantic), metric table, aggregation, plots, MLflow.
 
-Inputs read from RUN_DIR (all optional except that at least one metric source must exist):
-- judge/scores.parquet           long format (query_id, system, metric, score): CCRS and GroUSE metrics
-- vera/scores.parquet            same format, VERA metrics (pipelines/tools/vera.py)
+Inputs read from RUN_DIR through tasks/layout.py (all optional except that at least one metric source
+must exist):
+- judge_<suite>/scores.parquet   long format (query_id, system, metric, score), every judge suite the run
+                                 judged (CCRS, GroUSE, VERA, RAGChecker-style)
+- vera/scores.parquet            `ccrs vera` output (the cross-encoder aggregate); metrics a judge stage
+                                 already gave are taken from the judge stage
 - retrieval_metrics/retrieval_metrics.parquet (or retrieve/...): (query_id, retriever, measure, value);
   mapped onto systems through generate/generations.parquet (system -> retriever)
 - retrieve/queries.parquet       query_id -> qtype (BioASQ yesno / factoid / list / summary)
@@ -31,6 +34,7 @@ from stats.gqm import (
     QuestionNode,
     aggregate_matrix,
 )
+from tasks.layout import SCORES_FILE, RunLayout
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_GOALS = REPO / "configs" / "gqm" / "thesis-goals.yaml"
@@ -149,13 +153,14 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
     """Long table (query_id, system, metric, score, qtype) from every source in the run directory, and
     metric -> source file. Rows with a non-finite score are dropped (= missing, never 0)."""
     run_dir = Path(run_dir)
+    layout = RunLayout(run_dir)
     frames, sources = [], {}
-    for rel in ("judge/scores.parquet", "vera/scores.parquet"):
-        path = run_dir / rel
-        if path.exists():
-            frame = pd.read_parquet(path, columns=["query_id", "system", "metric", "score"])
-            frames.append(frame)
-            sources.update({m: rel for m in frame["metric"].unique()})
+    paths = [layout.scores(suite) for suite in layout.judged_suites()] + [layout.vera_dir / SCORES_FILE]
+    for path in (p for p in paths if p.exists()):
+        frame = pd.read_parquet(path, columns=["query_id", "system", "metric", "score"])
+        frame = frame[~frame["metric"].isin(sources)]  # a metric is taken from its first source only
+        frames.append(frame)
+        sources.update({m: str(path.relative_to(run_dir)) for m in frame["metric"].unique()})
     retrieval = _first(run_dir, "retrieval_metrics/retrieval_metrics.parquet", "retrieve/retrieval_metrics.parquet")
     if retrieval is not None:
         per_query = pd.read_parquet(retrieval)
@@ -173,7 +178,8 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
         frames.append(frame)
         sources.update({m: str(retrieval.relative_to(run_dir)) for m in frame["metric"].unique()})
     if not frames:
-        raise FileNotFoundError(f"{run_dir}: no judge/scores.parquet, vera/scores.parquet or retrieval metrics")
+        raise FileNotFoundError(f"{run_dir}: no judge_<suite>/scores.parquet, vera/scores.parquet or retrieval "
+                                "metrics")
     table = pd.concat(frames, ignore_index=True)
     table["query_id"] = table["query_id"].astype(str)
     table["score"] = pd.to_numeric(table["score"], errors="coerce")

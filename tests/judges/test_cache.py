@@ -1,38 +1,45 @@
-from judges.cache import JudgmentCache, judgment_key
-from judges.client import ChatRequest
+from judges.cache import JudgmentCache
+from judges.config import JudgeConfig
+from judges.suite import Sample, get_suite
 
 
-def _request(**changes):
-    base = {"model": "m", "messages": [{"role": "user", "content": "p"}], "temperature": 0.0, "max_tokens": 8}
-    base.update(changes)
-    return ChatRequest(**base)
+def _sample(**changes) -> Sample:
+    base = {"query_id": "q1", "system": "A", "question": "Which gene?", "response": "BRCA1",
+            "ground_truth": "BRCA1 is mutated.", "context": ["chunk about BRCA1"], "exact_answers": ["BRCA1"]}
+    return Sample(**{**base, **changes})
 
 
-def test_key_is_stable_and_sensitive_to_every_part():
-    key = judgment_key(_request(), "v1", 0, 2)
-    assert key == judgment_key(_request(), "v1", 0, 2)
+def _key(sample=None, seed=0, **judge) -> str:
+    units = get_suite("ccrs").plan(sample or _sample(), JudgeConfig(metrics=["AC"], **judge), seed, len)
+    return units[0].key
+
+
+def test_unit_key_is_stable_and_sensitive_to_every_part():
+    key = _key()
+    assert key == _key()
     variants = [
-        judgment_key(_request(model="other"), "v1", 0, 2),
-        judgment_key(_request(messages=[{"role": "user", "content": "q"}]), "v1", 0, 2),
-        judgment_key(_request(temperature=0.5), "v1", 0, 2),
-        judgment_key(_request(max_tokens=9), "v1", 0, 2),
-        judgment_key(_request(extra_body={"response_format": {"type": "json_object"}}), "v1", 0, 2),
-        judgment_key(_request(), "v2", 0, 2),
-        judgment_key(_request(), "v1", 1, 2),
-        judgment_key(_request(), "v1", 0, 1),
+        _key(model="other"),
+        _key(_sample(ground_truth="BRCA2 is mutated.")),
+        _key(_sample(context=["another chunk"])),
+        _key(_sample(exact_answers=["BRCA2"])),  # AC's exact match reads the synonyms
+        _key(max_tokens=9),
+        _key(structured_output=True),
+        _key(prompt_version="v1", shared_prefix=True),
+        _key(seed=1),
+        _key(max_reasks=1),
+        _key(ac_lambda=0.5),
     ]
     assert len(set(variants + [key])) == len(variants) + 1
 
 
 def test_cache_round_trip_through_parquet(tmp_path):
     cache = JudgmentCache(tmp_path)
-    cache.put("k1", {"llm_score": 70, "status": "ok", "reason": None, "raw": "70", "attempts": 1,
-                     "prompt_tokens": 10, "completion_tokens": 2})
-    cache.put("k2", {"llm_score": None, "status": "failed", "reason": "prose", "raw": "good", "attempts": 3,
-                     "prompt_tokens": 30, "completion_tokens": 6})
+    cache.put("k1", "ccrs", [{"metric": "CC", "llm_score": 70, "status": "ok", "raw": "70", "attempts": 1}])
+    cache.put("k2", "grouse", [{"metric": "completeness", "llm_score": None, "status": "failed", "raw": "good"},
+                               {"metric": "usefulness", "llm_score": None, "status": "skipped", "raw": None}])
     assert cache.flush() == 2
     reloaded = JudgmentCache(tmp_path)
     assert len(reloaded) == 2
-    assert int(reloaded.get("k1")["llm_score"]) == 70
-    assert reloaded.get("k2")["raw"] == "good"
+    assert reloaded.get("k1")[0]["llm_score"] == 70
+    assert [r["status"] for r in reloaded.get("k2")] == ["failed", "skipped"]
     assert reloaded.get("missing") is None

@@ -9,6 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from pipelines.pipeline import run_pipeline
 from tests.pipelines.conftest import PLANTED_SECRETS
+from tasks.layout import RunLayout
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 CCRS = ["CC", "QR", "ID", "AC", "IR"]
@@ -68,7 +69,7 @@ def test_one_nested_run_per_system_with_ccrs_means_and_cis(e2e_run):
 
 def test_every_sample_has_one_judgment_or_one_recorded_failure(e2e_run):
     config, result = e2e_run
-    judgments = pd.read_parquet(result.run_dir / "judge" / "judgments.parquet")
+    judgments = pd.read_parquet(RunLayout(result.run_dir).judgments("ccrs"))
     assert not judgments.duplicated(["query_id", "system", "metric"]).any()
     assert len(judgments) == 3 * 6 * len(CCRS)
     ok = judgments["status"] != "failed"

@@ -1,7 +1,7 @@
 import json
 
 from pipelines.cli import main
-from tests.tasks.test_gqm_report import make_run
+from tests.pipelines.tools.test_gqm_report import make_run
 
 
 def test_report_command_writes_and_logs_to_mlflow(tmp_path, capsys):
@@ -26,7 +26,7 @@ def test_report_command_writes_and_logs_to_mlflow(tmp_path, capsys):
 
 def test_report_command_errors(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
-    assert "no judge/scores.parquet" in capsys.readouterr().err
+    assert "no judge_<suite>/scores.parquet" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("goals: []\n")
     make_run(tmp_path / "run")

@@ -16,8 +16,10 @@ import pytest
 import yaml
 
 from pipelines.config import DEFAULT_CONFIG
+from tasks.layout import RunLayout
 
 pytestmark = pytest.mark.llm
+JUDGE = RunLayout.judge_stage("ccrs")
 COMPARED = ["query_id", "system", "metric", "status", "llm_score", "score"]
 
 
@@ -63,11 +65,11 @@ def _kill_when(workdir: Path, config: Path, cache: Path, ready, what: str) -> No
 
 
 def _checkpointed_judgments(run_dir: Path) -> int:
-    return sum(len(p.read_text().splitlines()) for p in (run_dir / ".judge.partial").glob("*.jsonl"))
+    return sum(len(p.read_text().splitlines()) for p in (run_dir / f".{JUDGE}.partial").glob("*.jsonl"))
 
 
 def _results(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    judgments = pd.read_parquet(run_dir / "judge" / "judgments.parquet")[COMPARED]
+    judgments = pd.read_parquet(RunLayout(run_dir).judgments("ccrs"))[COMPARED]
     generations = pd.read_parquet(run_dir / "generate" / "generations.parquet")[["query_id", "system", "answer"]]
     stats = json.loads((run_dir / "reduce" / "stats.json").read_text())
     return judgments, generations, {m: block["means"] for m, block in stats["per_metric"].items()}
@@ -84,20 +86,20 @@ def test_a_killed_run_resumes_between_and_inside_stages_with_identical_results(t
     # 1. killed between stages: as soon as generation has landed
     _kill_when(killed_dir, killed_cfg, cache, lambda: (run_dir / "generate" / "_STAGE.json").exists(),
                "the generate stage finished")
-    assert not (run_dir / "judge" / "_STAGE.json").exists()
+    assert not (RunLayout(run_dir).judge_dir("ccrs") / "_STAGE.json").exists()
     generate_manifest = (run_dir / "generate" / "_STAGE.json").stat().st_mtime_ns
     # 2. killed inside the judging stage, once some shards are checkpointed
     _kill_when(killed_dir, killed_cfg, cache, lambda: _checkpointed_judgments(run_dir) >= 8,
                "8 checkpointed judgments")
     assert (run_dir / "generate" / "_STAGE.json").stat().st_mtime_ns == generate_manifest  # reused, not redone
-    assert not (run_dir / "judge" / "_STAGE.json").exists()
+    assert not (RunLayout(run_dir).judge_dir("ccrs") / "_STAGE.json").exists()
     saved = _checkpointed_judgments(run_dir)
     # 3. the rerun finishes, asking the judge only about what the checkpoint lacks
     _run_to_end(killed_dir, killed_cfg, cache)
-    judge_summary = json.loads((run_dir / "judge" / "_STAGE.json").read_text())["summary"]
+    judge_summary = json.loads((RunLayout(run_dir).judge_dir("ccrs") / "_STAGE.json").read_text())["summary"]
     assert 8 <= judge_summary["resumed"] <= saved  # a line torn by the kill is not counted
     assert judge_summary["judge_requests"] > 0 and judge_summary["cache_hits"] == 0
-    assert not (run_dir / ".judge.partial").exists()
+    assert not (run_dir / f".{JUDGE}.partial").exists()
 
     expected, resumed = _results(baseline_dir / "run"), _results(run_dir)
     pd.testing.assert_frame_equal(resumed[0], expected[0])

@@ -101,9 +101,12 @@ def test_hypotheses_evaluated(scores):
     assert entry["adjusted_p"] == entry["raw_p"]  # a single hypothesis
 
 
-def test_metric_order_is_ccrs_first_then_sorted_whatever_the_row_order():
-    assert compute_all(make_scores(metrics=("IR", "CC", "AC")), b=20)["metrics"] == ["CC", "AC", "IR"]
-    assert compute_all(make_scores(metrics=("zeta", "CC", "alpha")), b=20)["metrics"] == ["CC", "alpha", "zeta"]
+def test_metric_order_is_the_given_order_first_then_sorted_whatever_the_row_order():
+    order = ("CC", "QR", "ID", "AC", "IR")
+    assert compute_all(make_scores(metrics=("IR", "CC", "AC")), b=20, metric_order=order)["metrics"] == ["CC", "AC", "IR"]
+    assert compute_all(make_scores(metrics=("zeta", "CC", "alpha")), b=20,
+                       metric_order=order)["metrics"] == ["CC", "alpha", "zeta"]
+    assert compute_all(make_scores(metrics=("IR", "CC", "AC")), b=20)["metrics"] == ["AC", "CC", "IR"]
 
 
 def test_undefined_values_are_null_with_notes():

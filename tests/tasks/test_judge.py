@@ -3,7 +3,9 @@ import pytest
 
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from tasks.generate import run_generation
-from tasks.judge import judge_all, load_samples, run_judging
+from judges.suite import get_suite
+from tasks.judge import judge_suite, load_samples, run_judging
+from tasks.layout import RunLayout
 
 
 def _extractive_generations(tmp_path, inputs):
@@ -34,7 +36,8 @@ def test_empty_responses_score_zero_without_a_judge_call(tmp_path, bioasq_inputs
     gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs))
     gens["answer"] = ""
     samples, _ = load_samples(*(pd.read_parquet(p) for p in bioasq_inputs), gens, top_k=3)
-    judgments, stats = judge_all(samples, JudgeConfig(), ClientConfig(), "http://127.0.0.1:9/v1", progress=False)
+    judgments, stats = judge_suite(get_suite("ccrs"), samples, JudgeConfig(), ClientConfig(), "http://127.0.0.1:9/v1",
+                                   progress=False)
     assert stats["judge_requests"] == 0
     assert {j.status for j in judgments} == {"empty_response"} and {j.score for j in judgments} == {0.0}
     assert all(j.em == 0.0 for j in judgments if j.metric == "AC")
@@ -47,8 +50,9 @@ def test_every_metric_is_scored_or_recorded_as_failure(tmp_path, bioasq_inputs, 
     gens = gens.head(4)
     gens.to_parquet(gens_path, index=False)
     judge = JudgeConfig(model=llm_endpoint.judge_model)
-    out = run_judging(tmp_path / "run", *bioasq_inputs, gens_path, judge, ClientConfig(max_concurrency=16),
+    out = run_judging(tmp_path / "run", "ccrs", *bioasq_inputs, gens_path, judge, ClientConfig(max_concurrency=16),
                       llm_endpoint.base_url, top_k=3, progress=False)
+    assert out.judgments_path == RunLayout(tmp_path / "run").judgments("ccrs")
     frame = pd.read_parquet(out.judgments_path)
     assert len(frame) == 4 * 5 and set(frame.metric) == {"CC", "QR", "ID", "AC", "IR"}
     assert set(frame.prompt_version) == {"v1"} and set(frame.judge_model) == {llm_endpoint.judge_model}
@@ -70,7 +74,7 @@ def test_every_metric_is_scored_or_recorded_as_failure(tmp_path, bioasq_inputs, 
     assert out.summary["prompt_tokens"] == int(judged.prompt_tokens.sum()) > 0
     assert sum(out.summary["failures"].values()) == len(failed) + len(gen_failed)
 
-    rerun = run_judging(tmp_path / "run", *bioasq_inputs, gens_path, judge, ClientConfig(),
+    rerun = run_judging(tmp_path / "run", "ccrs", *bioasq_inputs, gens_path, judge, ClientConfig(),
                         llm_endpoint.base_url, top_k=3, force=True, progress=False)
     assert rerun.summary["judge_requests"] == 0 and rerun.summary["cache_hits"] == 10
     again = pd.read_parquet(rerun.judgments_path)
@@ -82,7 +86,7 @@ def test_structured_output_yields_parsed_scores(tmp_path, bioasq_inputs, llm_end
     gens_path = _extractive_generations(tmp_path, bioasq_inputs)
     pd.read_parquet(gens_path).head(2).to_parquet(gens_path, index=False)
     judge = JudgeConfig(model=llm_endpoint.judge_model, structured_output=True, shared_prefix=True)
-    out = run_judging(tmp_path / "run", *bioasq_inputs, gens_path, judge, ClientConfig(),
+    out = run_judging(tmp_path / "run", "ccrs", *bioasq_inputs, gens_path, judge, ClientConfig(),
                       llm_endpoint.base_url, top_k=3, progress=False)
     frame = pd.read_parquet(out.judgments_path)
     assert len(frame) == 10
@@ -106,3 +110,24 @@ def test_injected_responses_and_contexts_are_flagged_not_dropped(tmp_path, bioas
     judgments = [empty_judgment(CCRS_METRICS["QR"], s, JudgeConfig()) for s in samples]
     frame = judgments_frame(judgments, flags)
     assert len(frame) == len(samples) and frame["suspicious"].sum() == 2
+
+
+def test_every_suite_records_empty_responses_and_failed_generations_one_row_per_metric(tmp_path, bioasq_inputs):
+    from judges.suite import suites
+    from tasks.judge import check_complete, failed_generation_judgments, judgments_frame
+
+    gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs)).head(3)
+    gens["answer"] = ""
+    samples, _ = load_samples(*(pd.read_parquet(p) for p in bioasq_inputs), gens, top_k=3)
+    failed = [{"query_id": samples[0].query_id, "system": samples[0].system, "error": "HTTP 500"}]
+    for name, suite in suites().items():
+        judgments, stats = judge_suite(suite, samples[1:], JudgeConfig(cache=False), ClientConfig(),
+                                       "http://127.0.0.1:9/v1", progress=False)
+        judgments += failed_generation_judgments(suite, failed, JudgeConfig())
+        metrics = suite.selected_metrics(JudgeConfig())
+        frame = judgments_frame(judgments, metric_order=metrics)
+        check_complete(frame, gens, metrics)
+        assert stats["judge_requests"] == 0, name
+        assert set(frame.suite) == {name} and set(frame.metric) == set(metrics)
+        assert (frame.loc[frame.query_id != samples[0].query_id, "status"] == "empty_response").all(), name
+        assert frame.loc[frame.reason.str.startswith("generation failed"), "score"].isna().all(), name

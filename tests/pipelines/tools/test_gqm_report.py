@@ -15,6 +15,8 @@ from pipelines.tools.gqm_report import (
     write_report,
 )
 
+from tasks.layout import RunLayout
+
 QTYPES = ["yesno", "factoid", "list", "summary"]
 
 
@@ -28,8 +30,9 @@ def make_run(root: Path, with_retrieval: bool = True) -> Path:
     queries.to_parquet(root / "retrieve" / "queries.parquet")
     systems = {"bm25+r": "bm25", "knn+r": "knn"}
     rows = [(q, s, m, float(rng.uniform())) for q in queries.query_id for s in systems for m in ["CC", "QR", "ID", "AC", "IR"]]
-    (root / "judge").mkdir()
-    pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"]).to_parquet(root / "judge" / "scores.parquet")
+    layout = RunLayout(root)
+    layout.judge_dir("ccrs").mkdir()
+    pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"]).to_parquet(layout.scores("ccrs"))
     (root / "generate").mkdir()
     pd.DataFrame([{"query_id": q, "system": s, "retriever": r, "reader": "r", "answer": "x"}
                   for q in queries.query_id for s, r in systems.items()]).to_parquet(root / "generate" / "generations.parquet")
@@ -108,3 +111,18 @@ def test_write_report_files(tmp_path):
         assert f.read_bytes()[:4] == b"\x89PNG"
     q21 = report["systems"]["knn+r"]["all"]["goals"][1]["questions"][0]  # retriever question, nothing measured
     assert q21["score"] is None and "none of its metrics" in q21["reason"]
+
+
+def test_grouse_scores_of_a_ccrs_and_grouse_run_reach_the_report(tmp_path):
+    """Regression: the GroUSE stage's scores (judge_grouse/) used to be ignored, and the GroUSE-weighted
+    questions were silently re-weighted away."""
+    root = make_run(tmp_path / "run")
+    layout = RunLayout(root)
+    grouse = ["answer_relevancy", "completeness", "usefulness", "faithfulness"]
+    rows = [(q, s, m, 0.5) for q in [f"q{i}" for i in range(8)] for s in ("bm25+r", "knn+r") for m in grouse]
+    layout.judge_dir("grouse").mkdir()
+    pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"]).to_parquet(layout.scores("grouse"))
+    report, _ = write_report(root, DEFAULT_GOALS, tmp_path / "gqm")
+    assert not set(grouse) & set(report["missing_metrics"])
+    assert {report["metric_sources"][m] for m in grouse} == {str(layout.scores("grouse").relative_to(root))}
+    assert report["metric_sources"]["CC"] == str(layout.scores("ccrs").relative_to(root))

@@ -1,0 +1,259 @@
+"""The shape every judge suite has: registered metrics, a plan per sample, one ask/parse/re-ask loop, one
+judgment record, and a registry (like lm-evaluation-harness' registry; metrics like ir_measures' measures).
+
+A suite (CCRS, GroUSE, VERA, the RAGChecker-style baseline) declares its `Metric`s and implements three
+things: `plan` (the units of work for one sample: one per metric, or one per sample when its calls depend
+on each other), `evaluate` (ask the judge through `ask` and turn the replies into `Judgment`s) and
+`not_judged` (the records of a sample that is not sent: empty response, failed generation). The stage
+(tasks/judge.py) does the rest the same way for every suite: context fitting budget, fan-out, cache,
+checkpoints, failure accounting, output files.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from judges.client import ChatRequest, LLMClient, LLMRequestError
+
+Count = Callable[[str], int]
+
+# Every tag name any template uses to delimit untrusted text. Untrusted text is rewritten so that it can
+# neither open nor close one of them (one list for all suites: a tag added to a template goes here).
+DELIMITER_TAGS = ("question", "context", "chunk", "response", "ground_truth", "references", "reference",
+                  "answer_1", "answer_2", "answer", "statements", "text", "claims")
+_DELIMITER = re.compile(rf"<(/?)\s*({'|'.join(sorted(DELIMITER_TAGS, key=len, reverse=True))})\b([^<>]*)>?",
+                        re.IGNORECASE)
+
+
+def neutralize(text: str) -> str:
+    """`<context>`, `</chunk rank="2">` ... inside untrusted text become `[context]`, `[/chunk rank="2"]`."""
+    return _DELIMITER.sub(lambda m: f"[{m.group(1)}{m.group(2)}{m.group(3)}]", text)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One registered metric. `name` is its column in scores.parquet (unique over all suites); `scale`
+    is the judge's own mark (scores.parquet holds it mapped to [0, 1]); `inputs` in the order the prompt
+    shows them; `templates` the files under judges/prompts/<suite>/<version>/; `judged` is False for a
+    metric derived from other marks (no call of its own)."""
+
+    suite: str
+    name: str
+    scale: tuple[float, float]
+    inputs: tuple[str, ...]
+    templates: tuple[str, ...]
+    description: str
+    judged: bool = True
+
+
+@dataclass
+class Sample:
+    """The untrusted texts of one (query, system): `context` ranked, best chunk first."""
+
+    query_id: str
+    system: str
+    question: str
+    response: str
+    ground_truth: str
+    context: list[str]
+    exact_answers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Judgment:
+    """One metric of one sample, the same record for every suite. `score` in [0, 1] feeds the statistics
+    (None when not computable); `llm_score` is the judge's own mark on the metric's scale (None where
+    the metric has none, e.g. a share of verdicts); status: ok | failed | empty_response | skipped."""
+
+    query_id: str
+    system: str
+    suite: str
+    metric: str
+    score: float | None
+    llm_score: int | None
+    em: float | None
+    status: str
+    reason: str | None
+    raw: str | None
+    attempts: int
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_version: str
+    judge_model: str
+    n_context_chunks: int = 0
+    n_context_truncated: int = 0
+    cached: bool = False
+    detail: str | None = None
+
+    COLUMNS: ClassVar[tuple[str, ...]]
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def transport_failed(self) -> bool:
+        return self.status == "failed" and (self.reason or "").startswith("request failed")
+
+
+Judgment.COLUMNS = tuple(Judgment.__dataclass_fields__)
+
+
+def detail_json(**detail: Any) -> str | None:
+    return json.dumps(detail, default=str, sort_keys=True) if detail else None
+
+
+@dataclass
+class Unit:
+    """One unit of work of a suite for one sample: the metrics it yields, a suite-specific `plan` (the
+    fitted context, the first request ...), and `key`, a hash of everything that determines the replies
+    (the judgment cache's key)."""
+
+    suite: str
+    sample: Sample
+    metrics: tuple[str, ...]
+    plan: Any
+    key: str
+    n_context_chunks: int = 0
+    n_context_truncated: int = 0
+
+    @property
+    def id(self) -> str:
+        """Stable within a run: the checkpoint's item id."""
+        return f"{self.sample.system}/{self.sample.query_id}/{'+'.join(self.metrics)}"
+
+
+def unit_key(suite: str, payload: Any) -> str:
+    return hashlib.sha256(json.dumps([suite, payload], sort_keys=True, default=str).encode()).hexdigest()
+
+
+# --- the one ask / parse / re-ask loop ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Parsed:
+    """A parser's verdict on one reply: ok with a value (which may be None where null is allowed), or not
+    ok with the reason that the re-ask quotes."""
+
+    ok: bool
+    value: Any = None
+    reason: str | None = None
+
+
+@dataclass
+class Usage:
+    """What the asks of one judgment cost: asks (1 + re-asks, plus transport attempts of a failed one)."""
+
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    ok: bool
+    value: Any
+    raw: str | None
+    reason: str | None
+
+
+def reply_budget(messages: Sequence[dict[str, str]], wanted: int, window: int | None, count: Count | None) -> int:
+    """New tokens to ask for: `wanted`, lowered so that prompt + reply fit the judge's window."""
+    if count is None or window is None:
+        return wanted
+    used = count("\n\n".join(m["content"] for m in messages)) + 8 * len(messages)
+    return max(16, min(wanted, window - used))
+
+
+def ask(client: LLMClient, request: ChatRequest, parse: Callable[[str | None], Parsed],
+        reask: Callable[[str], str], max_reasks: int, usage: Usage, window: int | None = None,
+        count: Count | None = None) -> Answer:
+    """Ask, parse, and re-ask at most `max_reasks` times with `reask(reason)` appended to the dialogue.
+    A request failure ends at once with reason "request failed: ..." (the stage may requeue it); an
+    invalid reply after every re-ask keeps the last raw reply and the reason."""
+    messages = list(request.messages)
+    raw, reason = None, "not asked"
+    for _ in range(max_reasks + 1):
+        max_tokens = reply_budget(messages, request.max_tokens, window, count)
+        try:
+            result = client.chat(ChatRequest(request.model, messages, request.temperature, max_tokens,
+                                             request.extra_body))
+        except LLMRequestError as exc:
+            usage.attempts += exc.attempts or 1
+            return Answer(False, None, raw, f"request failed: {exc}")
+        usage.attempts += 1
+        usage.prompt_tokens += result.prompt_tokens
+        usage.completion_tokens += result.completion_tokens
+        raw = result.text
+        parsed = parse(raw)
+        if parsed.ok:
+            return Answer(True, parsed.value, raw, None)
+        reason = parsed.reason or "invalid"
+        messages = list(request.messages) + [{"role": "assistant", "content": raw or ""},
+                                             {"role": "user", "content": reask(reason)}]
+    return Answer(False, None, raw, f"invalid after {max_reasks} re-asks: {reason}")
+
+
+def user_request(model: str, prompt: str, max_tokens: int, extra_body: dict[str, Any] | None = None) -> ChatRequest:
+    return ChatRequest(model=model, messages=[{"role": "user", "content": prompt}], temperature=0.0,
+                       max_tokens=max_tokens, extra_body=extra_body or {})
+
+
+# --- the suite protocol and the registry --------------------------------------------------------------
+
+class JudgeSuite(Protocol):
+    name: str
+    description: str
+    metrics: dict[str, Metric]  # display order
+
+    def prompt_version(self, judge: Any) -> str: ...
+
+    def selected_metrics(self, judge: Any) -> tuple[str, ...]: ...
+
+    def plan(self, sample: Sample, judge: Any, seed: int, count: Count) -> list[Unit]: ...
+
+    def evaluate(self, client: LLMClient, unit: Unit, judge: Any, count: Count | None) -> list[Judgment]: ...
+
+    def not_judged(self, sample: Sample, judge: Any, status: str, reason: str) -> list[Judgment]: ...
+
+
+_SUITES: dict[str, JudgeSuite] = {}
+SUITE_MODULES = ("judges.ccrs", "judges.grouse", "judges.vera", "judges.ragchecker")
+
+
+def register_suite(suite: JudgeSuite) -> JudgeSuite:
+    clash = {m for other in _SUITES.values() if other.name != suite.name for m in other.metrics} & set(suite.metrics)
+    if clash:
+        raise ValueError(f"suite {suite.name!r}: metric names {sorted(clash)} are taken by another suite")
+    if any(metric.suite != suite.name for metric in suite.metrics.values()):
+        raise ValueError(f"suite {suite.name!r} declares a metric of another suite")
+    _SUITES[suite.name] = suite
+    return suite
+
+
+def suites() -> dict[str, JudgeSuite]:
+    """Every registered suite, in registration order (importing the suite modules registers them)."""
+    import importlib
+
+    for module in SUITE_MODULES:
+        importlib.import_module(module)
+    return dict(_SUITES)
+
+
+def get_suite(name: str) -> JudgeSuite:
+    registered = suites()
+    if name not in registered:
+        raise KeyError(f"unknown judge suite {name!r}; registered: {', '.join(registered)}")
+    return registered[name]
+
+
+def all_metrics(names: Iterable[str] | None = None) -> list[Metric]:
+    """Metrics of the given suites (all by default) in registry order: the display order everywhere."""
+    chosen = list(names) if names is not None else list(suites())
+    return [metric for name in chosen for metric in get_suite(name).metrics.values()]
+
+
+def metric_order() -> list[str]:
+    return [metric.name for metric in all_metrics()]

@@ -1,0 +1,96 @@
+"""Where every stage's outputs live in a run directory: the one declaration that writers and readers share.
+
+    runs/<name>/
+      config.json  failures.json  logs/
+      ingest/ chunk/ embed/ index/ retrieve/ retrieval_metrics/     retrieval stages
+      generate/generations.parquet                                  3 readers x 2 retrievers
+      judge_<suite>/judgments.parquet, scores.parquet               one folder per judge suite
+      reduce/stats.json, tables/, plots/                            statistics over every suite's scores
+      track/                                                        MLflow run ids (and gqm/ when asked)
+
+Stages write through tasks/stage.py into `run_dir/<stage>/`; everything that reads a run (reduce,
+tracking, `ccrs report`, `ccrs compare`, `ccrs vera`) finds files through `RunLayout`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PIPELINE_STAGES = ("retrieve", "generate", "judge", "reduce", "track")  # --from-stage choices, in order
+RETRIEVAL_STAGES = ("ingest", "chunk", "embed", "index", "retrieve", "retrieval_metrics")
+JUDGE_PREFIX = "judge_"
+JUDGMENTS_FILE = "judgments.parquet"
+SCORES_FILE = "scores.parquet"
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    def stage_dir(self, stage: str) -> Path:
+        return self.root / stage
+
+    # --- retrieval and generation
+    @property
+    def queries(self) -> Path:
+        return self.stage_dir("retrieve") / "queries.parquet"
+
+    @property
+    def retrieved(self) -> Path:
+        return self.stage_dir("retrieve") / "retrieved.parquet"
+
+    @property
+    def generations(self) -> Path:
+        return self.stage_dir("generate") / "generations.parquet"
+
+    # --- judging
+    @staticmethod
+    def judge_stage(suite: str) -> str:
+        return f"{JUDGE_PREFIX}{suite}"
+
+    def judge_dir(self, suite: str) -> Path:
+        return self.stage_dir(self.judge_stage(suite))
+
+    def judgments(self, suite: str) -> Path:
+        return self.judge_dir(suite) / JUDGMENTS_FILE
+
+    def scores(self, suite: str) -> Path:
+        return self.judge_dir(suite) / SCORES_FILE
+
+    def judged_suites(self) -> list[str]:
+        """Suites with a finished judge stage in this run, sorted by name."""
+        return sorted(path.parent.name.removeprefix(JUDGE_PREFIX)
+                      for path in self.root.glob(f"{JUDGE_PREFIX}*/{SCORES_FILE}"))
+
+    # --- reduce, tracking, reports
+    @property
+    def reduce_dir(self) -> Path:
+        return self.stage_dir("reduce")
+
+    @property
+    def stats_json(self) -> Path:
+        return self.reduce_dir / "stats.json"
+
+    @property
+    def track_dir(self) -> Path:
+        return self.stage_dir("track")
+
+    @property
+    def config_json(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def failures_json(self) -> Path:
+        return self.root / "failures.json"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def vera_dir(self) -> Path:
+        """`ccrs vera bootstrap` output (bootstrap.json) beside the run's stages."""
+        return self.root / "vera"
