@@ -1,10 +1,11 @@
 """CCRS vs the RAGChecker-style baseline on the same samples (CCRS paper section 4.1.4, Figure 4).
 
-Runs the five CCRS judgments and the baseline's P/R/F (claim extraction + entailment) with the same judge
-model over N real BioASQ questions (answer = the BioASQ ideal answer, or a truncated version of it for
-variety; context = the question's gold snippets), then reports judge calls, tokens and wall time of both
-as ratios (baseline / CCRS) and the Pearson correlation table between CCRS and baseline metrics. Logs
-everything to MLflow when --tracking-uri is given.
+Runs the registered "ccrs" suite (five judgments) and the registered "ragchecker" suite (P/R/F: claim
+extraction + entailment) with the same judge model, through `suite.plan` / `suite.evaluate` (context fitted
+to the judge's window), over N real BioASQ questions (answer = the BioASQ ideal answer, or a truncated
+version of it for variety; context = the question's gold snippets), then reports judge calls, tokens and
+wall time of both as ratios (baseline / CCRS) and the Pearson correlation table between CCRS and baseline
+metrics. Logs everything to MLflow when --tracking-uri is given.
 
     .venv/bin/python benchmarks/bench_ccrs_vs_ragchecker.py --base-url http://127.0.0.1:8000/v1 --n 6 \
         [--tracking-uri sqlite:///mlruns.db] [--out bench.json]
@@ -40,49 +41,55 @@ def samples(n: int):
         # half the responses are the first sentence only: some spread in recall
         response = ideal if i % 2 == 0 else ideal.split(". ")[0].rstrip(".") + "."
         exact = _field(q.get("exact_answer"))
+        exact = [str(x) for x in (exact if isinstance(exact, list) else [exact]) if x]
         out.append({"id": q["id"], "question": q["body"], "response": response, "ground_truth": ideal,
-                    "context": snippets, "exact": [str(x) for x in (exact if isinstance(exact, list) else [exact]) if x]})
+                    "context": snippets, "exact": exact})
     return out
 
 
-def run_ccrs(items, base_url: str, model: str, concurrency: int):
-    from judges.ccrs import CCRS_METRICS, JudgeInput, build_request, run_judgment
+def run_suite(name: str, items, judge, base_url: str, concurrency: int, seed: int = 0):
+    """Every selected metric of the registered suite `name` over the items: the suite plans its units
+    (context fitted to the judge's window) and evaluates them through one LLMClient (no Ray, no cache:
+    the wall time is the judging itself). Returns ({(id, metric): score}, cost)."""
     from judges.client import LLMClient
-    from judges.config import ClientConfig, JudgeConfig
+    from judges.config import ClientConfig
+    from judges.suite import Sample, get_suite
+    from tasks.judge import judge_counter
 
-    # lenient_parse: SmolLM2-135M rarely replies with a bare integer; the paper's 70B judge does.
-    cfg = JudgeConfig(model=model, lenient_parse=True)
-    jobs = []
-    for s in items:
-        sample = JudgeInput(s["id"], "bench", s["question"], s["response"], s["response"], s["ground_truth"],
-                            s["context"], s["exact"])
-        jobs += [(CCRS_METRICS[m], sample) for m in CCRS]
+    suite = get_suite(name)
+    count = judge_counter(judge)
+    samples = [Sample(s["id"], "bench", s["question"], s["response"], s["ground_truth"], s["context"],
+                      s["exact"]) for s in items]
+    judgments = [j for s in samples if not s.response.strip()
+                 for j in suite.not_judged(s, judge, "empty_response", "empty response")]
+    units = [u for s in samples if s.response.strip() for u in suite.plan(s, judge, seed, count)]
     started = time.perf_counter()
     with LLMClient(ClientConfig(max_concurrency=concurrency, timeout_s=300), base_url) as client:
-        judgments = client.map(lambda job: run_judgment(client, job[0], job[1],
-                                                        build_request(job[0], job[1], job[1].context, cfg), cfg), jobs)
+        results = client.map(lambda unit: suite.evaluate(client, unit, judge, count), units)
+    judgments += [j for values in results for j in values]
     wall = time.perf_counter() - started
-    scores = {(j.query_id, j.metric): j.score for j in judgments}
-    return scores, {"calls": sum(j.attempts for j in judgments), "prompt_tokens": sum(j.prompt_tokens for j in judgments),
+    scores = {(j.query_id, j.metric): None if j.score is None or not np.isfinite(j.score) else float(j.score)
+              for j in judgments}
+    return scores, {"calls": sum(j.attempts for j in judgments),
+                    "prompt_tokens": sum(j.prompt_tokens for j in judgments),
                     "completion_tokens": sum(j.completion_tokens for j in judgments), "wall_s": wall,
-                    "failed": sum(j.score is None for j in judgments)}
+                    "failed": sum(v is None for v in scores.values())}
+
+
+def run_ccrs(items, base_url: str, model: str, concurrency: int):
+    from judges.config import JudgeConfig
+
+    # lenient_parse: SmolLM2-135M rarely replies with a bare integer; the paper's 70B judge does.
+    judge = JudgeConfig(model=model, metrics=list(CCRS), lenient_parse=True)
+    return run_suite("ccrs", items, judge, base_url, concurrency)
 
 
 def run_rc(items, base_url: str, model: str, concurrency: int):
-    from judges.config import ClientConfig
-    from judges.ragchecker import RagCheckerConfig, RagCheckerInput
-    from tasks.ragchecker_stage import run_ragchecker
+    from judges.config import JudgeConfig, RagCheckerOptions
 
-    inputs = [RagCheckerInput(s["id"], "bench", s["response"], s["ground_truth"], s["context"]) for s in items]
-    started = time.perf_counter()
-    frame = run_ragchecker(inputs, RagCheckerConfig(model=model, max_tokens=128), ClientConfig(max_concurrency=concurrency, timeout_s=300),
-                           base_url)
-    wall = time.perf_counter() - started
-    scores = {(r.query_id, r.metric): (None if r.score is None or not np.isfinite(r.score) else float(r.score))
-              for r in frame.itertuples()}
-    return scores, {"calls": int(frame["calls"].sum()), "prompt_tokens": int(frame["prompt_tokens"].sum()),
-                    "completion_tokens": int(frame["completion_tokens"].sum()), "wall_s": wall,
-                    "failed": int(frame["score"].isna().sum())}
+    # the suite puts a sample's calls and tokens on its rc_precision row only: the sums count each call once
+    judge = JudgeConfig(model=model, ragchecker=RagCheckerOptions(max_tokens=128))
+    return run_suite("ragchecker", items, judge, base_url, concurrency)
 
 
 def correlation_table(items, ccrs_scores, rc_scores) -> dict:
@@ -93,7 +100,8 @@ def correlation_table(items, ccrs_scores, rc_scores) -> dict:
     for c in CCRS:
         for r in RC:
             pairs = [(ccrs_scores.get((s["id"], c)), rc_scores.get((s["id"], r))) for s in items]
-            pairs = np.array([(a, b) for a, b in pairs if a is not None and b is not None and np.isfinite(b)], dtype=float)
+            pairs = np.array([(a, b) for a, b in pairs if a is not None and b is not None and np.isfinite(b)],
+                             dtype=float)
             if len(pairs) < 3 or np.ptp(pairs[:, 0]) == 0 or np.ptp(pairs[:, 1]) == 0:
                 value, note = None, f"undefined ({len(pairs)} pairs, constant or too few)"
             else:
@@ -129,7 +137,8 @@ def main(argv=None) -> int:
     ratios = {k: (rc_cost[k] / ccrs_cost[k] if ccrs_cost[k] else None)
               for k in ("calls", "prompt_tokens", "completion_tokens", "wall_s")}
     result = {"n_samples": len(items), "model": args.model, "ccrs": ccrs_cost, "ragchecker": rc_cost,
-              "ratio_ragchecker_over_ccrs": ratios, "correlations_pearson": correlation_table(items, ccrs_scores, rc_scores),
+              "ratio_ragchecker_over_ccrs": ratios,
+              "correlations_pearson": correlation_table(items, ccrs_scores, rc_scores),
               "means": {m: _mean([ccrs_scores.get((s["id"], m)) for s in items]) for m in CCRS}
               | {m: _mean([rc_scores.get((s["id"], m)) for s in items]) for m in RC}}
     text = json.dumps(result, indent=2)

@@ -25,15 +25,16 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
 
 def build_tasks(n: int, judge_cfg, client_cfg, tmp: Path):
-    """n judge tasks over real BioASQ questions (extractive answers), cycling through the five metrics."""
+    """n judge units over real BioASQ questions (extractive answers), cycling through the judge's metrics:
+    the CCRS suite's own plan (judges/suite.py `get_suite("ccrs").plan`), one unit (one request) each."""
     import pandas as pd
     from conftest import write_bioasq_inputs
 
-    from judges.ccrs import CCRS_METRICS
     from judges.config import ReaderConfig
+    from judges.suite import get_suite
     from judges.tokens import token_counter
     from tasks.generate import build_items, generate_extractive
-    from tasks.judge import load_samples, plan_task
+    from tasks.judge import load_samples
 
     queries_path, retrieved_path = write_bioasq_inputs(tmp, limit=32, chunks_per_query=3)
     queries, retrieved = pd.read_parquet(queries_path), pd.read_parquet(retrieved_path)
@@ -42,11 +43,15 @@ def build_tasks(n: int, judge_cfg, client_cfg, tmp: Path):
     samples, _ = load_samples(queries, retrieved, generations, top_k=3)
     samples = [s for s in samples if s.response.strip()]
     count = token_counter(str(_model_dir()))
-    metrics = list(CCRS_METRICS.values())
+    suite = get_suite("ccrs")
+    per_sample = len(judge_cfg.metrics)
+    planned: dict[int, list] = {}
     tasks = []
     for i in range(n):
-        spec = metrics[i % len(metrics)]
-        tasks.append(plan_task(spec, samples[(i // len(metrics)) % len(samples)], judge_cfg, client_cfg, count))
+        s = (i // per_sample) % len(samples)
+        if s not in planned:
+            planned[s] = suite.plan(samples[s], judge_cfg, client_cfg.seed, count)
+        tasks.append(planned[s][i % per_sample])
     return tasks
 
 
@@ -56,16 +61,31 @@ def _model_dir() -> Path:
     return prepare_local_models()["smollm2-135m-instruct"]
 
 
-def time_stage(tasks, client_cfg, base_url: str) -> tuple[float, list]:
-    from judges.client import ChatRequest, LLMClient
-    from tasks.generate import fan_out
-    from tasks.judge import judge_task
+class Evaluate:
+    """The judge stage's per-unit work (tasks/judge.py): the suite's evaluate, one judgment per unit."""
 
+    def __init__(self, judge_cfg):
+        self.judge_cfg = judge_cfg
+
+    def __call__(self, client, unit):
+        from judges.suite import get_suite
+        from tasks.judge import judge_counter
+
+        judge = self.judge_cfg
+        [judgment] = get_suite(unit.suite).evaluate(client, unit, judge, judge_counter(judge))
+        return judgment
+
+
+def time_stage(tasks, judge_cfg, client_cfg, base_url: str) -> tuple[float, list]:
+    from judges.client import ChatRequest, LLMClient
+    from tasks.fanout import fan_out
+
+    evaluate = Evaluate(judge_cfg)
     with LLMClient(client_cfg, base_url) as client:  # warm-up
-        client.chat(ChatRequest(tasks[0].request.model, tasks[0].request.messages, max_tokens=2))
-    fan_out(judge_task, tasks[:4], client_cfg, base_url)  # warm the Ray workers too
+        client.chat(ChatRequest(tasks[0].plan.model, tasks[0].plan.messages, max_tokens=2))
+    fan_out(evaluate, tasks[:4], client_cfg, base_url)  # warm the Ray workers too
     started = time.perf_counter()
-    judgments = fan_out(judge_task, tasks, client_cfg, base_url)
+    judgments = fan_out(evaluate, tasks, client_cfg, base_url)
     return time.perf_counter() - started, judgments
 
 
@@ -76,11 +96,11 @@ def time_offline(tasks, seed: int) -> tuple[float, list[str]]:
 
     engine_kwargs = ServingConfig(profile="cpu").models[0].engine_kwargs  # the served engine's settings
     llm = LLM(model=str(_model_dir()), seed=seed, **engine_kwargs)
-    params = SamplingParams(temperature=0.0, max_tokens=tasks[0].request.max_tokens, seed=seed,
-                            structured_outputs=_structured(tasks[0].request.extra_body))
-    llm.chat([tasks[0].request.messages], params, use_tqdm=False)  # warm-up
+    params = SamplingParams(temperature=0.0, max_tokens=tasks[0].plan.max_tokens, seed=seed,
+                            structured_outputs=_structured(tasks[0].plan.extra_body))
+    llm.chat([tasks[0].plan.messages], params, use_tqdm=False)  # warm-up
     started = time.perf_counter()
-    outputs = llm.chat([t.request.messages for t in tasks], params, use_tqdm=False)
+    outputs = llm.chat([t.plan.messages for t in tasks], params, use_tqdm=False)
     seconds = time.perf_counter() - started
     return seconds, [o.outputs[0].text for o in outputs]
 
@@ -111,15 +131,17 @@ def main() -> int:
 
     from infra.serving import ServingConfig, start_serve_app, stop_serve_app
     from judges.config import ClientConfig, JudgeConfig
+    from judges.suite import get_suite
 
     judge_cfg = JudgeConfig(max_reasks=0, cache=False, shared_prefix=args.shared_prefix,
-                            structured_output=args.structured_output)
+                            structured_output=args.structured_output,
+                            metrics=list(get_suite("ccrs").metrics))  # every CCRS metric, registry order
     client_cfg = ClientConfig(max_concurrency=args.concurrency, seed=0)
     tasks = build_tasks(args.n, judge_cfg, client_cfg, Path(tempfile.mkdtemp(prefix="bench-judging-")))
     serving = ServingConfig.for_profile("cpu", port=args.port)
     base_url = args.base_url or start_serve_app(serving)
     try:
-        stage_s, judgments = time_stage(tasks, client_cfg, base_url)
+        stage_s, judgments = time_stage(tasks, judge_cfg, client_cfg, base_url)
     finally:
         if not args.base_url:
             stop_serve_app(serving)

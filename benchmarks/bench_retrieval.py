@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 from timing import interleaved_best
 
+from retrievers.backends import build_index, open_index
 from retrievers.chunking import chunk_passages
 from retrievers.config import DatasetConfig, EmbedderConfig, IndexConfig, OpenSearchConfig
-from retrievers.indexes import build_index, open_index
 from retrievers.loaders import load_dataset
 from retrievers.metrics import per_query_metrics, summarize
 from retrievers.tokenization import load_tokenizer
@@ -44,7 +44,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default="/work/shared/data/bioasq-12b")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--embed", action="store_true", help="real all-MiniLM-L6-v2 vectors instead of random ones")
+    parser.add_argument(
+        "--embed", action="store_true", help="real all-MiniLM-L6-v2 vectors instead of random ones"
+    )
     args = parser.parse_args()
 
     loaded = load_dataset(DatasetConfig(path=args.data))
@@ -59,7 +61,8 @@ def main() -> None:
         query_vectors = embedder.embed_queries(texts)
     else:
         vectors, query_vectors = unit_vectors(chunks.num_rows, 384, 0), unit_vectors(len(texts), 384, 1)
-    print(f"corpus: {chunks.num_rows} chunks from {loaded.passages.num_rows} passages; {len(texts)} queries; k={K}; "
+    print(f"corpus: {chunks.num_rows} chunks from {loaded.passages.num_rows} passages; "
+          f"{len(texts)} queries; k={K}; "
           f"vectors: {'all-MiniLM-L6-v2' if args.embed else 'random unit'} ({vectors.shape[1]} dims)")
 
     from osmem_server import OsmemServer
@@ -68,14 +71,18 @@ def main() -> None:
         embedded_config = IndexConfig()
         build_index(embedded_config, chunks, vectors, Path(tmp))
         embedded = open_index(embedded_config, Path(tmp))
-        os_config = IndexConfig(backend="opensearch", opensearch=OpenSearchConfig(hosts=[server.url], index_name="bench"))
+        os_config = IndexConfig(
+            backend="opensearch", opensearch=OpenSearchConfig(hosts=[server.url], index_name="bench")
+        )
         build_index(os_config, chunks, None, Path(tmp))
         remote = open_index(os_config, Path(tmp))
         candidates = {
             "embedded BM25, one batch call": lambda: embedded.search_bm25(texts, K),
             "embedded BM25, one call per query": lambda: [embedded.search_bm25([t], K)[0] for t in texts],
             "embedded k-NN, one matrix product": lambda: embedded.search_knn(query_vectors, K),
-            "embedded k-NN, one call per query": lambda: [embedded.search_knn(v[None, :], K)[0] for v in query_vectors],
+            "embedded k-NN, one call per query": lambda: [
+                embedded.search_knn(v[None, :], K)[0] for v in query_vectors
+            ],
             "osmem BM25, _msearch (64 per request)": lambda: remote.search_bm25(texts, K),
             "osmem BM25, one _search per query": lambda: [remote.search_bm25([t], K)[0] for t in texts],
         }

@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outage", type=int, default=0, help="fail the next N chat calls")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    plan = FaultPlan(args.http_500, args.timeout, args.drop, args.garbage, args.hang_s, args.outage, seed=args.seed)
+    plan = FaultPlan(args.http_500, args.timeout, args.drop, args.garbage, args.hang_s, args.outage,
+                     seed=args.seed)
     proxy = FaultProxy(args.upstream, plan, args.host, args.port).start()
     print(f"fault proxy at {proxy.base_url} -> {proxy.upstream}", flush=True)
     try:

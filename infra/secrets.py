@@ -82,7 +82,9 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
-SECRET_ENV_NAME = re.compile(r"(password|passwd|secret|token|api_key|apikey|access_key|credential)", re.IGNORECASE)
+SECRET_ENV_NAME = re.compile(
+    r"(password|passwd|secret|token|api_key|apikey|access_key|credential)", re.IGNORECASE
+)
 
 
 def register_env_secrets() -> list[str]:

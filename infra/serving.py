@@ -11,10 +11,7 @@ Ray, Serve and vLLM are imported lazily: building configs and `external` need no
 """
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,10 +20,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from infra import ray_runtime
+from infra.readiness import already_serving, served_models, wait_until_ready
+
 APP_NAME = "ccrs-llm"
 _STARTED_HERE: dict[str, ServingConfig] = {}  # apps this process deployed: what stop_serve_app() stops
 CONFIG_DIR = Path(__file__).parent / "serve_configs"
-HEAD_ENV = {"RAY_AUTH_MODE": "disabled"}
 
 
 class _Strict(BaseModel):
@@ -153,102 +152,9 @@ def build_app(cfg: ServingConfig):
 
 # --- Ray connection -------------------------------------------------------------------------------
 
-def _state_file() -> Path:
-    from infra.models import ccrs_home
-
-    return ccrs_home() / "serve" / "ray_head.json"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    # An exited process whose parent has not reaped it yet (a zombie) is not alive.
-    return not (stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z")
-
-
-def _detached_head() -> dict | None:
-    path = _state_file()
-    if not path.exists():
-        return None
-    state = json.loads(path.read_text())
-    return state if _pid_alive(int(state["pid"])) else None
-
-
-def _start_detached_head(num_cpus: int) -> dict:
-    """`ray start --head --block` in its own session; killing that pid stops exactly this head."""
-    temp_dir = _state_file().parent / "ray-tmp"
-    temp_dir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    log = open(_state_file().parent / "ray_head.log", "ab")  # noqa: SIM115 - handed to the head process
-    # Loopback only, so token auth is off: the shared ~/.ray/auth_token file can be rewritten by any
-    # other Ray cluster started on the machine, which locks the driver out of this one.
-    env = {**os.environ, **HEAD_ENV}
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}",
-         "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}", "--include-dashboard=false",
-         "--disable-usage-stats", f"--temp-dir={temp_dir}"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
-    )
-    state = {"pid": proc.pid, "address": f"127.0.0.1:{port}"}
-    _state_file().write_text(json.dumps(state))
-    return state
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def connect_ray(cfg: ServingConfig, start_if_missing: bool = True) -> bool:
     """Join the Ray cluster the app lives on; False when there is none and we may not start one."""
-    import ray
-
-    if ray.is_initialized():
-        return True
-    head = _detached_head()
-    address = cfg.ray_address or os.environ.get("RAY_ADDRESS")
-    if not address and head:
-        os.environ.update(HEAD_ENV)
-        address = head["address"]
-    if address:
-        _init_with_retry(address, timeout_s=60.0)
-        return True
-    if not start_if_missing:
-        return False
-    num_cpus = max(8, (os.cpu_count() or 2) * 4)
-    if cfg.detached:
-        head = _start_detached_head(num_cpus)
-        os.environ.update(HEAD_ENV)
-        try:
-            _init_with_retry(head["address"], timeout_s=90.0)
-        except TimeoutError:
-            _stop_head(head)
-            raise
-        return True
-    from tasks.ray_runtime import ensure_ray
-
-    ensure_ray(num_cpus=num_cpus)
-    return True
-
-
-def _init_with_retry(address: str, timeout_s: float) -> None:
-    import ray
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            ray.init(address=address, log_to_driver=False, ignore_reinit_error=True)
-            return
-        except (ConnectionError, RuntimeError) as exc:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"could not join Ray at {address}: {exc}") from exc
-            time.sleep(2.0)
+    return ray_runtime.connect_ray(cfg.ray_address, start_if_missing=start_if_missing, detached=cfg.detached)
 
 
 # --- public API -------------------------------------------------------------------------------------
@@ -258,14 +164,12 @@ def start_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False) -> str:
 
     `owned_elsewhere=True` (e.g. a test-session fixture) keeps `stop_serve_app()` without a config from
     stopping this app; only `stop_serve_app(cfg)` does."""
-    from judges.client import wait_until_ready
-
     if cfg.profile == "external":
         url = cfg.external_base_url()
         wait_until_ready(url, cfg.ready_timeout_s, api_key_env=cfg.api_key_env)
         return url
     url = cfg.app_base_url()
-    if _already_serving(url, cfg.model_ids()):
+    if already_serving(url, cfg.model_ids()):
         return url
     from ray import serve
 
@@ -285,19 +189,6 @@ def start_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False) -> str:
             "Check `ccrs serve status` and the Ray logs."
         ) from exc
     return url
-
-
-def _already_serving(url: str, model_ids: list[str]) -> bool:
-    import httpx
-
-    try:
-        response = httpx.get(f"{url}/models", timeout=5.0)
-    except httpx.HTTPError:
-        return False
-    if response.status_code != 200:
-        return False
-    served = {m.get("id") for m in response.json().get("data", [])}
-    return set(model_ids) <= served
 
 
 def _smoke_request(url: str, model_ids: list[str], timeout_s: float) -> None:
@@ -331,12 +222,12 @@ def stop_serve_app(cfg: ServingConfig | None = None) -> None:
         return
     import ray
 
-    head = _detached_head()
+    head = ray_runtime.detached_head()
     if connect_ray(cfg, start_if_missing=False):
         _delete_app(cfg)
     if head:
         ray.shutdown()
-        _stop_head(head)
+        ray_runtime.stop_detached_head(head)
 
 
 def _delete_app(cfg: ServingConfig) -> None:
@@ -354,48 +245,17 @@ def _delete_app(cfg: ServingConfig) -> None:
         print(f"serve was not running: {exc}", file=sys.stderr)
 
 
-def _stop_head(head: dict) -> None:
-    """Stop the `ray start --block` process we started (SIGTERM: it tears its head down), then kill
-    whatever is left in its process group: exactly that head's processes, nothing else."""
-    pid = int(head["pid"])
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    _wait_pid_exit(pid, 30.0)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    _state_file().unlink(missing_ok=True)
-
-
-def _wait_pid_exit(pid: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while _pid_alive(pid) and time.monotonic() < deadline:
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.5)
-
-
 def serve_status(cfg: ServingConfig) -> dict:
     """What answers at the endpoint, and the Serve application status where we can see it."""
     url = cfg.external_base_url() if cfg.profile == "external" else cfg.app_base_url()
     status: dict[str, Any] = {"profile": cfg.profile, "base_url": url, "ready": False, "models": []}
-    import httpx
-
-    try:
-        response = httpx.get(f"{url}/models", timeout=5.0)
-        if response.status_code == 200:
-            status["models"] = [m.get("id") for m in response.json().get("data", [])]
-            status["ready"] = set(cfg.model_ids()) <= set(status["models"])
-        else:
-            status["error"] = f"HTTP {response.status_code}"
-    except httpx.HTTPError as exc:
-        status["error"] = f"{type(exc).__name__}: {exc}"
-    head = _detached_head()
+    served, error = served_models(url)
+    if served is None:
+        status["error"] = error
+    else:
+        status["models"] = served
+        status["ready"] = set(cfg.model_ids()) <= set(served)
+    head = ray_runtime.detached_head()
     if head:
         status["ray_head"] = head
     return status

@@ -324,26 +324,12 @@ class LLMClient:
         )
 
 
-def wait_until_ready(base_url: str, timeout_s: float, expected_models: Iterable[str] = (), api_key_env: str = "") -> list[str]:
-    """Poll `{base_url}/models` until it answers and lists the expected models; TimeoutError otherwise."""
-    expected = set(expected_models)
-    headers = {}
-    if api_key_env and os.environ.get(api_key_env):
-        headers["Authorization"] = f"Bearer {os.environ[api_key_env]}"
-    deadline = time.monotonic() + timeout_s
-    last = "no answer yet"
-    while True:
-        try:
-            response = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=10.0)
-            if response.status_code == 200:
-                served = [m.get("id") for m in response.json().get("data", [])]
-                if expected <= set(served):
-                    return served
-                last = f"models served {served}, waiting for {sorted(expected - set(served))}"
-            else:
-                last = f"HTTP {response.status_code}"
-        except httpx.HTTPError as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"LLM endpoint {base_url} not ready after {timeout_s:.0f}s ({last})")
-        time.sleep(2.0)
+def wait_until_ready(
+    base_url: str, timeout_s: float, expected_models: Iterable[str] = (), api_key_env: str = ""
+) -> list[str]:
+    """Poll `{base_url}/models` until it answers and lists the expected models; TimeoutError otherwise.
+
+    The one readiness poll is infra.readiness.wait_until_ready; this is it, for callers of the client."""
+    from infra.readiness import wait_until_ready as poll
+
+    return poll(base_url, timeout_s, expected_models, api_key_env=api_key_env)

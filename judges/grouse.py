@@ -1,145 +1,129 @@
-"""GroUSE judges (GroUSE paper, section 4.4, Figures 2 and 4): answer relevancy, completeness, usefulness,
-faithfulness, and the derived positive acceptance and negative rejection of a grounded answer.
+"""GroUSE judges (GroUSE paper, section 4.4, Figures 2 and 4) as a registered judge suite: answer
+relevancy, completeness, usefulness, faithfulness, and the derived positive acceptance and negative
+rejection of a grounded answer.
 
-Each metric is a registered spec with its versioned prompt template (judges/prompts/grouse/<version>/).
-Every prompt shows the reference answer first (answer_1) and the answer to grade second (answer_2) and asks
-for a JSON object with chain-of-thought keys, a justification and a score per answer; only answer_2's score
-is kept. This module builds requests and parses replies; the shared client (judges/client.py) sends them.
+Each judged metric has its versioned prompt template (judges/prompts/grouse/<version>/). Every prompt shows
+the reference answer first (answer_1) and the answer to grade second (answer_2) and asks for a JSON object
+with chain-of-thought keys, a justification and a score per answer; only answer_2's score is kept. The
+calls of one sample depend on each other (Figure 4), so the suite plans ONE unit per sample; the shared
+loop (judges/suite.py `ask`) asks, parses and re-asks; the stage (tasks/judge.py) fans the units out.
 """
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from judges import templates
-from judges.client import ChatRequest, LLMClient, LLMRequestError
+from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
+from judges.readers import FittedPrompt, fit_chunks
+from judges.suite import (
+    Count,
+    Judgment,
+    Metric,
+    Parsed,
+    Sample,
+    Unit,
+    Usage,
+    ask,
+    detail_json,
+    neutralize,
+    register_suite,
+    unit_key,
+    user_request,
+)
 
-# JSON with chain of thought for two answers needs room. JudgeConfig.max_tokens defaults to 8 for CCRS's
-# bare integers: below GROUSE_TOKENS_FLOOR it means DEFAULT_MAX_TOKENS; a larger value is used as given.
-DEFAULT_MAX_TOKENS = 512
-GROUSE_TOKENS_FLOOR = 64
+SUITE = "grouse"
 # Structured output caps the free-text fields so that a weak judge cannot ramble to the token limit.
 MAX_TEXT_CHARS = 160
 METRIC_ORDER = ("answer_relevancy", "completeness", "usefulness", "faithfulness",
                 "positive_acceptance", "negative_rejection")
 JUDGED_METRICS = METRIC_ORDER[:4]
 DERIVED_METRICS = METRIC_ORDER[4:]
-_TAGS = ("question", "references", "reference", "answer_1", "answer_2")
+
+_ANSWERS = ("question", "ground_truth", "response")  # question, ANSWER 1 (reference), ANSWER 2 (graded)
+_WITH_REFERENCES = ("question", "context", "ground_truth", "response")
 
 
-@dataclass(frozen=True)
-class GrouseMetricSpec:
-    """One judged GroUSE metric: inputs, template file, score scale, and the chain-of-thought keys the
-    JSON reply carries for each answer (they steer the reasoning; only `score` is required)."""
-
-    name: str
-    inputs: tuple[str, ...]
-    template: str
-    scale: tuple[int, int]
-    cot_keys: tuple[str, ...]
-    nullable: bool = True
+def _judged(name: str, inputs: tuple[str, ...], scale: tuple[int, int], description: str) -> Metric:
+    return Metric(SUITE, name, scale, inputs, (f"{name}.txt",), description)
 
 
-GROUSE_METRICS: dict[str, GrouseMetricSpec] = {
-    "answer_relevancy": GrouseMetricSpec(
-        "answer_relevancy", ("question",), "answer_relevancy.txt", (1, 5), ("answer_says_no_document_answers",)),
-    "completeness": GrouseMetricSpec(
-        "completeness", ("question", "references"), "completeness.txt", (1, 5),
-        ("references_answer_the_question",)),
-    "usefulness": GrouseMetricSpec(
-        "usefulness", ("question",), "usefulness.txt", (0, 1),
-        ("answer_says_no_document_answers", "has_additional_information")),
-    "faithfulness": GrouseMetricSpec(
-        "faithfulness", ("question", "references"), "faithfulness.txt", (0, 1), ("sentence_analysis",)),
+def _derived(name: str, description: str) -> Metric:
+    return Metric(SUITE, name, (0, 1), (), (), description, judged=False)
+
+
+GROUSE_METRICS: dict[str, Metric] = {
+    "answer_relevancy": _judged("answer_relevancy", _ANSWERS, (1, 5),
+                                "Answer relevancy: the answer addresses the question (null: it declines to answer)"),
+    "completeness": _judged("completeness", _WITH_REFERENCES, (1, 5),
+                            "Completeness: the answer covers what the references hold (null: they hold no answer)"),
+    "usefulness": _judged("usefulness", _ANSWERS, (0, 1),
+                          "Usefulness: a refusal that adds useful related information (null unless a refusal)"),
+    "faithfulness": _judged("faithfulness", _WITH_REFERENCES, (0, 1),
+                            "Faithfulness: every fact is supported by its cited reference (null: bare refusal)"),
+    "positive_acceptance": _derived("positive_acceptance",
+                                    "Positive acceptance: answers when the references hold an answer (derived, Table 6)"),
+    "negative_rejection": _derived("negative_rejection",
+                                   "Negative rejection: refuses when the references hold no answer (derived, Table 6)"),
 }
 
-
-@dataclass
-class GrouseSample:
-    """One grounded answer to grade. `references` are the documents the answer cites as [1], [2], ..."""
-
-    query_id: str
-    system: str
-    question: str
-    answer: str
-    expected_answer: str
-    references: list[str]
-
-
-@dataclass
-class GrouseJudgment:
-    """One metric of one sample. value: the raw mark (1-5, 0/1) or None (null: not applicable).
-    status: ok (the judge or the derivation gave `value`), skipped (the pipeline did not ask: not
-    applicable), failed (no usable reply after the re-asks, or a request/upstream failure)."""
-
-    query_id: str
-    system: str
-    metric: str
-    value: int | None
-    score: float | None
-    status: str
-    reason: str | None
-    raw: str | None
-    justification: str | None
-    attempts: int
-    prompt_tokens: int
-    completion_tokens: int
-    prompt_version: str
-    judge_model: str
+# GroUSE-private parsing facts of the judged metrics: the chain-of-thought keys the JSON reply carries for
+# each answer (they steer the reasoning; only `score` is required) and which metrics may be null.
+_COT_KEYS: dict[str, tuple[str, ...]] = {
+    "answer_relevancy": ("answer_says_no_document_answers",),
+    "completeness": ("references_answer_the_question",),
+    "usefulness": ("answer_says_no_document_answers", "has_additional_information"),
+    "faithfulness": ("sentence_analysis",),
+}
+_NULLABLE = frozenset(JUDGED_METRICS)
 
 
 # --- templates ---------------------------------------------------------------------------------------
 
 def load_template(version: str, filename: str) -> dict[str, str]:
-    return templates.load_template("grouse", version, filename)
-
-
-def _neutralize(text: str) -> str:
-    """Untrusted text must not open or close our tags: rewrite our own tag names inside it."""
-    for tag in _TAGS:
-        text = re.sub(rf"<(/?)\s*{tag}\b([^<>]*)>?", rf"[\1{tag}\2]", text, flags=re.IGNORECASE)
-    return text
+    return templates.load_template(SUITE, version, filename)
 
 
 def render_references(references: list[str]) -> str:
     if not references:
         return "<references>\n(no documents were retrieved)\n</references>"
-    body = "\n".join(f'<reference index="{i}">\n{_neutralize(r)}\n</reference>' for i, r in enumerate(references, 1))
+    body = "\n".join(f'<reference index="{i}">\n{neutralize(r)}\n</reference>' for i, r in enumerate(references, 1))
     return f"<references>\n{body}\n</references>"
 
 
-def json_skeleton(spec: GrouseMetricSpec) -> str:
+def json_skeleton(spec: Metric) -> str:
     low, high = spec.scale
-    values = f"<integer {low}-{high}" + (" or null>" if spec.nullable else ">")
-    keys = ", ".join(f'"{key}": ...' for key in spec.cot_keys)
+    values = f"<integer {low}-{high}" + (" or null>" if spec.name in _NULLABLE else ">")
+    keys = ", ".join(f'"{key}": ...' for key in _COT_KEYS[spec.name])
     one = "{" + keys + f', "justification": "<short text>", "score": {values}' + "}"
     return '{"answer_1": ' + one + ', "answer_2": ' + one + "}"
 
 
-def render_prompt(spec: GrouseMetricSpec, sample: GrouseSample, prompt_version: str) -> str:
-    """Task introduction (citation format), metric instructions, JSON format, sample, the two answers."""
+def render_prompt(spec: Metric, sample: Sample, prompt_version: str) -> str:
+    """Task introduction (citation format), metric instructions, JSON format, sample, the two answers:
+    the expected answer (`ground_truth`) as ANSWER 1, the graded `response` as ANSWER 2, the `context`
+    chunks as the numbered references."""
     common = load_template(prompt_version, "_common.txt")
-    metric = load_template(prompt_version, spec.template)
+    metric = load_template(prompt_version, spec.templates[0])
     blocks = [common["intro"], common["preamble"], metric["instructions"],
               common["output"].replace("{skeleton}", json_skeleton(spec))]
     # Every prompt shows the question (the paper's faithfulness prompt does not; it costs little here).
-    blocks.append(f"QUESTION:\n<question>\n{_neutralize(sample.question)}\n</question>")
-    if "references" in spec.inputs:
-        blocks.append("REFERENCES:\n" + render_references(sample.references))
-    blocks.append(f"ANSWER 1 (reference answer, for comparison):\n<answer_1>\n{_neutralize(sample.expected_answer)}\n</answer_1>")
-    blocks.append(f"ANSWER 2 (the answer to grade):\n<answer_2>\n{_neutralize(sample.answer)}\n</answer_2>")
+    blocks.append(f"QUESTION:\n<question>\n{neutralize(sample.question)}\n</question>")
+    if "context" in spec.inputs:
+        blocks.append("REFERENCES:\n" + render_references(sample.context))
+    blocks.append(f"ANSWER 1 (reference answer, for comparison):\n<answer_1>\n{neutralize(sample.ground_truth)}\n</answer_1>")
+    blocks.append(f"ANSWER 2 (the answer to grade):\n<answer_2>\n{neutralize(sample.response)}\n</answer_2>")
     blocks.append(common["closing"])
     return "\n\n".join(blocks)
 
 
-def reask_message(spec: GrouseMetricSpec, reason: str, prompt_version: str) -> str:
+def reask_message(spec: Metric, reason: str, prompt_version: str) -> str:
     text = load_template(prompt_version, "_common.txt")["reask"]
     low, high = spec.scale
-    allowed = f"an integer from {low} to {high}" + (" or null" if spec.nullable else "")
+    allowed = f"an integer from {low} to {high}" + (" or null" if spec.name in _NULLABLE else "")
     return text.replace("{reason}", reason).replace("{skeleton}", json_skeleton(spec)).replace("{allowed}", allowed)
 
 
@@ -157,7 +141,7 @@ class ParsedMark:
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 
 
-def parse_mark(text: str | None, spec: GrouseMetricSpec) -> ParsedMark:
+def parse_mark(text: str | None, spec: Metric) -> ParsedMark:
     """The reply must be one JSON object (a surrounding ``` fence is tolerated) holding `answer_2` with a
     `score` that is an integer within the metric's scale, or null where the metric is nullable."""
     stripped = (text or "").strip()
@@ -178,13 +162,13 @@ def parse_mark(text: str | None, spec: GrouseMetricSpec) -> ParsedMark:
     return _check_value(second, spec)
 
 
-def _check_value(second: dict, spec: GrouseMetricSpec) -> ParsedMark:
+def _check_value(second: dict, spec: Metric) -> ParsedMark:
     value = second["score"]
     justification = second.get("justification")
     justification = justification if isinstance(justification, str) else None
-    details = {k: second[k] for k in spec.cot_keys if k in second}
+    details = {k: second[k] for k in _COT_KEYS[spec.name] if k in second}
     if value is None:
-        if spec.nullable:
+        if spec.name in _NULLABLE:
             return ParsedMark(True, None, None, justification, details)
         return ParsedMark(False, reason="score is null but this metric is never null")
     if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
@@ -199,30 +183,28 @@ def _check_value(second: dict, spec: GrouseMetricSpec) -> ParsedMark:
     return ParsedMark(True, value, None, justification, details)
 
 
-def score_schema(spec: GrouseMetricSpec) -> dict[str, Any]:
+def score_schema(spec: Metric) -> dict[str, Any]:
     low, high = spec.scale
-    score = {"type": ["integer", "null"] if spec.nullable else "integer", "minimum": low, "maximum": high}
+    cot_keys = _COT_KEYS[spec.name]
+    score = {"type": ["integer", "null"] if spec.name in _NULLABLE else "integer", "minimum": low, "maximum": high}
     text = {"type": "string", "maxLength": MAX_TEXT_CHARS}
-    cot = {key: (text if key == "sentence_analysis" else {"type": "boolean"}) for key in spec.cot_keys}
+    cot = {key: (text if key == "sentence_analysis" else {"type": "boolean"}) for key in cot_keys}
     one = {"type": "object", "properties": {**cot, "justification": text, "score": score},
-           "required": [*spec.cot_keys, "justification", "score"]}
+           "required": [*cot_keys, "justification", "score"]}
     return {"type": "object", "properties": {"answer_1": one, "answer_2": one}, "required": ["answer_1", "answer_2"]}
 
 
 # --- one metric ---------------------------------------------------------------------------------------
 
-def build_request(spec: GrouseMetricSpec, sample: GrouseSample, cfg: JudgeConfig) -> ChatRequest:
+def build_request(spec: Metric, sample: Sample, judge: JudgeConfig) -> ChatRequest:
+    """The first request of one judged metric; `judge.grouse.max_tokens` new tokens at most (`ask` lowers
+    it so that prompt + reply fit the judge window)."""
     extra = {}
-    if cfg.structured_output:
+    if judge.structured_output:
         extra = {"response_format": {"type": "json_schema",
                                      "json_schema": {"name": f"grouse_{spec.name}", "schema": score_schema(spec)}}}
-    prompt = render_prompt(spec, sample, cfg.prompt_version)
-    return ChatRequest(model=cfg.model, messages=[{"role": "user", "content": prompt}], temperature=0.0,
-                       max_tokens=reply_tokens(cfg), extra_body=extra)
-
-
-def reply_tokens(cfg: JudgeConfig) -> int:
-    return cfg.max_tokens if cfg.max_tokens >= GROUSE_TOKENS_FLOOR else DEFAULT_MAX_TOKENS
+    prompt = render_prompt(spec, sample, judge.grouse.prompt_version)
+    return user_request(judge.model, prompt, judge.grouse.max_tokens, extra)
 
 
 def normalize(metric: str, value: int | None) -> float | None:
@@ -234,56 +216,43 @@ def normalize(metric: str, value: int | None) -> float | None:
     return float(value)
 
 
-def reply_budget(messages: list[dict[str, str]], wanted: int, cfg: JudgeConfig,
-                 count: Callable[[str], int] | None) -> int:
-    """New tokens to ask for: `wanted`, lowered so that prompt + reply fit cfg.context_window (a small
-    judge window such as the CPU model's 2048 tokens would otherwise reject the request)."""
-    if count is None:
-        return wanted
-    used = count("\n\n".join(m["content"] for m in messages)) + 8 * len(messages)
-    return max(16, min(wanted, cfg.context_window - used))
+def _parser(spec: Metric):
+    def parse(text: str | None) -> Parsed:
+        mark = parse_mark(text, spec)
+        return Parsed(mark.ok, mark, mark.reason)
+
+    return parse
 
 
-def judge_metric(client: LLMClient, spec: GrouseMetricSpec, sample: GrouseSample, cfg: JudgeConfig,
-                 count: Callable[[str], int] | None = None) -> GrouseJudgment:
-    """Ask, parse, re-ask at most cfg.max_reasks times with a stricter instruction; a failure keeps the
-    last raw reply and the reason. `count` (prompt -> tokens) fits the reply budget to the window."""
-    request = build_request(spec, sample, cfg)
-    messages = list(request.messages)
-    usage = {"attempts": 0, "prompt_tokens": 0, "completion_tokens": 0}
-    raw, reason = None, "not asked"
-    for _ in range(cfg.max_reasks + 1):
-        try:
-            max_tokens = reply_budget(messages, request.max_tokens, cfg, count)
-            result = client.chat(ChatRequest(request.model, messages, request.temperature, max_tokens,
-                                             request.extra_body))
-        except LLMRequestError as exc:
-            usage["attempts"] += exc.attempts or 1
-            return _judgment(sample, spec.name, cfg, None, "failed", f"request failed: {exc}", raw, None, usage)
-        usage["attempts"] += 1
-        usage["prompt_tokens"] += result.prompt_tokens
-        usage["completion_tokens"] += result.completion_tokens
-        raw = result.text
-        parsed = parse_mark(raw, spec)
-        if parsed.ok:
-            return _judgment(sample, spec.name, cfg, parsed.value, "ok", None, raw, parsed.justification, usage)
-        reason = parsed.reason or "invalid"
-        messages = list(request.messages) + [{"role": "assistant", "content": raw},
-                                             {"role": "user", "content": reask_message(spec, reason, cfg.prompt_version)}]
-    return _judgment(sample, spec.name, cfg, None, "failed", f"invalid after {cfg.max_reasks} re-asks: {reason}",
-                     raw, None, usage)
+def judge_metric(client: LLMClient, spec: Metric, sample: Sample, judge: JudgeConfig,
+                 count: Count | None = None) -> Judgment:
+    """Ask, parse, re-ask at most judge.max_reasks times with a stricter instruction (the shared `ask`);
+    a failure keeps the last raw reply and the reason. `count` (prompt -> tokens) fits the reply budget
+    to judge.context_window."""
+    usage = Usage()
+    version = judge.grouse.prompt_version
+    answer = ask(client, build_request(spec, sample, judge), _parser(spec),
+                 lambda reason: reask_message(spec, reason, version), judge.max_reasks, usage,
+                 window=judge.context_window, count=count)
+    if answer.ok:
+        mark: ParsedMark = answer.value
+        return _judgment(sample, spec.name, judge, mark.value, "ok", None, answer.raw, mark.justification, usage)
+    return _judgment(sample, spec.name, judge, None, "failed", answer.reason, answer.raw, None, usage)
 
 
-def _judgment(sample: GrouseSample, metric: str, cfg: JudgeConfig, value: int | None, status: str,
-              reason: str | None, raw: str | None, justification: str | None, usage: dict) -> GrouseJudgment:
-    return GrouseJudgment(sample.query_id, sample.system, metric, value, normalize(metric, value), status, reason,
-                          raw, justification, usage["attempts"], usage["prompt_tokens"], usage["completion_tokens"],
-                          cfg.prompt_version, cfg.model)
+def _judgment(sample: Sample, metric: str, judge: JudgeConfig, mark: int | None, status: str,
+              reason: str | None, raw: str | None, justification: str | None, usage: Usage) -> Judgment:
+    """`llm_score` is the raw mark (1-5, 0/1) or None (null: not applicable); `score` its [0, 1] value.
+    status: ok (the judge or the derivation gave the mark), skipped (not applicable: not asked), failed
+    (no usable reply after the re-asks, or a request/upstream failure), empty_response."""
+    detail = detail_json(justification=justification) if justification is not None else None
+    return Judgment(sample.query_id, sample.system, SUITE, metric, normalize(metric, mark), mark, None, status,
+                    reason, raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens,
+                    judge.grouse.prompt_version, judge.model, detail=detail)
 
 
-def _not_asked(sample: GrouseSample, metric: str, cfg: JudgeConfig, status: str, reason: str) -> GrouseJudgment:
-    zero = {"attempts": 0, "prompt_tokens": 0, "completion_tokens": 0}
-    return _judgment(sample, metric, cfg, None, status, reason, None, None, zero)
+def _not_asked(sample: Sample, metric: str, judge: JudgeConfig, status: str, reason: str | None) -> Judgment:
+    return _judgment(sample, metric, judge, None, status, reason, None, None, Usage())
 
 
 # --- the pipeline (Figure 4) --------------------------------------------------------------------------
@@ -298,33 +267,100 @@ def derive_acceptance(relevancy: int | None, completeness: int | None) -> tuple[
     return (None, 0) if completeness is None else (None, None)
 
 
-def evaluate_sample(client: LLMClient, sample: GrouseSample, cfg: JudgeConfig,
-                    count: Callable[[str], int] | None = None) -> list[GrouseJudgment]:
-    """At most four judge calls: relevancy and completeness always; usefulness only when the answer
-    declines to answer (null relevancy); faithfulness unless the answer is a bare refusal (null
-    relevancy and null usefulness). PA and NR are computed from the first two marks."""
-    relevancy = judge_metric(client, GROUSE_METRICS["answer_relevancy"], sample, cfg, count)
-    completeness = judge_metric(client, GROUSE_METRICS["completeness"], sample, cfg, count)
+def evaluate_sample(client: LLMClient, sample: Sample, judge: JudgeConfig,
+                    count: Count | None = None) -> list[Judgment]:
+    """The six judgments of one sample, in METRIC_ORDER, with at most four judge calls: relevancy and
+    completeness always; usefulness only when the answer declines to answer (null relevancy);
+    faithfulness unless the answer is a bare refusal (null relevancy and null usefulness). PA and NR are
+    computed from the first two marks. The references are `sample.context` as given (not fitted here)."""
+    relevancy = judge_metric(client, GROUSE_METRICS["answer_relevancy"], sample, judge, count)
+    completeness = judge_metric(client, GROUSE_METRICS["completeness"], sample, judge, count)
     if relevancy.status == "failed":
-        usefulness = _not_asked(sample, "usefulness", cfg, "failed", "answer relevancy failed: applicability unknown")
-    elif relevancy.value is None:
-        usefulness = judge_metric(client, GROUSE_METRICS["usefulness"], sample, cfg, count)
+        usefulness = _not_asked(sample, "usefulness", judge, "failed", "answer relevancy failed: applicability unknown")
+    elif relevancy.llm_score is None:
+        usefulness = judge_metric(client, GROUSE_METRICS["usefulness"], sample, judge, count)
     else:
-        usefulness = _not_asked(sample, "usefulness", cfg, "skipped", "answer gives a response: not applicable")
-    if relevancy.status == "ok" and relevancy.value is None and usefulness.status == "ok" and usefulness.value is None:
-        faithfulness = _not_asked(sample, "faithfulness", cfg, "skipped", "bare refusal: no information to check")
+        usefulness = _not_asked(sample, "usefulness", judge, "skipped", "answer gives a response: not applicable")
+    if (relevancy.status == "ok" and relevancy.llm_score is None and usefulness.status == "ok"
+            and usefulness.llm_score is None):
+        faithfulness = _not_asked(sample, "faithfulness", judge, "skipped", "bare refusal: no information to check")
     else:
-        faithfulness = judge_metric(client, GROUSE_METRICS["faithfulness"], sample, cfg, count)
-    return [relevancy, completeness, usefulness, faithfulness, *derived_judgments(sample, relevancy, completeness, cfg)]
+        faithfulness = judge_metric(client, GROUSE_METRICS["faithfulness"], sample, judge, count)
+    return [relevancy, completeness, usefulness, faithfulness,
+            *derived_judgments(sample, relevancy, completeness, judge)]
 
 
-def derived_judgments(sample: GrouseSample, relevancy: GrouseJudgment, completeness: GrouseJudgment,
-                      cfg: JudgeConfig) -> list[GrouseJudgment]:
+def derived_judgments(sample: Sample, relevancy: Judgment, completeness: Judgment,
+                      judge: JudgeConfig) -> list[Judgment]:
     if relevancy.status == "failed" or completeness.status == "failed":
-        return [_not_asked(sample, m, cfg, "failed", "derived from a failed relevancy or completeness mark")
+        return [_not_asked(sample, m, judge, "failed", "derived from a failed relevancy or completeness mark")
                 for m in DERIVED_METRICS]
-    values = derive_acceptance(relevancy.value, completeness.value)
-    return [_not_asked(sample, m, cfg, "ok", None) if v is None else
-            _judgment(sample, m, cfg, v, "ok", None, None, None, {"attempts": 0, "prompt_tokens": 0,
-                                                                   "completion_tokens": 0})
-            for m, v in zip(DERIVED_METRICS, values)]
+    values = derive_acceptance(relevancy.llm_score, completeness.llm_score)
+    return [_judgment(sample, m, judge, v, "ok", None, None, None, Usage()) for m, v in zip(DERIVED_METRICS, values)]
+
+
+# --- the suite -------------------------------------------------------------------------------------
+
+def fit_references(sample: Sample, judge: JudgeConfig, count: Count) -> FittedPrompt:
+    """Drop the lowest-ranked references until the longest prompt (completeness) leaves room for the
+    reply (judge.grouse.max_tokens) and a chat-template margin in judge.context_window."""
+    budget = judge.context_window - judge.grouse.max_tokens - 64
+    spec = GROUSE_METRICS["completeness"]
+    return fit_chunks(lambda chunks: render_prompt(spec, replace(sample, context=chunks), judge.grouse.prompt_version),
+                      list(sample.context), budget, count)
+
+
+@dataclass(frozen=True)
+class GrousePlan:
+    """A unit's plan: the references (ranked context chunks) that fit the judge window."""
+
+    references: list[str]
+
+
+def _request_payload(request: ChatRequest) -> dict[str, Any]:
+    return {"model": request.model, "messages": request.messages, "temperature": request.temperature,
+            "max_tokens": request.max_tokens, "extra": request.extra_body}
+
+
+class GrouseSuite:
+    """One unit per sample: the Figure-4 calls depend on each other (usefulness and faithfulness are
+    asked or not after relevancy), so a sample is cached and checkpointed as a whole (six judgments)."""
+
+    name = SUITE
+    description = "GroUSE (paper section 4.4): four judged metrics of grounded answers (Figure 4) and two derived"
+    metrics = GROUSE_METRICS
+
+    def prompt_version(self, judge: JudgeConfig) -> str:
+        return judge.grouse.prompt_version
+
+    def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
+        return METRIC_ORDER
+
+    def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
+        fitted = fit_references(sample, judge, count)
+        shown = replace(sample, context=fitted.chunks)
+        first_requests = {name: _request_payload(build_request(GROUSE_METRICS[name], shown, judge))
+                          for name in JUDGED_METRICS}
+        key = unit_key(SUITE, {"requests": first_requests, "references": fitted.chunks, "model": judge.model,
+                               "prompt_version": judge.grouse.prompt_version, "max_tokens": judge.grouse.max_tokens,
+                               "structured_output": judge.structured_output, "max_reasks": judge.max_reasks,
+                               "context_window": judge.context_window, "tokenizer": judge.tokenizer, "seed": seed})
+        return [Unit(SUITE, sample, METRIC_ORDER, GrousePlan(fitted.chunks), key, len(fitted.chunks),
+                     fitted.n_truncated)]
+
+    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig, count: Count | None) -> list[Judgment]:
+        judgments = evaluate_sample(client, replace(unit.sample, context=list(unit.plan.references)), judge, count)
+        for judgment in judgments:
+            judgment.n_context_chunks, judgment.n_context_truncated = unit.n_context_chunks, unit.n_context_truncated
+        return judgments
+
+    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
+        """Six records without a call (an empty answer: status empty_response; a failed generation:
+        failed); no score, never a 0."""
+        judgments = [_not_asked(sample, metric, judge, status, reason) for metric in METRIC_ORDER]
+        for judgment in judgments:
+            judgment.n_context_chunks = len(sample.context)
+        return judgments
+
+
+register_suite(GrouseSuite())

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from judges.grouse import JUDGED_METRICS, GrouseSample
+from judges.grouse import JUDGED_METRICS
+from judges.suite import Sample
 
 TESTS_PER_SET = 16
 TEST_TYPE_NAMES = {
@@ -40,8 +41,10 @@ class UnitTest:
     conditions: dict[str, str]  # all six metrics
     metadata: dict = field(default_factory=dict)
 
-    def sample(self, system: str = "unit-test") -> GrouseSample:
-        return GrouseSample(self.test_id, system, self.question, self.answer, self.expected_answer, self.references)
+    def sample(self, system: str = "unit-test") -> Sample:
+        """The judge suites' sample: the graded answer is the response, the expected answer the ground
+        truth, the references the ranked context."""
+        return Sample(self.test_id, system, self.question, self.answer, self.expected_answer, list(self.references))
 
 
 def parse_condition(condition: str) -> tuple[str, float | None]:

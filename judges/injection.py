@@ -1,7 +1,8 @@
 """Prompt injection against the CCRS judges: a detector for steering text, and injected test variants.
 
-Untrusted text (the response, retrieved chunks) reaches the judge between our own tags (judges/ccrs.py
-`render_input`, `_neutralize`). This module measures what is left of the risk:
+Untrusted text (the response, retrieved chunks) reaches the judge between our own tags, rewritten by
+judges/suite.py `neutralize` so that it can neither open nor close one of them. This module measures what is
+left of the risk:
 
 - `injection_markers(text)` names the injection patterns found in a text (case-insensitive regexes tuned to
   stay silent on real BioASQ answers and snippets; tests/judges/test_injection.py checks every one);
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from judges.ccrs import INPUT_TAGS
+from judges.suite import neutralize
 
 Placement = Literal["response", "context"]
 PLACEMENTS: tuple[Placement, ...] = ("response", "context")
@@ -27,7 +28,6 @@ CLEAN = "clean"
 
 # --- detector ----------------------------------------------------------------------------------------
 
-_TAG_NAMES = "|".join(sorted(set(INPUT_TAGS.values()) | {"chunk"}))
 _TARGET = r"(?:grader|judge|evaluator|assessor|reviewer|ai|model|llm|assistant|language model)"
 _ANSWER = r"(?:it|this|that|the|my|this\s+answer|this\s+response|the\s+answer|the\s+response|my\s+answer)"
 
@@ -55,7 +55,9 @@ MARKER_PATTERNS: dict[str, tuple[str, ...]] = {
         r"\[/?INST\]",
         r"(?:^|\n)\s*#{2,}\s*(?:instructions?|system|response|task)\b",
     ),
-    "delimiter_escape": (rf"<\s*/?\s*(?:{_TAG_NAMES})\b[^<>]*>",),
+    # No pattern of its own: text that opens or closes one of our delimiter tags (any suite's), i.e. exactly
+    # what judges/suite.py `neutralize` rewrites in the prompt (one definition of our tags).
+    "delimiter_escape": (),
     "persona_override": (
         r"\byou\s+are\s+now\b",
         r"\bfrom\s+now\s+on,?\s+you\b",
@@ -69,11 +71,17 @@ MARKER_PATTERNS: dict[str, tuple[str, ...]] = {
 _COMPILED = {name: tuple(re.compile(p, re.IGNORECASE) for p in patterns) for name, patterns in MARKER_PATTERNS.items()}
 
 
+def _found(name: str, text: str) -> bool:
+    if name == "delimiter_escape":
+        return neutralize(text) != text
+    return any(p.search(text) for p in _COMPILED[name])
+
+
 def injection_markers(text: str | None) -> tuple[str, ...]:
     """Names of the injection patterns found in `text`, in MARKER_PATTERNS order (empty: nothing found)."""
     if not text:
         return ()
-    return tuple(name for name, patterns in _COMPILED.items() if any(p.search(text) for p in patterns))
+    return tuple(name for name in MARKER_PATTERNS if _found(name, text))
 
 
 def context_markers(chunks: Sequence[str]) -> tuple[str, ...]:

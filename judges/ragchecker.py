@@ -1,75 +1,74 @@
-"""RAGChecker-style baseline (CCRS paper section 4.1.4): claim extraction + entailment, core P / R / F.
+"""RAGChecker-style baseline (CCRS paper section 4.1.4) as a registered judge suite: claim extraction +
+entailment, core precision / recall / faithfulness (scores.parquet columns rc_precision, rc_recall,
+rc_faithfulness, each in [0, 1]).
 
-Per sample, with the same judge model as CCRS (5 judge calls when nothing needs a re-ask):
+Per sample, one unit of work, with the same judge model as CCRS (5 judge calls when nothing needs a re-ask):
   1. claims of the response          2. claims of the ground truth
   3. response claims entailed by the ground truth -> precision = |entailed| / |response claims|
   4. ground-truth claims entailed by the response -> recall    = |entailed| / |ground-truth claims|
   5. response claims entailed by the context      -> faithfulness = |entailed| / |response claims|
-A score that cannot be computed (no claims, unparseable reply after re-asks, failed request) is None with
-the reason, never 0. Templates: judges/prompts/ragchecker/<version>/. Backends only build prompts and parse.
+The context is fitted to the judge's window (whole chunks, lowest-ranked dropped first) against the
+entailment prompt that shows it. A score that cannot be computed is None with the reason, never 0: status
+"failed" for an unparseable reply after re-asks or a failed request, "skipped" when no claim was extracted
+(nothing to check). The calls of a sample are counted once, on its rc_precision row (attempts and tokens
+of the other rows are 0). Templates: judges/prompts/ragchecker/<version>/.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from judges import templates
 from judges.client import LLMClient
-from judges.vera import Usage, ask, context_text, parse_numbered, parse_verdicts
+from judges.config import JudgeConfig
+from judges.suite import (
+    Answer,
+    Count,
+    Judgment,
+    Metric,
+    Parsed,
+    Sample,
+    Unit,
+    Usage,
+    ask,
+    detail_json,
+    neutralize,
+    register_suite,
+    unit_key,
+    user_request,
+)
+from judges.vera import context_text, numbered, parse_numbered, verdicts_parser
 
-METRICS = ("rc_precision", "rc_recall", "rc_faithfulness")
+SUITE = "ragchecker"
+EMPTY_REASON = "empty response scores 0 without calling the judge"
+TEMPLATES = ("claims.txt", "entail.txt")
 
-
-class RagCheckerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = "smollm2-135m-instruct"
-    prompt_version: str = "v1"
-    max_tokens: int = Field(default=192, ge=8)
-    max_reasks: int = Field(default=1, ge=0)
-    max_claims: int = Field(default=10, ge=1)
-    max_context_chars: int = Field(default=3000, ge=100)
-
-
-@dataclass
-class RagCheckerInput:
-    query_id: str
-    system: str
-    response: str
-    ground_truth: str
-    context: list[str]
-
-
-@dataclass(frozen=True)
-class RagCheckerResult:
-    query_id: str
-    system: str
-    scores: dict[str, float | None]
-    reasons: dict[str, str | None]
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    detail: dict = field(default_factory=dict, hash=False, compare=False)
+RAGCHECKER_METRICS: dict[str, Metric] = {
+    "rc_precision": Metric(
+        SUITE, "rc_precision", (0, 1), ("response", "ground_truth"), TEMPLATES,
+        "RAGChecker-style precision: share of response claims entailed by the ground truth"),
+    "rc_recall": Metric(
+        SUITE, "rc_recall", (0, 1), ("ground_truth", "response"), TEMPLATES,
+        "RAGChecker-style recall: share of ground-truth claims entailed by the response"),
+    "rc_faithfulness": Metric(
+        SUITE, "rc_faithfulness", (0, 1), ("response", "context"), TEMPLATES,
+        "RAGChecker-style faithfulness: share of response claims entailed by the context"),
+}
+METRICS = tuple(RAGCHECKER_METRICS)
 
 
 def load_template(version: str, filename: str) -> str:
-    return templates.load_template("ragchecker", version, filename)["task"]
+    return templates.load_template(SUITE, version, filename)["task"]
 
 
-def _neutral(text: str) -> str:
-    return re.sub(r"</?\s*(text|reference|claims)\b[^<>]*>?", "[tag]", text, flags=re.IGNORECASE)
+def claims_prompt(judge: JudgeConfig, text: str) -> str:
+    return load_template(judge.ragchecker.prompt_version, "claims.txt").replace("{text}", neutralize(text))
 
 
-def claims_prompt(cfg: RagCheckerConfig, text: str) -> str:
-    return load_template(cfg.prompt_version, "claims.txt").replace("{text}", _neutral(text))
-
-
-def entail_prompt(cfg: RagCheckerConfig, reference: str, claims: list[str]) -> str:
-    listing = "\n".join(f"{i}. {c}" for i, c in enumerate(claims, 1))
-    return (load_template(cfg.prompt_version, "entail.txt").replace("{reference}", _neutral(reference))
-            .replace("{claims}", _neutral(listing)))
+def entail_prompt(judge: JudgeConfig, reference: str, claims: list[str]) -> str:
+    return (load_template(judge.ragchecker.prompt_version, "entail.txt")
+            .replace("{reference}", neutralize(reference)).replace("{claims}", neutralize(numbered(claims))))
 
 
 def parse_claims(text: str | None, max_claims: int) -> list[str] | None:
@@ -80,44 +79,130 @@ def parse_claims(text: str | None, max_claims: int) -> list[str] | None:
     return claims or None
 
 
+def claims_parser(max_claims: int) -> Callable[[str | None], Parsed]:
+    def parse(text: str | None) -> Parsed:
+        claims = parse_claims(text, max_claims)
+        if claims is None:
+            return Parsed(False, reason="no numbered claim and no NONE")
+        return Parsed(True, claims)
+
+    return parse
+
+
 def entailment_share(verdicts: list[bool] | None) -> float | None:
     if not verdicts:
         return None
     return sum(verdicts) / len(verdicts)
 
 
-def check_sample(client: LLMClient, cfg: RagCheckerConfig, sample: RagCheckerInput) -> RagCheckerResult:
-    usage = Usage()
-    scores: dict[str, float | None] = {m: None for m in METRICS}
-    reasons: dict[str, str | None] = {m: None for m in METRICS}
+@dataclass(frozen=True)
+class RagCheckerPlan:
+    """The fitted chunks and the context text the faithfulness entailment shows."""
+
+    chunks: tuple[str, ...]
+    context: str
+
+
+def window_budget(judge: JudgeConfig) -> int:
+    return judge.context_window - judge.ragchecker.max_tokens - 64
+
+
+def _ask(client: LLMClient, judge: JudgeConfig, prompt: str, parse: Callable[[str | None], Parsed],
+         reask: str, usage: Usage, count: Count | None) -> Answer:
+    request = user_request(judge.model, prompt, judge.ragchecker.max_tokens)
+    return ask(client, request, parse, lambda reason: reask, judge.ragchecker.max_reasks, usage,
+               judge.context_window, count)
+
+
+def _judgment(sample: Sample, judge: JudgeConfig, metric: str, score: float | None, status: str,
+              reason: str | None, raw: str | None, usage: Usage, **detail: Any) -> Judgment:
+    return Judgment(sample.query_id, sample.system, SUITE, metric, score, None, None, status, reason, raw,
+                    usage.attempts, usage.prompt_tokens, usage.completion_tokens,
+                    judge.ragchecker.prompt_version, judge.model, detail=detail_json(**detail))
+
+
+def check_sample(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: RagCheckerPlan,
+                 count: Count | None = None) -> list[Judgment]:
+    """The three metrics of one sample, in METRICS order; the sample's usage on the first row only."""
     if not sample.response.strip():
-        return RagCheckerResult(sample.query_id, sample.system, {m: 0.0 for m in METRICS},
-                                {m: "empty response scores 0 without calling the judge" for m in METRICS}, 0, 0, 0)
+        return [empty_judgment(sample, judge, m) for m in METRICS]
+    cfg, usage = judge.ragchecker, Usage()
 
-    def claims_of(text: str):
-        return ask(client, cfg, claims_prompt(cfg, text), lambda t: parse_claims(t, cfg.max_claims), usage,
-                   "Write the claims as a numbered list, one per line, or NONE.")
+    def claims_of(text: str) -> Answer:
+        return _ask(client, judge, claims_prompt(judge, text), claims_parser(cfg.max_claims),
+                    "Write the claims as a numbered list, one per line, or NONE.", usage, count)
 
-    def entailed(reference: str, claims: list[str]):
-        return ask(client, cfg, entail_prompt(cfg, reference, claims), lambda t: parse_verdicts(t, len(claims)), usage,
-                   f"Reply with exactly {len(claims)} lines, each like '1. yes' or '1. no'.")
+    def entailed(reference: str, claims: list[str]) -> Answer:
+        return _ask(client, judge, entail_prompt(judge, reference, claims), verdicts_parser(len(claims)),
+                    f"Reply with exactly {len(claims)} lines, each like '1. yes' or '1. no'.", usage, count)
 
-    response_claims, _, r_reason = claims_of(sample.response)
-    gt_claims, _, g_reason = claims_of(sample.ground_truth)
-    detail: dict = {"response_claims": response_claims, "ground_truth_claims": gt_claims}
-    jobs = (("rc_precision", response_claims, r_reason, sample.ground_truth),
-            ("rc_recall", gt_claims, g_reason, sample.response),
-            ("rc_faithfulness", response_claims, r_reason, context_text(sample.context, cfg.max_context_chars)))
-    for metric, claims, claim_reason, reference in jobs:
-        if claims is None:
-            reasons[metric] = f"claim extraction failed: {claim_reason}"
+    response_claims, gt_claims = claims_of(sample.response), claims_of(sample.ground_truth)
+    jobs = (("rc_precision", response_claims, sample.ground_truth, "response_claims"),
+            ("rc_recall", gt_claims, sample.response, "ground_truth_claims"),
+            ("rc_faithfulness", response_claims, plan.context, "response_claims"))
+    rows: list[tuple[str, float | None, str, str | None, str | None, dict]] = []
+    for metric, claims, reference, claims_of_what in jobs:
+        if not claims.ok:
+            reason = claims.reason or "invalid"
+            reason = reason if reason.startswith("request failed") else f"claim extraction failed: {reason}"
+            rows.append((metric, None, "failed", reason, claims.raw, {claims_of_what: None}))
             continue
-        if not claims:
-            reasons[metric] = "no claims extracted"
+        if not claims.value:
+            rows.append((metric, None, "skipped", "no claims extracted", claims.raw, {claims_of_what: []}))
             continue
-        verdicts, _, reason = entailed(reference, list(claims))
-        detail[metric] = verdicts
-        scores[metric] = entailment_share(verdicts)
-        reasons[metric] = None if scores[metric] is not None else reason
-    return RagCheckerResult(sample.query_id, sample.system, scores, reasons, usage.calls, usage.prompt_tokens,
-                            usage.completion_tokens, detail)
+        verdicts = entailed(reference, list(claims.value))
+        score = entailment_share(verdicts.value) if verdicts.ok else None
+        rows.append((metric, score, "ok" if score is not None else "failed",
+                     None if score is not None else verdicts.reason, verdicts.raw,
+                     {claims_of_what: list(claims.value), "verdicts": verdicts.value}))
+    nothing = Usage()
+    return [_judgment(sample, judge, metric, score, status, reason, raw, usage if i == 0 else nothing,
+                      **detail) for i, (metric, score, status, reason, raw, detail) in enumerate(rows)]
+
+
+def empty_judgment(sample: Sample, judge: JudgeConfig, metric: str) -> Judgment:
+    return _judgment(sample, judge, metric, 0.0, "empty_response", EMPTY_REASON, None, Usage())
+
+
+class RagCheckerSuite:
+    """One unit per sample: the five calls depend on each other (claims first, then entailment)."""
+
+    name = SUITE
+    description = ("RAGChecker-style baseline (CCRS paper section 4.1.4): claim entailment "
+                   "precision / recall / faithfulness")
+    metrics = RAGCHECKER_METRICS
+
+    def prompt_version(self, judge: JudgeConfig) -> str:
+        return judge.ragchecker.prompt_version
+
+    def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
+        return METRICS
+
+    def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
+        from judges.readers import fit_chunks
+
+        # The response's claims are not known before the judge writes them: the response stands in for them.
+        fitted = fit_chunks(lambda kept: entail_prompt(judge, context_text(kept), [sample.response]),
+                            list(sample.context), window_budget(judge), count)
+        plan = RagCheckerPlan(tuple(fitted.chunks), context_text(fitted.chunks))
+        version = judge.ragchecker.prompt_version
+        key = unit_key(SUITE, {
+            "metrics": METRICS, "model": judge.model, "prompt_version": version, "seed": seed,
+            "templates": {f: load_template(version, f) for f in TEMPLATES},
+            "response": sample.response, "ground_truth": sample.ground_truth, "context": plan.context,
+            "options": judge.ragchecker.model_dump(), "window": judge.context_window,
+            "tokenizer": judge.tokenizer,
+        })
+        return [Unit(SUITE, sample, METRICS, plan, key, len(fitted.chunks), fitted.n_truncated)]
+
+    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
+                 count: Count | None) -> list[Judgment]:
+        return check_sample(client, judge, unit.sample, unit.plan, count)
+
+    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
+        if status == "empty_response":
+            return [empty_judgment(sample, judge, m) for m in METRICS]
+        return [_judgment(sample, judge, m, None, status, reason, None, Usage()) for m in METRICS]
+
+
+register_suite(RagCheckerSuite())

@@ -1,111 +1,112 @@
-"""VERA metrics (vera-paper section 3.1) and the cross-encoder aggregate (section 3.2).
+"""VERA metrics (vera-paper section 3.1) as a registered judge suite, and the cross-encoder aggregate
+(section 3.2) as a tool.
 
-LLM metrics, through the shared client (judges/client.py), templates in judges/prompts/vera/<version>/:
+LLM metrics, asked through the one ask / parse / re-ask loop (judges/suite.py), templates in
+judges/prompts/vera/<version>/; scores.parquet columns vera_faithfulness, vera_retrieval_recall,
+vera_retrieval_precision, vera_answer_relevance, each in [0, 1]:
 - faithfulness: the judge splits the answer into statements, then gives a yes/no verdict per statement
   against the context; score = share of "yes".
 - retrieval_recall: the answer's sentences (split here, no LLM) get a yes/no verdict "supported by the
   context"; score = share supported.
 - retrieval_precision: the judge copies the context sentences needed to answer ("Insufficient Information"
   when none); a context sentence counts as relevant when its embedding cosine to an extracted sentence is
-  >= precision_threshold; score = relevant context sentences / all context sentences.
+  >= precision_threshold; score = relevant context sentences / all sentences of the context the judge saw.
 - answer_relevance: the judge writes n questions the answer answers; score = mean cosine between their
   embeddings and the original question's (MiniLM via sentence-transformers), clipped to [0, 1].
-A metric that cannot be computed (unparseable reply after re-asks, failed request) has score None, status
-"failed" and the reason; it is never 0.
+One unit of work per sample (every selected metric): the plan holds the context fitted to the judge's
+window (whole chunks, lowest-ranked dropped first) against the longest VERA prompt that shows it. A metric
+that cannot be computed (unparseable reply after re-asks, failed request) has score None, status "failed"
+and the reason; it is never 0. An empty response scores 0 on every metric without a call.
 
-Cross-encoder aggregate: the answer is enriched with one statement per metric (meaning + value, paper
-appendix) and scored against the question by a sentence-transformers CrossEncoder; logit and sigmoid.
+Cross-encoder aggregate (not a suite metric; pipelines/tools/vera.py uses it): the answer is enriched with
+one statement per metric (meaning + value, paper appendix) and scored against the question by a
+sentence-transformers CrossEncoder; logit and sigmoid.
 This module imports no retrievers/, tasks/ or Ray code.
 """
 from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from judges import templates
-from judges.client import ChatRequest, LLMClient, LLMRequestError
+from judges.client import LLMClient
+from judges.config import JudgeConfig
+from judges.suite import (
+    Count,
+    Judgment,
+    Metric,
+    Parsed,
+    Sample,
+    Unit,
+    Usage,
+    ask,
+    detail_json,
+    neutralize,
+    register_suite,
+    unit_key,
+    user_request,
+)
 
+SUITE = "vera"
 UNTRAINED_MINILM = "minilm-untrained-head"
+EMBEDDER_ID = "all-MiniLM-L6-v2"  # the embedder of precision and relevance (part of the cache key)
 INSUFFICIENT = "insufficient information"
+EMPTY_REASON = "empty response scores 0 without calling the judge"
+PREFIX = "vera_"
 
 Embed = Callable[[list[str]], np.ndarray]
 
 
-class VeraJudgeConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = "smollm2-135m-instruct"
-    prompt_version: str = "v1"
-    metrics: list[str] = ["faithfulness", "retrieval_recall", "retrieval_precision", "answer_relevance"]
-    max_tokens: int = Field(default=192, ge=8)
-    max_reasks: int = Field(default=1, ge=0)
-    n_questions: int = Field(default=3, ge=1)
-    precision_threshold: float = Field(default=0.8, ge=0, le=1)
-    max_context_chars: int = Field(default=3000, ge=100, description="context budget per prompt (CPU model window)")
+def _metric(name: str, inputs: tuple[str, ...], files: tuple[str, ...], description: str) -> Metric:
+    return Metric(SUITE, PREFIX + name, (0, 1), inputs, files, description)
 
 
-@dataclass(frozen=True)
-class VeraMetricSpec:
-    name: str
-    column: str  # metric name in vera/scores.parquet
-    templates: tuple[str, ...]
-    needs_embedding: bool = False
-
-
-VERA_METRICS: dict[str, VeraMetricSpec] = {
-    "faithfulness": VeraMetricSpec("faithfulness", "vera_faithfulness", ("statements.txt", "verdicts.txt")),
-    "retrieval_recall": VeraMetricSpec("retrieval_recall", "vera_retrieval_recall", ("verdicts.txt",)),
-    "retrieval_precision": VeraMetricSpec("retrieval_precision", "vera_retrieval_precision", ("precision.txt",),
-                                          needs_embedding=True),
-    "answer_relevance": VeraMetricSpec("answer_relevance", "vera_answer_relevance", ("questions.txt",),
-                                       needs_embedding=True),
+VERA_METRICS: dict[str, Metric] = {
+    "vera_faithfulness": _metric(
+        "faithfulness", ("question", "response", "context"), ("statements.txt", "verdicts.txt"),
+        "VERA faithfulness: share of the answer's statements (judge-extracted) inferable from the context"),
+    "vera_retrieval_recall": _metric(
+        "retrieval_recall", ("context", "response"), ("verdicts.txt",),
+        "VERA retrieval recall: share of the answer's sentences supported by the context"),
+    "vera_retrieval_precision": _metric(
+        "retrieval_precision", ("question", "context"), ("precision.txt",),
+        "VERA retrieval precision: share of context sentences matching (MiniLM cosine) a sentence the judge "
+        "copied as needed"),
+    "vera_answer_relevance": _metric(
+        "answer_relevance", ("response",), ("questions.txt",),
+        "VERA answer relevance: mean MiniLM cosine of judge-written questions to the question, clipped"),
 }
+EMBEDDING_METRICS = frozenset({"vera_retrieval_precision", "vera_answer_relevance"})
+VERDICT_METRICS = frozenset({"vera_faithfulness", "vera_retrieval_recall"})
 
 
-@dataclass
-class VeraInput:
-    query_id: str
-    system: str
-    question: str
-    answer: str
-    context: list[str]
-
-
-@dataclass(frozen=True)
-class VeraScore:
-    query_id: str
-    system: str
-    metric: str  # column name, e.g. vera_faithfulness
-    score: float | None
-    status: str  # ok | failed | empty_response
-    reason: str | None
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    detail: dict = field(default_factory=dict, hash=False, compare=False)
+def metric_name(short: str) -> str:
+    """Config name (judge.vera.metrics, e.g. "faithfulness") -> column ("vera_faithfulness")."""
+    name = short if short.startswith(PREFIX) else PREFIX + short
+    if name not in VERA_METRICS:
+        known = [m.removeprefix(PREFIX) for m in VERA_METRICS]
+        raise KeyError(f"unknown VERA metric {short!r}; choose from {known}")
+    return name
 
 
 # --- templates and parsing ------------------------------------------------------------------------------
 
 def load_template(version: str, filename: str) -> dict[str, str]:
-    return templates.load_template("vera", version, filename)
-
-
-def _neutral(text: str) -> str:
-    return re.sub(r"</?\s*(question|answer|context|statements)\b[^<>]*>?", "[tag]", text, flags=re.IGNORECASE)
+    return templates.load_template(SUITE, version, filename)
 
 
 def render(version: str, filename: str, **values: str) -> str:
+    """The template's task with `{key}` filled; every value but `n` is untrusted text and neutralized."""
     text = load_template(version, filename)["task"]
     for key, value in values.items():
-        text = text.replace("{" + key + "}", _neutral(str(value)) if key != "n" else str(value))
+        text = text.replace("{" + key + "}", neutralize(str(value)) if key != "n" else str(value))
     return text
 
 
@@ -131,88 +132,137 @@ def parse_verdicts(text: str | None, expected: int) -> list[bool] | None:
     return verdicts if len(verdicts) == expected else None
 
 
+def verdicts_parser(expected: int) -> Callable[[str | None], Parsed]:
+    def parse(text: str | None) -> Parsed:
+        verdicts = parse_verdicts(text, expected)
+        if verdicts is None:
+            return Parsed(False, reason=f"expected {expected} yes/no verdict lines")
+        return Parsed(True, verdicts)
+
+    return parse
+
+
 def split_sentences(text: str) -> list[str]:
     parts = re.split(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])|\n+", text.strip())
     return [p.strip() for p in parts if len(p.strip()) > 2]
 
 
-def context_text(context: Sequence[str], max_chars: int) -> str:
-    out, used = [], 0
-    for i, chunk in enumerate(context, 1):
-        piece = chunk[: max(0, max_chars - used)]
-        if not piece:
-            break
-        out.append(f"[{i}] {piece}")
-        used += len(piece)
-    return "\n".join(out)
+def context_text(chunks: Sequence[str]) -> str:
+    """The context as the prompts show it: numbered chunks, best first."""
+    return "\n".join(f"[{i}] {chunk}" for i, chunk in enumerate(chunks, 1))
 
 
-# --- asking -----------------------------------------------------------------------------------------
-
-@dataclass
-class Usage:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+def numbered(items: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
 
-def ask(client: LLMClient, cfg: VeraJudgeConfig, prompt: str, parse: Callable[[str], object | None],
-         usage: Usage, reask: str) -> tuple[object | None, str | None, str]:
-    """Ask, parse, re-ask at most cfg.max_reasks times. Returns (parsed or None, raw, reason)."""
-    messages = [{"role": "user", "content": prompt}]
-    raw, reason = None, "not asked"
-    for _ in range(cfg.max_reasks + 1):
-        try:
-            result = client.chat(ChatRequest(cfg.model, list(messages), 0.0, cfg.max_tokens))
-        except LLMRequestError as exc:
-            usage.calls += exc.attempts or 1
-            return None, raw, f"request failed: {exc}"
-        usage.calls += 1
-        usage.prompt_tokens += result.prompt_tokens
-        usage.completion_tokens += result.completion_tokens
-        raw = result.text
-        parsed = parse(raw)
-        if parsed is not None:
-            return parsed, raw, ""
-        reason = "unparseable reply"
-        messages += [{"role": "assistant", "content": raw}, {"role": "user", "content": reask}]
-    return None, raw, f"{reason} after {cfg.max_reasks} re-asks"
+# --- the plan -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VeraPlan:
+    """What every metric of one sample shares: the fitted chunks and their text as the prompts show it,
+    the sentences of exactly those chunks (precision's denominator), and the answer's sentences (recall's
+    statements)."""
+
+    chunks: tuple[str, ...]
+    context: str
+    context_sentences: tuple[str, ...]
+    answer_sentences: tuple[str, ...]
 
 
-def _score(sample: VeraInput, spec: VeraMetricSpec, value: float | None, reason: str, usage: Usage,
-           **detail) -> VeraScore:
+def answer_sentences(sample: Sample, judge: JudgeConfig) -> list[str]:
+    return split_sentences(sample.response)[: judge.vera.max_statements]
+
+
+def make_plan(sample: Sample, judge: JudgeConfig, chunks: Sequence[str]) -> VeraPlan:
+    chunks = tuple(chunks)
+    sentences = tuple(s for chunk in chunks for s in split_sentences(chunk))
+    return VeraPlan(chunks, context_text(chunks), sentences, tuple(answer_sentences(sample, judge)))
+
+
+def context_prompts(sample: Sample, judge: JudgeConfig, metrics: Sequence[str],
+                    chunks: Sequence[str]) -> list[str]:
+    """The prompts of the selected metrics that show the context. The faithfulness statements are not known
+    before the judge writes them: the answer's own sentences (or the whole answer) stand in for them."""
+    version, context = judge.vera.prompt_version, context_text(chunks)
+    prompts = []
+    if VERDICT_METRICS & set(metrics):
+        statements = answer_sentences(sample, judge) or [sample.response]
+        prompts.append(render(version, "verdicts.txt", context=context, statements=numbered(statements)))
+    if "vera_retrieval_precision" in metrics:
+        prompts.append(render(version, "precision.txt", question=sample.question, context=context))
+    return prompts
+
+
+def window_budget(judge: JudgeConfig) -> int:
+    """Prompt tokens left in the judge's window once the reply and a chat-template margin are kept free."""
+    return judge.context_window - judge.vera.max_tokens - 64
+
+
+def _request(judge: JudgeConfig, prompt: str):
+    return user_request(judge.model, prompt, judge.vera.max_tokens)
+
+
+# --- asking and scoring ---------------------------------------------------------------------------------
+
+def _ask(client: LLMClient, judge: JudgeConfig, prompt: str, parse: Callable[[str | None], Parsed],
+         reask: str, usage: Usage, count: Count | None):
+    return ask(client, _request(judge, prompt), parse, lambda reason: reask, judge.vera.max_reasks, usage,
+               judge.context_window, count)
+
+
+def _step(reason: str | None, step: str) -> str:
+    """A step's failure reason; a transport failure keeps its "request failed" prefix (the stage requeues)."""
+    reason = reason or "not computable"
+    return reason if reason.startswith("request failed") else f"{step}: {reason}"
+
+
+def judgment(sample: Sample, judge: JudgeConfig, metric: str, value: float | None, reason: str | None,
+             usage: Usage, raw: str | None = None, **detail: Any) -> Judgment:
     ok = value is not None and math.isfinite(value)
-    return VeraScore(sample.query_id, sample.system, spec.column, float(value) if ok else None,
-                     "ok" if ok else "failed", None if ok else (reason or "not computable"), usage.calls,
-                     usage.prompt_tokens, usage.completion_tokens, detail)
+    return Judgment(sample.query_id, sample.system, SUITE, metric, float(value) if ok else None, None, None,
+                    "ok" if ok else "failed", None if ok else (reason or "not computable"), raw,
+                    usage.attempts, usage.prompt_tokens, usage.completion_tokens, judge.vera.prompt_version,
+                    judge.model,
+                    detail=detail_json(**detail, raw=raw) if detail or raw is not None else None)
 
 
-def _verdict_share(client, cfg, sample, spec, statements: list[str], usage: Usage, **detail) -> VeraScore:
-    listing = "\n".join(f"{i}. {s}" for i, s in enumerate(statements, 1))
-    prompt = render(cfg.prompt_version, "verdicts.txt", context=context_text(sample.context, cfg.max_context_chars),
-                    statements=listing)
-    verdicts, raw, reason = ask(client, cfg, prompt, lambda t: parse_verdicts(t, len(statements)), usage,
-                                 f"Reply with exactly {len(statements)} lines, each like '1. yes' or '1. no'.")
-    value = None if verdicts is None else float(np.mean(verdicts))
-    return _score(sample, spec, value, reason, usage, statements=statements, verdicts=verdicts, raw=raw, **detail)
+def _verdict_share(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan, metric: str,
+                   statements: list[str], usage: Usage, count: Count | None, **detail: Any) -> Judgment:
+    prompt = render(judge.vera.prompt_version, "verdicts.txt", context=plan.context,
+                    statements=numbered(statements))
+    answer = _ask(client, judge, prompt, verdicts_parser(len(statements)),
+                  f"Reply with exactly {len(statements)} lines, each like '1. yes' or '1. no'.", usage, count)
+    value = float(np.mean(answer.value)) if answer.ok else None
+    return judgment(sample, judge, metric, value, answer.reason, usage, answer.raw, statements=statements,
+                    verdicts=answer.value, **detail)
 
 
-def faithfulness(client: LLMClient, cfg: VeraJudgeConfig, sample: VeraInput) -> VeraScore:
-    spec, usage = VERA_METRICS["faithfulness"], Usage()
-    prompt = render(cfg.prompt_version, "statements.txt", question=sample.question, answer=sample.answer)
-    statements, raw, reason = ask(client, cfg, prompt, lambda t: parse_numbered(t) or None, usage,
-                                   "Write the statements as a numbered list, one per line.")
-    if statements is None:
-        return _score(sample, spec, None, f"statement extraction: {reason}", usage, raw=raw)
-    return _verdict_share(client, cfg, sample, spec, list(statements)[:12], usage)
+def faithfulness(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
+                 count: Count | None = None, embed: Embed | None = None) -> Judgment:
+    metric, usage = "vera_faithfulness", Usage()
+    prompt = render(judge.vera.prompt_version, "statements.txt", question=sample.question,
+                    answer=sample.response)
+
+    def parse(text: str | None) -> Parsed:
+        statements = parse_numbered(text)
+        return Parsed(True, statements) if statements else Parsed(False, reason="no statement in the reply")
+
+    answer = _ask(client, judge, prompt, parse, "Write the statements as a numbered list, one per line.",
+                  usage, count)
+    if not answer.ok:
+        reason = _step(answer.reason, "statement extraction")
+        return judgment(sample, judge, metric, None, reason, usage, answer.raw)
+    statements = list(answer.value)[: judge.vera.max_statements]
+    return _verdict_share(client, judge, sample, plan, metric, statements, usage, count)
 
 
-def retrieval_recall(client: LLMClient, cfg: VeraJudgeConfig, sample: VeraInput) -> VeraScore:
-    spec, usage = VERA_METRICS["retrieval_recall"], Usage()
-    sentences = split_sentences(sample.answer)[:12]
-    if not sentences:
-        return _score(sample, spec, None, "answer has no sentence", usage)
-    return _verdict_share(client, cfg, sample, spec, sentences, usage)
+def retrieval_recall(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
+                     count: Count | None = None, embed: Embed | None = None) -> Judgment:
+    metric, usage = "vera_retrieval_recall", Usage()
+    if not plan.answer_sentences:
+        return judgment(sample, judge, metric, None, "answer has no sentence", usage)
+    return _verdict_share(client, judge, sample, plan, metric, list(plan.answer_sentences), usage, count)
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -232,26 +282,29 @@ def precision_from_extracted(context_sentences: list[str], extracted: list[str],
     return float((sims.max(axis=1) >= threshold).mean())
 
 
-def retrieval_precision(client: LLMClient, cfg: VeraJudgeConfig, sample: VeraInput, embed: Embed) -> VeraScore:
-    spec, usage = VERA_METRICS["retrieval_precision"], Usage()
-    ctx = context_text(sample.context, cfg.max_context_chars)
-    context_sentences = [s for chunk in sample.context for s in split_sentences(chunk)]
-    if not context_sentences:
-        return _score(sample, spec, None, "empty context", usage)
-    prompt = render(cfg.prompt_version, "precision.txt", question=sample.question, context=ctx)
+def retrieval_precision(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
+                        count: Count | None = None, embed: Embed | None = None) -> Judgment:
+    metric, usage = "vera_retrieval_precision", Usage()
+    if not plan.context_sentences:
+        return judgment(sample, judge, metric, None, "empty context", usage)
+    prompt = render(judge.vera.prompt_version, "precision.txt", question=sample.question,
+                    context=plan.context)
 
-    def parse(text: str):
+    def parse(text: str | None) -> Parsed:
         if INSUFFICIENT in (text or "").lower():
-            return []
+            return Parsed(True, [])
         items = parse_numbered(text)
-        return items or None
+        return Parsed(True, items) if items else Parsed(False, reason="no sentence copied")
 
-    extracted, raw, reason = ask(client, cfg, prompt, parse, usage,
-                                  "Copy the needed sentences, one per line, or write 'Insufficient Information'.")
-    if extracted is None:
-        return _score(sample, spec, None, reason, usage, raw=raw)
-    value = precision_from_extracted(context_sentences, list(extracted), embed, cfg.precision_threshold)
-    return _score(sample, spec, value, "empty context", usage, extracted=list(extracted), raw=raw)
+    answer = _ask(client, judge, prompt, parse,
+                  "Copy the needed sentences, one per line, or write 'Insufficient Information'.", usage,
+                  count)
+    if not answer.ok:
+        return judgment(sample, judge, metric, None, answer.reason, usage, answer.raw)
+    value = precision_from_extracted(list(plan.context_sentences), list(answer.value), _embedder(embed),
+                                     judge.vera.precision_threshold)
+    return judgment(sample, judge, metric, value, "empty context", usage, answer.raw,
+                    extracted=list(answer.value), n_context_sentences=len(plan.context_sentences))
 
 
 def relevance_from_questions(question: str, generated: list[str], embed: Embed) -> float:
@@ -261,32 +314,96 @@ def relevance_from_questions(question: str, generated: list[str], embed: Embed) 
     return float(np.clip(sims, 0.0, 1.0).mean())
 
 
-def answer_relevance(client: LLMClient, cfg: VeraJudgeConfig, sample: VeraInput, embed: Embed) -> VeraScore:
-    spec, usage = VERA_METRICS["answer_relevance"], Usage()
-    prompt = render(cfg.prompt_version, "questions.txt", answer=sample.answer, n=str(cfg.n_questions))
-    questions, raw, reason = ask(client, cfg, prompt, lambda t: parse_numbered(t)[: cfg.n_questions] or None, usage,
-                                  f"Write {cfg.n_questions} questions, numbered, one per line.")
-    if questions is None:
-        return _score(sample, spec, None, reason, usage, raw=raw)
-    value = relevance_from_questions(sample.question, list(questions), embed)
-    return _score(sample, spec, value, "no question generated", usage, questions=list(questions), raw=raw)
+def answer_relevance(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
+                     count: Count | None = None, embed: Embed | None = None) -> Judgment:
+    metric, usage, n = "vera_answer_relevance", Usage(), judge.vera.n_questions
+    prompt = render(judge.vera.prompt_version, "questions.txt", answer=sample.response, n=str(n))
+
+    def parse(text: str | None) -> Parsed:
+        questions = parse_numbered(text)[:n]
+        return Parsed(True, questions) if questions else Parsed(False, reason="no question in the reply")
+
+    answer = _ask(client, judge, prompt, parse, f"Write {n} questions, numbered, one per line.", usage, count)
+    if not answer.ok:
+        return judgment(sample, judge, metric, None, answer.reason, usage, answer.raw)
+    value = relevance_from_questions(sample.question, list(answer.value), _embedder(embed))
+    return judgment(sample, judge, metric, value, "no question generated", usage, answer.raw,
+                    questions=list(answer.value))
 
 
-def evaluate_sample(client: LLMClient, cfg: VeraJudgeConfig, sample: VeraInput, embed: Embed | None) -> list[VeraScore]:
-    out = []
-    for name in cfg.metrics:
-        spec = VERA_METRICS[name]
-        if not sample.answer.strip():
-            out.append(VeraScore(sample.query_id, sample.system, spec.column, 0.0, "empty_response",
-                                 "empty response scores 0 without calling the judge", 0, 0, 0))
-            continue
-        if spec.needs_embedding:
-            if embed is None:
-                raise ValueError(f"{name} needs an embedding function")
-            out.append(globals()[name](client, cfg, sample, embed))
-        else:
-            out.append(globals()[name](client, cfg, sample))
-    return out
+METRIC_FUNCTIONS: dict[str, Callable[..., Judgment]] = {
+    "vera_faithfulness": faithfulness,
+    "vera_retrieval_recall": retrieval_recall,
+    "vera_retrieval_precision": retrieval_precision,
+    "vera_answer_relevance": answer_relevance,
+}
+
+
+# --- the suite ------------------------------------------------------------------------------------------
+
+class VeraSuite:
+    """One unit per sample (every selected metric shares the fitted context). `embed` replaces the MiniLM
+    embedder (tests); by default MiniLM is loaded on first use, once per process."""
+
+    name = SUITE
+    description = ("VERA (vera-paper section 3.1): faithfulness, retrieval recall and precision, "
+                   "answer relevance")
+    metrics = VERA_METRICS
+
+    def __init__(self, embed: Embed | None = None):
+        self.embed = embed
+
+    def prompt_version(self, judge: JudgeConfig) -> str:
+        return judge.vera.prompt_version
+
+    def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
+        return tuple(metric_name(m) for m in judge.vera.metrics)
+
+    def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
+        from judges.readers import fit_chunks
+
+        metrics = self.selected_metrics(judge)
+        chunks = sample.context if any("context" in VERA_METRICS[m].inputs for m in metrics) else []
+
+        def longest(kept: list[str]) -> str:
+            return max(context_prompts(sample, judge, metrics, kept), key=count, default="")
+
+        fitted = fit_chunks(longest, list(chunks), window_budget(judge), count)
+        plan = make_plan(sample, judge, fitted.chunks)
+        version = judge.vera.prompt_version
+        key = unit_key(SUITE, {
+            "metrics": metrics, "model": judge.model, "prompt_version": version, "seed": seed,
+            "templates": {f: load_template(version, f) for m in metrics for f in VERA_METRICS[m].templates},
+            "question": sample.question, "response": sample.response, "context": plan.context,
+            "options": judge.vera.model_dump(exclude={"metrics"}), "window": judge.context_window,
+            "tokenizer": judge.tokenizer,
+            "embedder": EMBEDDER_ID if EMBEDDING_METRICS & set(metrics) else None,
+        })
+        return [Unit(SUITE, sample, metrics, plan, key, len(fitted.chunks), fitted.n_truncated)]
+
+    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
+                 count: Count | None) -> list[Judgment]:
+        sample = unit.sample
+        if not sample.response.strip():
+            return [empty_judgment(sample, judge, m) for m in unit.metrics]
+        return [METRIC_FUNCTIONS[m](client, judge, sample, unit.plan, count, self.embed)
+                for m in unit.metrics]
+
+    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
+        if status == "empty_response":
+            return [empty_judgment(sample, judge, m) for m in self.selected_metrics(judge)]
+        out = []
+        for m in self.selected_metrics(judge):
+            j = judgment(sample, judge, m, None, reason, Usage())
+            j.status = status
+            out.append(j)
+        return out
+
+
+def empty_judgment(sample: Sample, judge: JudgeConfig, metric: str) -> Judgment:
+    j = judgment(sample, judge, metric, 0.0, None, Usage())
+    j.status, j.reason = "empty_response", EMPTY_REASON
+    return j
 
 
 # --- embedding ----------------------------------------------------------------------------------------
@@ -301,24 +418,46 @@ def minilm_path() -> str:
     return str(Path(next(iter(spec.submodule_search_locations))) / "model")
 
 
-@lru_cache(maxsize=2)
+_MODELS: dict[str, Any] = {}
+_MODEL_LOCK = threading.Lock()
+_DEFAULT_EMBED: list[Embed] = []
+
+
 def _sentence_transformer(path: str):
-    import os
+    """One SentenceTransformer per path and process (a judging shard's threads share it)."""
+    with _MODEL_LOCK:
+        if path not in _MODELS:
+            import os
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(path, device="cpu")
+            _MODELS[path] = SentenceTransformer(path, device="cpu")
+        return _MODELS[path]
 
 
 def minilm_embedder(model: str | None = None) -> Embed:
     path = model or minilm_path()
 
     def embed(texts: list[str]) -> np.ndarray:
-        return _sentence_transformer(path).encode(list(texts), convert_to_numpy=True, normalize_embeddings=True,
-                                                  show_progress_bar=False)
+        encoder = _sentence_transformer(path)
+        with _MODEL_LOCK:  # one encode at a time per process: the threads of a shard share the model
+            return encoder.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True,
+                                  show_progress_bar=False)
 
     return embed
+
+
+def default_embedder() -> Embed:
+    """The MiniLM embedder, created on first use and cached per process (loaded on its first call)."""
+    with _MODEL_LOCK:
+        if not _DEFAULT_EMBED:
+            _DEFAULT_EMBED.append(minilm_embedder())
+        return _DEFAULT_EMBED[0]
+
+
+def _embedder(embed: Embed | None) -> Embed:
+    return embed if embed is not None else default_embedder()
 
 
 # --- cross-encoder aggregate ---------------------------------------------------------------------------
@@ -368,8 +507,9 @@ class CrossEncoderAggregator:
             raise ValueError("questions and enriched answers differ in length")
         if not questions:
             return []
-        logits = np.asarray(self.model.predict(list(zip(questions, enriched)), activation_fn=_identity(),
-                                               convert_to_numpy=True, show_progress_bar=False), dtype=np.float64)
+        predicted = self.model.predict(list(zip(questions, enriched)), activation_fn=_identity(),
+                                       convert_to_numpy=True, show_progress_bar=False)
+        logits = np.asarray(predicted, dtype=np.float64)
         logits = logits.reshape(len(questions))
         return [AggregateScore(float(x), float(1.0 / (1.0 + math.exp(-x)))) for x in logits]
 
@@ -378,3 +518,6 @@ def _identity():
     import torch
 
     return torch.nn.Identity()
+
+
+register_suite(VeraSuite())

@@ -18,24 +18,29 @@ from pathlib import Path
 
 from pipelines.config import REPO_ROOT, ConfigError, load_config
 
-METRICS = ("CC", "QR", "ID", "AC", "IR")
-
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "injection-eval") -> None:
     from judges.injection import PLACEMENTS, TEMPLATES
+    from judges.suite import get_suite
 
-    parser.add_argument("--config", help="run config YAML for judge/client/serving (default configs/cpu-demo.yaml)")
-    parser.add_argument("--dataset", help="BioASQ JSON file/folder or rag-mini-bioasq folder (default: the config's)")
+    parser.add_argument("--config",
+                        help="run config YAML for judge/client/serving (default configs/cpu-demo.yaml)")
+    parser.add_argument("--dataset",
+                        help="BioASQ JSON file/folder or rag-mini-bioasq folder (default: the config's)")
     parser.add_argument("--limit", type=int, help="first N questions (default: the config's dataset.limit)")
     parser.add_argument("--templates", nargs="+", choices=sorted(TEMPLATES), default=list(TEMPLATES),
                         help="injection templates (default: all)")
     parser.add_argument("--placements", nargs="+", choices=PLACEMENTS, default=list(PLACEMENTS),
                         help="where the injection goes (default: both)")
-    parser.add_argument("--metrics", nargs="+", choices=METRICS, help="CCRS metrics (default: the config's)")
-    parser.add_argument("--max-chunks", type=int, default=5, help="gold snippets per question used as context")
-    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint instead of the Serve app")
+    parser.add_argument("--metrics", nargs="+", choices=list(get_suite("ccrs").metrics),
+                        help="CCRS metrics (default: the config's)")
+    parser.add_argument("--max-chunks", type=int, default=5,
+                        help="gold snippets per question used as context")
+    parser.add_argument("--llm-base-url",
+                        help="use this running OpenAI-compatible endpoint instead of the Serve app")
     parser.add_argument("--out", type=Path, default=Path("runs/injection"), help="output folder")
-    parser.add_argument("--tracking-uri", help="log the report to this MLflow tracking URI (default: no logging)")
+    parser.add_argument("--tracking-uri",
+                        help="log the report to this MLflow tracking URI (default: no logging)")
     parser.add_argument("--no-progress", action="store_true")
 
 

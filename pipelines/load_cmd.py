@@ -25,14 +25,16 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "load-test") -> N
     parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint instead of the "
                         "config's Serve app")
     parser.add_argument("--model", help="judge model name (default: judge.model of the config)")
-    parser.add_argument("--out", type=Path, default=Path("load-test"), help="output folder (default load-test)")
+    parser.add_argument("--out", type=Path, default=Path("load-test"),
+                        help="output folder (default load-test)")
     parser.add_argument("--config", help="run config YAML for judge and client settings "
                         "(default: configs/cpu-demo.yaml)")
     parser.add_argument("--max-concurrency", type=int, help="the client limit under test "
                         "(default: client.max_concurrency of the config)")
     parser.add_argument("--compare-unlimited", action="store_true",
                         help="also run every level with the client limit raised to the level")
-    parser.add_argument("--warmup", type=int, default=1, help="warm-up requests before the levels (default 1)")
+    parser.add_argument("--warmup", type=int, default=1,
+                        help="warm-up requests before the levels (default 1)")
     parser.add_argument("--dataset", help="BioASQ JSON file/folder (default: dataset.path of the config)")
     parser.add_argument("--chunks-per-sample", type=int, default=5, help="gold snippets per judge context")
 
@@ -101,10 +103,11 @@ def _endpoint(config: RunConfig):
     """The config's endpoint, as `ccrs run` gets it: an external URL is waited for; the local Serve app is
     found when already up, else deployed here and removed again afterwards (an app found running, and the
     Ray it lives in, are left alone)."""
-    from infra.serving import _already_serving, start_serve_app, stop_serve_app
+    from infra.serving import already_serving, start_serve_app, stop_serve_app
 
     serving = config.serving
-    started = serving.profile != "external" and not _already_serving(serving.app_base_url(), serving.model_ids())
+    started = serving.profile != "external" and not already_serving(serving.app_base_url(),
+                                                                    serving.model_ids())
     if started:
         print(f"starting the {serving.profile} Serve app on port {serving.port} (minutes)...", file=sys.stderr)
     try:

@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
                         help="unit tests, GroUSE JSON lines (default data/grouse-bioasq/test.jsonl)")
     parser.add_argument("--judge", choices=["grouse", "ccrs", "both"], default="grouse",
                         help="grouse: unit-test conditions; ccrs: paired CCRS calibration; both")
-    parser.add_argument("--base-url", help="OpenAI-compatible /v1 URL of the judge (default: local CPU model)")
+    parser.add_argument("--llm-base-url", "--base-url", dest="base_url",
+                        help="OpenAI-compatible /v1 URL of the judge (default: local CPU model)")
     parser.add_argument("--model", help="judge model name (default: the local CPU model)")
     parser.add_argument("--port", type=int, default=8000, help="port of the local Serve app")
     parser.add_argument("--limit", type=int, help="only the first N tests")
@@ -58,6 +59,15 @@ def main(args: argparse.Namespace) -> int:
     if not tests:
         print("ccrs meta-eval: error: no tests selected", file=sys.stderr)
         return 2
+    from pydantic import ValidationError
+
+    from judges.config import GrouseOptions
+
+    try:  # checked before a local judge is started
+        GrouseOptions(prompt_version=args.prompt_version, max_tokens=args.max_tokens)
+    except ValidationError as exc:
+        print(f"ccrs meta-eval: error: --prompt-version/--max-tokens: {exc}", file=sys.stderr)
+        return 2
     try:
         with _endpoint(args) as (base_url, model, local):
             result, paths = _run(args, tests, base_url, model, local)
@@ -75,22 +85,21 @@ def _select(tests, args):
 
 
 def _run(args, tests, base_url, model, local):
-    from judges.config import ClientConfig, JudgeConfig
+    from judges.config import ClientConfig, GrouseOptions, JudgeConfig
     from judges.tokens import token_counter
     from tasks.generate import default_tokenizer
     from pipelines.tools.meta_eval import run_meta_eval, write_outputs
 
     window = args.context_window or (2048 if local else None)
-    judge = JudgeConfig(model=model, max_reasks=args.max_reasks, max_tokens=args.max_tokens,
-                        prompt_version=args.prompt_version, structured_output=args.structured_output,
-                        context_window=window or 2048, cache=False)
-    ccrs_judge = JudgeConfig(model=model, max_reasks=args.max_reasks, structured_output=args.structured_output,
-                             cache=False)
+    # --prompt-version and --max-tokens are GroUSE's (judge.grouse); CCRS keeps its own defaults.
+    judge = JudgeConfig(model=model, max_reasks=args.max_reasks, structured_output=args.structured_output,
+                        context_window=window or 2048, cache=False,
+                        grouse=GrouseOptions(prompt_version=args.prompt_version, max_tokens=args.max_tokens))
     count = token_counter(default_tokenizer(model)) if window else None
     client = ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed)
     bar = _bar(len(tests), args.no_progress or args.judge == "ccrs")
     result = run_meta_eval(tests, str(args.tests), args.judge, judge, client, base_url, count,
-                           on_done=lambda _: bar.update(1), ccrs_judge=ccrs_judge)
+                           on_done=lambda _: bar.update(1))
     bar.close()
     return result, write_outputs(result, tests, args.out)
 
@@ -111,11 +120,11 @@ class _endpoint:
     def __enter__(self):
         if self.args.base_url:
             return self.args.base_url.rstrip("/"), self.args.model or "smollm2-135m-instruct", False
-        from infra.serving import ServingConfig, _already_serving, start_serve_app
+        from infra.serving import ServingConfig, already_serving, start_serve_app
 
         self.cfg = ServingConfig.for_profile("cpu", port=self.args.port)
         url = self.cfg.app_base_url()
-        self.started = not _already_serving(url, self.cfg.model_ids())
+        self.started = not already_serving(url, self.cfg.model_ids())
         if self.started:
             print(f"starting the local CPU judge on port {self.args.port} (a few minutes)...", file=sys.stderr)
         url = start_serve_app(self.cfg)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.config import REPO_ROOT, STAGES, RunConfig
+from tasks.layout import RunLayout
 
 
 @dataclass
@@ -51,7 +52,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
     preflight_index(config.index)
     run_dir = config.resolved_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(config.model_dump_json(indent=2))
+    RunLayout(run_dir).config_json.write_text(config.model_dump_json(indent=2))
     dashboard = ensure_ray(config.ray.address, config.ray.num_cpus)
     print(f"Ray: {dashboard or 'local (no dashboard)'}; run directory: {run_dir}")
 
@@ -87,8 +88,6 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
 
 
 def _stage(suite: str) -> str:
-    from tasks.layout import RunLayout
-
     return RunLayout.judge_stage(suite)
 
 
@@ -139,7 +138,7 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path
             stage_summaries={"generate": generation.summary,
                              **{_stage(name): out.summary for name, out in judged.items()}},
             failures_path=failures_path,
-            pending_marker=run_dir / ".track.pending",
+            pending_marker=RunLayout(run_dir).track_pending,
         )
         if config.gqm_goals:
             from pipelines.tools.gqm_report import log_to_mlflow, write_report

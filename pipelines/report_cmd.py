@@ -8,7 +8,8 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "report") -> None:
     parser.add_argument("run_dir", help="run directory written by `ccrs run`")
-    parser.add_argument("--goals", default=None, help="GQM goal tree YAML (default configs/gqm/thesis-goals.yaml)")
+    parser.add_argument("--goals", default=None,
+                        help="GQM goal tree YAML (default configs/gqm/thesis-goals.yaml)")
     parser.add_argument("--out", default=None, help="output directory (default RUN_DIR/gqm)")
     parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (with --run-id)")
     parser.add_argument("--run-id", default=None, help="MLflow run to log gqm/ artifacts and metrics into")

@@ -27,10 +27,14 @@ class RetrievalCommandConfig(BaseModel):
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--config", type=Path, help="YAML with keys dataset/chunking/embedder/index/retrieval")
+    parser.add_argument(
+        "--config", type=Path, help="YAML with keys dataset/chunking/embedder/index/retrieval"
+    )
     parser.add_argument("--dataset", help="dataset path (BioASQ JSON file/folder or rag-mini-bioasq folder)")
     parser.add_argument("--limit", type=int, help="use only the first N questions (the corpus stays whole)")
-    parser.add_argument("--run-dir", type=Path, default=Path(DEFAULT_RUN_DIR), help=f"default: {DEFAULT_RUN_DIR}")
+    parser.add_argument(
+        "--run-dir", type=Path, default=Path(DEFAULT_RUN_DIR), help=f"default: {DEFAULT_RUN_DIR}"
+    )
     parser.add_argument("--force", action="store_true", help="recompute every stage")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     if name == "retrieve":
@@ -81,8 +85,8 @@ def _print_stages(stages) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from retrievers.indexes import IndexBackendError
     from retrievers.schema import DatasetError
+    from retrievers.types import IndexBackendError
 
     try:
         config = apply_overrides(load_command_config(args.config), args)

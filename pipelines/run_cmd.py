@@ -18,8 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--limit", type=int, help="use only the first N questions")
     parser.add_argument("--run-dir", help="where stage outputs go (default: runs/<name>)")
     parser.add_argument("--from-stage", choices=STAGES, help="recompute this stage and all later ones")
-    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint (e.g. the RayService) "
-                        "instead of deploying the Serve app")
+    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint "
+                        "(e.g. the RayService) instead of deploying the Serve app")
     parser.add_argument("--keep-serving", action="store_true", help="leave the Serve app up after the run")
     parser.add_argument("--check-config", action="store_true", help="validate the config and exit")
 

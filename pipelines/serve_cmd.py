@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--host", help="bind address of the HTTP proxy (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="HTTP port (default 8000)")
     parser.add_argument("--ready-timeout", type=float, dest="ready_timeout_s")
-    parser.add_argument("--base-url", dest="base_url", help="external profile: OpenAI-compatible /v1 URL")
+    parser.add_argument("--llm-base-url", "--base-url", dest="base_url",
+                        help="external profile: OpenAI-compatible /v1 URL")
 
 
 def load_config(args: argparse.Namespace):

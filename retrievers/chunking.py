@@ -61,7 +61,9 @@ def chunk_table(
     return pa.Table.from_pydict(columns, schema=CHUNKS_SCHEMA)
 
 
-def _append_chunks(columns: dict[str, list], doc_id: str, text: str, spans: list[tuple[int, int, int]]) -> None:
+def _append_chunks(
+    columns: dict[str, list], doc_id: str, text: str, spans: list[tuple[int, int, int]]
+) -> None:
     for start, end, n_tokens in spans:
         columns["chunk_id"].append(chunk_id(doc_id, start, end))
         columns["doc_id"].append(doc_id)

@@ -5,6 +5,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from retrievers.methods import RETRIEVAL_METHODS
+
+# The names of the registered retrieval methods (retrievers/methods.py): "bm25", "knn".
+RetrieverName = Literal[tuple(RETRIEVAL_METHODS)]
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -31,13 +36,15 @@ class ChunkingConfig(_Strict):
     tokenizer: str = "mistral-common:tokenizer.model.v1"
     chunk_tokens: int = Field(default=300, ge=8)
     overlap_tokens: int = Field(default=60, ge=0)
-    shard_size: int = Field(default=2000, ge=1, description="passages per Ray task")
-    max_parallel: int = Field(default=2, ge=1, description="chunking Ray tasks in flight at once")
+    shard_size: int = Field(default=2000, ge=1, description="passages per call to a chunking Ray actor")
+    max_parallel: int = Field(default=2, ge=1, description="chunking Ray actors (shards in flight at once)")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> ChunkingConfig:
         if self.overlap_tokens >= self.chunk_tokens:
-            raise ValueError(f"overlap_tokens ({self.overlap_tokens}) must be < chunk_tokens ({self.chunk_tokens})")
+            raise ValueError(
+                f"overlap_tokens ({self.overlap_tokens}) must be < chunk_tokens ({self.chunk_tokens})"
+            )
         return self
 
 
@@ -53,9 +60,10 @@ class EmbedderConfig(_Strict):
     normalize: bool = True
     device: str | None = Field(default=None, description="sentence-transformers device; None: auto")
     engine_kwargs: dict = Field(default_factory=dict, description="extra vllm.LLM(...) arguments")
-    num_workers: int = Field(default=1, ge=1, description="embedding Ray tasks (each loads the model once)")
+    num_workers: int = Field(default=1, ge=1, description="embedding Ray actors (each loads the model once)")
     num_gpus: float | None = Field(
-        default=None, ge=0, description="GPUs per embedding worker; None: 1 for vllm when the cluster has GPUs, else 0"
+        default=None, ge=0,
+        description="GPUs per embedding worker; None: 1 for vllm when the cluster has GPUs, else 0",
     )
 
 
@@ -99,7 +107,9 @@ class IndexConfig(_Strict):
 
 
 class RetrievalConfig(_Strict):
-    retrievers: list[Literal["bm25", "knn"]] = ["bm25", "knn"]
+    retrievers: list[RetrieverName] = list(RETRIEVAL_METHODS)
     top_k: int = Field(default=20, ge=1)
-    query_shard_size: int = Field(default=256, ge=1, description="queries per Ray retrieval task")
-    max_parallel: int = Field(default=2, ge=1, description="retrieval Ray tasks in flight at once")
+    query_shard_size: int = Field(default=256, ge=1, description="queries per call to a search Ray actor")
+    max_parallel: int = Field(
+        default=2, ge=1, description="search Ray actors (query shards in flight at once)"
+    )

@@ -86,7 +86,8 @@ class SentenceTransformersEmbedder(_BaseEmbedder):
         from sentence_transformers import SentenceTransformer
 
         self.model = SentenceTransformer(path, device=config.device)
-        get_dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        get_dimension = getattr(self.model, "get_embedding_dimension", None)
+        get_dimension = get_dimension or self.model.get_sentence_embedding_dimension
         self.dimension = int(get_dimension())
 
     def _encode(self, texts: list[str]) -> np.ndarray:

@@ -1,54 +1,21 @@
-"""Search indexes over chunks: BM25 (sparse) and exact or approximate k-NN (dense).
+"""The embedded index backend (in-process, the default): BM25 with Lucene scoring through bm25s, exact k-NN
+with numpy (dot product of L2-normalized vectors = cosine), persisted in a folder (bm25s files, vectors.npy,
+chunks.parquet) so later runs reuse it.
 
-Backends (IndexConfig.backend), each a small registered spec with `build` and `open`:
-- `embedded` (default, in-process): BM25 with Lucene scoring through bm25s, exact k-NN with numpy
-  (dot product of L2-normalized vectors = cosine), persisted in a folder (bm25s files, vectors.npy,
-  chunks.parquet) so later runs reuse it;
-- `opensearch`: one OpenSearch index holding a BM25 text field and a knn_vector field
-  (retrievers/opensearch_index.py).
+The OpenSearch backend is retrievers/opensearch_index.py; retrievers/backends.py registers both and picks
+one by `IndexConfig.backend`. Both backends import only retrievers/types.py and retrievers/config.py.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from retrievers.config import IndexConfig
-
-
-class IndexBackendError(RuntimeError):
-    """An index that cannot be built, reached or queried."""
-
-
-@dataclass(frozen=True)
-class Hit:
-    chunk_id: str
-    doc_id: str
-    score: float
-    text: str
-
-
-class SearchIndex(Protocol):
-    def search_bm25(self, queries: list[str], k: int) -> list[list[Hit]]: ...
-
-    def search_knn(self, vectors: np.ndarray, k: int) -> list[list[Hit]]: ...
-
-
-@dataclass(frozen=True)
-class IndexBackend:
-    build: Callable[[IndexConfig, pa.Table, np.ndarray | None, Path], dict]
-    open: Callable[[IndexConfig, Path], SearchIndex]
-    # Whether a previously built index (its build summary) is still there: a rerun rebuilds it otherwise.
-    is_built: Callable[[IndexConfig, Path, dict], bool]
-
-
-# ---------------------------------------------------------------- embedded (bm25s + numpy)
+from retrievers.types import Hit, IndexBackendError, SearchIndex
 
 BM25_DIR = "bm25"
 VECTORS_FILE = "vectors.npy"
@@ -78,7 +45,9 @@ def bm25_tokens(texts: list[str], config: IndexConfig) -> list[list[str]]:
     )
 
 
-def build_embedded(config: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: Path) -> dict:
+def build_embedded(
+    config: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: Path
+) -> dict:
     import bm25s
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -118,7 +87,8 @@ class EmbeddedIndex:
 
     def search_bm25(self, queries: list[str], k: int) -> list[list[Hit]]:
         k = min(k, len(self.chunk_ids))
-        rows, scores = self.bm25.retrieve(bm25_tokens(queries, self.config), k=k, show_progress=False, n_threads=1)
+        tokens = bm25_tokens(queries, self.config)
+        rows, scores = self.bm25.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         # bm25s pads with zero-score rows when fewer than k chunks share a term: those are not hits.
         return [self._hits(r[s > 0], s[s > 0]) for r, s in zip(rows, scores)]
 
@@ -142,50 +112,3 @@ def open_embedded(config: IndexConfig, directory: Path) -> SearchIndex:
 
 def embedded_is_built(config: IndexConfig, directory: Path, summary: dict) -> bool:
     return (directory / PARAMS_FILE).exists()
-
-
-# ---------------------------------------------------------------- registry
-
-
-def _build_opensearch(config: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: Path) -> dict:
-    from retrievers.opensearch_index import build_opensearch
-
-    return build_opensearch(config.opensearch, chunks, vectors)
-
-
-def _open_opensearch(config: IndexConfig, directory: Path) -> SearchIndex:
-    from retrievers.opensearch_index import OpenSearchIndex
-
-    return OpenSearchIndex(config.opensearch)
-
-
-def _opensearch_is_built(config: IndexConfig, directory: Path, summary: dict) -> bool:
-    from retrievers.opensearch_index import opensearch_is_built
-
-    return opensearch_is_built(config.opensearch, summary)
-
-
-INDEX_BACKENDS: dict[str, IndexBackend] = {
-    "embedded": IndexBackend(build=build_embedded, open=open_embedded, is_built=embedded_is_built),
-    "opensearch": IndexBackend(build=_build_opensearch, open=_open_opensearch, is_built=_opensearch_is_built),
-}
-
-
-def check_index_reachable(config: IndexConfig) -> None:
-    """A remote index backend that does not answer raises IndexBackendError naming its address."""
-    if config.backend == "opensearch":
-        from retrievers.opensearch_index import ping
-
-        ping(config.opensearch)
-
-
-def build_index(config: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: Path) -> dict:
-    return INDEX_BACKENDS[config.backend].build(config, chunks, vectors, directory)
-
-
-def open_index(config: IndexConfig, directory: Path) -> SearchIndex:
-    return INDEX_BACKENDS[config.backend].open(config, directory)
-
-
-def index_is_built(config: IndexConfig, directory: Path, summary: dict) -> bool:
-    return INDEX_BACKENDS[config.backend].is_built(config, directory, summary)

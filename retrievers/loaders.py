@@ -116,7 +116,8 @@ class _SnippetCorpus:
         doc_id = snippet_doc_id(pmid, text)
         known = self.passages.get(doc_id)
         if known is None:
-            self.passages[doc_id] = Passage(doc_id=doc_id, text=text, metadata=_snippet_metadata(snippet, pmid))
+            metadata = _snippet_metadata(snippet, pmid)
+            self.passages[doc_id] = Passage(doc_id=doc_id, text=text, metadata=metadata)
         elif known.text != text:
             raise DatasetError(f"{where}: doc_id {doc_id} collides with a different snippet text")
         return doc_id

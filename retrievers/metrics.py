@@ -19,7 +19,9 @@ def measures(k: int) -> list:
 
 def doc_run(retrieved: pd.DataFrame) -> pd.DataFrame:
     """Chunk hits (query_id, retriever, rank, doc_id, score) -> one row per document, max score."""
-    ordered = retrieved.sort_values(["query_id", "retriever", "score", "rank"], ascending=[True, True, False, True])
+    ordered = retrieved.sort_values(
+        ["query_id", "retriever", "score", "rank"], ascending=[True, True, False, True]
+    )
     best = ordered.drop_duplicates(["query_id", "retriever", "doc_id"], keep="first")
     # ir-measures orders by score; a tiny rank-based decrement keeps equal-score documents in rank order.
     best = best.assign(score=best["score"] - best["rank"] * 1e-9)
@@ -36,7 +38,9 @@ def qrels_of(queries: pd.DataFrame) -> list:
     ]
 
 
-def per_query_metrics(queries: pd.DataFrame, retrieved: pd.DataFrame, k: int, retrievers: list[str]) -> pd.DataFrame:
+def per_query_metrics(
+    queries: pd.DataFrame, retrieved: pd.DataFrame, k: int, retrievers: list[str]
+) -> pd.DataFrame:
     """Rows (query_id, retriever, measure, value) for every judged query and retriever."""
     import ir_measures
 
@@ -47,10 +51,12 @@ def per_query_metrics(queries: pd.DataFrame, retrieved: pd.DataFrame, k: int, re
     for retriever in retrievers:
         run = runs[runs["retriever"] == retriever]
         scored = [ir_measures.ScoredDoc(r.query_id, r.doc_id, float(r.score)) for r in run.itertuples()]
-        values = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(measures(k), qrels, scored)}
+        calculated = ir_measures.iter_calc(measures(k), qrels, scored)
+        values = {(m.query_id, str(m.measure)): m.value for m in calculated}
         for query_id in judged:
             for measure in measures(k):
-                rows.append((query_id, retriever, str(measure), float(values.get((query_id, str(measure)), 0.0))))
+                value = float(values.get((query_id, str(measure)), 0.0))
+                rows.append((query_id, retriever, str(measure), value))
     return pd.DataFrame(rows, columns=["query_id", "retriever", "measure", "value"])
 
 

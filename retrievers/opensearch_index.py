@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from retrievers.config import OpenSearchConfig, redact_userinfo
-from retrievers.indexes import Hit, IndexBackendError
+from retrievers.types import Hit, IndexBackendError
 
 TEXT_FIELD = "text"
 VECTOR_FIELD = "embedding"
@@ -164,10 +164,13 @@ def build_opensearch(config: OpenSearchConfig, chunks: pa.Table, vectors: np.nda
     _call(config, client.indices.create, index=name, body=index_body(config, dimension))
     actions = bulk_actions(name, chunks, vectors)
     indexed, errors = _call(
-        config, helpers.bulk, client, actions, chunk_size=config.bulk_batch, raise_on_error=False, refresh=True
+        config, helpers.bulk, client, actions, chunk_size=config.bulk_batch, raise_on_error=False,
+        refresh=True,
     )
     if errors:
-        raise IndexBackendError(f"OpenSearch bulk indexing into {name}: {len(errors)} failed, e.g. {errors[0]}")
+        raise IndexBackendError(
+            f"OpenSearch bulk indexing into {name}: {len(errors)} failed, e.g. {errors[0]}"
+        )
     return {"index_name": name, "n_indexed": indexed, "dimension": dimension}
 
 
@@ -191,6 +194,11 @@ def msearch_body(index_name: str, bodies: list[dict]) -> list[dict]:
     return [line for body in bodies for line in ({"index": index_name}, body)]
 
 
+def _hit(hit: dict) -> Hit:
+    source = hit["_source"]
+    return Hit(source["chunk_id"], source["doc_id"], float(hit["_score"]), source[TEXT_FIELD])
+
+
 class OpenSearchIndex:
     def __init__(self, config: OpenSearchConfig) -> None:
         self.config = config
@@ -201,10 +209,7 @@ class OpenSearchIndex:
             error = response["error"]
             reason = error.get("reason", error) if isinstance(error, dict) else error
             raise IndexBackendError(f"OpenSearch at {_hosts(self.config)}: {reason}")
-        return [
-            Hit(h["_source"]["chunk_id"], h["_source"]["doc_id"], float(h["_score"]), h["_source"][TEXT_FIELD])
-            for h in response["hits"]["hits"]
-        ]
+        return [_hit(hit) for hit in response["hits"]["hits"]]
 
     def _msearch(self, bodies: list[dict]) -> list[list[Hit]]:
         results: list[list[Hit]] = []

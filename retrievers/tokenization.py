@@ -101,8 +101,10 @@ TOKENIZER_BACKENDS: dict[str, Callable[[str, str], OffsetTokenizer]] = {
 
 @lru_cache(maxsize=4)
 def load_tokenizer(spec: str) -> OffsetTokenizer:
-    """`backend:argument`, e.g. 'mistral-common:tokenizer.model.v1' or 'hf:intfloat/e5-mistral-7b-instruct'."""
+    """`backend:argument`, e.g. 'mistral-common:tokenizer.model.v1' or
+    'hf:intfloat/e5-mistral-7b-instruct'."""
     backend, sep, argument = spec.partition(":")
     if not sep or backend not in TOKENIZER_BACKENDS or not argument:
-        raise ValueError(f"tokenizer {spec!r}: expected one of {sorted(TOKENIZER_BACKENDS)} as '<backend>:<arg>'")
+        known = sorted(TOKENIZER_BACKENDS)
+        raise ValueError(f"tokenizer {spec!r}: expected one of {known} as '<backend>:<arg>'")
     return TOKENIZER_BACKENDS[backend](argument, spec)

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-FAILURES_FILE = "failures.json"
+from tasks.layout import RunLayout
+
 
 
 def stage_failures(name: str, summary: dict[str, Any]) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def failure_report(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def write_failure_report(run_dir: Path, summaries: dict[str, dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
     report = failure_report(summaries)
-    path = Path(run_dir) / FAILURES_FILE
+    path = RunLayout(run_dir).failures_json
     path.write_text(json.dumps(report, indent=2, default=str))
     return path, report
 

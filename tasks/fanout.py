@@ -76,7 +76,7 @@ def fan_out_report(
     results: list[Any] = [None] * len(items)
     if not items:
         return results, report
-    from tasks.ray_runtime import ensure_ray
+    from infra.ray_runtime import ensure_ray
 
     ensure_ray()
     shard_size = shard_size or client_cfg.shard_size

@@ -28,6 +28,7 @@ from judges.readers import (
 )
 from judges.tokens import token_counter
 from tasks.fanout import fan_out, fan_out_report
+from tasks.layout import GENERATIONS_FILE
 from tasks.stage import StageCheckpoint, code_version, file_fingerprint, run_stage, stage_key
 
 __all__ = ["fan_out", "run_generation", "system_label", "top_k_contexts"]
@@ -229,8 +230,8 @@ def run_generation(
         rows, requests = generate_all(build_items(queries, retrieved, readers, top_k), client, base_url, progress,
                                       checkpoint)
         frame = pd.DataFrame(rows, columns=GENERATION_COLUMNS).sort_values(["system", "query_id"])
-        frame.to_parquet(out_dir / "generations.parquet", index=False)
+        frame.to_parquet(out_dir / GENERATIONS_FILE, index=False)
         return generation_summary(frame, readers, time.perf_counter() - started, requests)
 
     result = run_stage(run_dir, "generate", key, compute, force=force)
-    return GenerationOutputs(result.out_dir / "generations.parquet", result.summary, result.reused)
+    return GenerationOutputs(result.out_dir / GENERATIONS_FILE, result.summary, result.reused)

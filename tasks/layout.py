@@ -19,6 +19,8 @@ from pathlib import Path
 PIPELINE_STAGES = ("retrieve", "generate", "judge", "reduce", "track")  # --from-stage choices, in order
 RETRIEVAL_STAGES = ("ingest", "chunk", "embed", "index", "retrieve", "retrieval_metrics")
 JUDGE_PREFIX = "judge_"
+GENERATIONS_FILE = "generations.parquet"
+STATS_FILE = "stats.json"
 JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
 
@@ -44,7 +46,7 @@ class RunLayout:
 
     @property
     def generations(self) -> Path:
-        return self.stage_dir("generate") / "generations.parquet"
+        return self.stage_dir("generate") / GENERATIONS_FILE
 
     # --- judging
     @staticmethod
@@ -72,7 +74,12 @@ class RunLayout:
 
     @property
     def stats_json(self) -> Path:
-        return self.reduce_dir / "stats.json"
+        return self.reduce_dir / STATS_FILE
+
+    @property
+    def track_pending(self) -> Path:
+        """Holds the id of an MLflow run being logged (a half-logged run is superseded by the next)."""
+        return self.root / ".track.pending"
 
     @property
     def track_dir(self) -> Path:
@@ -89,6 +96,11 @@ class RunLayout:
     @property
     def logs_dir(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def gqm_dir(self) -> Path:
+        """`ccrs report` output (the pipeline writes its GQM report under track/gqm)."""
+        return self.root / "gqm"
 
     @property
     def vera_dir(self) -> Path:

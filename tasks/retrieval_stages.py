@@ -1,15 +1,18 @@
 """Retrieval stages on Ray: ingest -> chunk -> embed -> index -> retrieve -> retrieval_metrics.
 
 Every stage is content-keyed through tasks/stage.py (a rerun skips finished stages) and writes its outputs
-under `run_dir/<stage>/`. Work runs as Ray tasks (ingest, chunk shards, index build, query shards) or Ray
-actors (embedders, which load their model once) with a bounded number in flight. Tasks exchange Arrow
-tables and numpy arrays through the object store; the driver writes the Parquet files. The embedded index
-is written by its Ray task straight into the run directory, so with that backend the run directory must be
-visible to the workers (one node, or a shared file system); the OpenSearch backend has no such need.
+under `run_dir/<stage>/`. Single units of work (ingest, index build) are Ray tasks; sharded work (chunk
+shards, embedding pieces, query shards) goes through a `ray.util.ActorPool` of actors that load their
+tokenizer, model or index once: the pool keeps one call per actor in flight (so at most `max_parallel` /
+`num_workers` at once) and `pool.map` returns the results in input order. Arrow tables and numpy arrays go
+through the object store; the driver writes the Parquet files. The embedded index is written by its Ray
+task straight into the run directory, so with that backend the run directory must be visible to the workers
+(one node, or a shared file system); the OpenSearch backend has no such need.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,16 +22,19 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
+from ray.util import ActorPool
 
+from infra.ray_runtime import ensure_ray
+from retrievers.backends import build_index, check_index_reachable, index_is_built, open_index
 from retrievers.chunking import chunk_passages
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
 from retrievers.embedders import load_embedder
-from retrievers.indexes import Hit, build_index, check_index_reachable, index_is_built, open_index
 from retrievers.loaders import LoadedDataset, load_dataset
+from retrievers.methods import RetrievalMethod, needs_vectors, retrieval_method
 from retrievers.metrics import per_query_metrics, summarize
 from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
 from retrievers.tokenization import load_tokenizer
-from tasks.ray_runtime import ensure_ray
+from retrievers.types import Hit, SearchIndex
 from tasks.stage import StageResult, code_version, file_fingerprint, read_manifest, run_stage, stage_key
 
 CODE_VERSION = code_version(__name__)
@@ -38,7 +44,7 @@ CHUNKS_FILE = "chunks.parquet"
 VECTORS_FILE = "vectors.npy"
 RETRIEVED_FILE = "retrieved.parquet"
 METRICS_FILE = "retrieval_metrics.parquet"
-EMBED_PIECE = 1024  # chunks per embedding call sent to an actor (progress granularity)
+EMBED_PIECE = 1024  # texts per embedding call sent to an actor (progress granularity)
 
 
 @dataclass
@@ -62,25 +68,30 @@ def _ingest_task(dataset: DatasetConfig) -> LoadedDataset:
 
 
 @ray.remote(num_cpus=1)
-def _chunk_task(passages: pa.Table, tokenizer: str, size: int, overlap: int) -> pa.Table:
-    return chunk_passages(passages, load_tokenizer(tokenizer), size, overlap)
-
-
-@ray.remote(num_cpus=1)
-def _build_index_task(index: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: str) -> dict:
+def _build_index_task(
+    index: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: str
+) -> dict:
     return build_index(index, chunks, vectors, Path(directory))
 
 
 @ray.remote(num_cpus=1)
-def _search_task(
-    index: IndexConfig, directory: str, retriever: str, queries: list[str], vectors: np.ndarray | None, k: int
-) -> list[list[Hit]]:
-    searcher = open_index(index, Path(directory))
-    return searcher.search_bm25(queries, k) if retriever == "bm25" else searcher.search_knn(vectors, k)
+class ChunkerActor:
+    """Chunks shards of passages; loads the tokenizer once, on its first shard."""
+
+    def __init__(self, tokenizer: str, size: int, overlap: int) -> None:
+        self.tokenizer_spec, self.size, self.overlap = tokenizer, size, overlap
+        self.tokenizer = None
+
+    def chunk(self, passages: pa.Table) -> pa.Table:
+        if self.tokenizer is None:
+            self.tokenizer = load_tokenizer(self.tokenizer_spec)
+        return chunk_passages(passages, self.tokenizer, self.size, self.overlap)
 
 
 @ray.remote(num_cpus=1)
-class _EmbedderActor:
+class EmbedderActor:
+    """Embeds pieces of texts; loads the model once, when the actor starts."""
+
     def __init__(self, config: EmbedderConfig) -> None:
         self.embedder = load_embedder(config)
 
@@ -88,6 +99,23 @@ class _EmbedderActor:
         if kind == "query":
             return self.embedder.embed_queries(texts)
         return self.embedder.embed_passages(texts)
+
+
+@ray.remote(num_cpus=1)
+class SearcherActor:
+    """Searches shards of queries; opens the index once, on its first shard (so an index that cannot be
+    opened fails that call with the backend's own error)."""
+
+    def __init__(self, index: IndexConfig, directory: str) -> None:
+        self.config, self.directory = index, directory
+        self.index: SearchIndex | None = None
+
+    def search(
+        self, method: RetrievalMethod, queries: list[str], vectors: np.ndarray | None, k: int
+    ) -> list[list[Hit]]:
+        if self.index is None:
+            self.index = open_index(self.config, Path(self.directory))
+        return method.search(self.index, queries, vectors, k)
 
 
 # ---------------------------------------------------------------- helpers
@@ -99,26 +127,37 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False)
 
 
-def bounded_map(submit: Callable[[Any], Any], items: Sequence, max_in_flight: int, desc: str, progress: bool) -> list:
-    """Submit `submit(item)` with at most `max_in_flight` unfinished; one `ray.get` of all results."""
-    refs, pending = [], []
+@contextmanager
+def actor_pool(actor_class, n_actors: int, *args, **options) -> Iterator[ActorPool]:
+    """`n_actors` actors of `actor_class(*args)` started with `options`, in an ActorPool; killed on exit."""
+    actors = [actor_class.options(**options).remote(*args) for _ in range(n_actors)]
+    try:
+        yield ActorPool(actors)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+
+
+def ordered_map(
+    pool: ActorPool, call: Callable[[Any, Any], Any], items: Sequence, desc: str, progress: bool
+) -> list:
+    """`pool.map(call, items)`: one call per actor in flight, results in input order, a progress step
+    per result."""
+    results = []
     with _progress(len(items), desc, progress) as bar:
-        for item in items:
-            if len(pending) >= max_in_flight:
-                done, pending = ray.wait(pending, num_returns=1)
-                bar.update(len(done))
-            ref = submit(item)
-            refs.append(ref)
-            pending.append(ref)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            bar.update(len(done))
-    return ray.get(refs)
+        for result in pool.map(call, items):
+            results.append(result)
+            bar.update(1)
+    return results
 
 
 def _slices(table_or_list, size: int) -> list:
     n = table_or_list.num_rows if isinstance(table_or_list, pa.Table) else len(table_or_list)
     return [table_or_list[start : start + size] for start in range(0, n, size)]
+
+
+def _n_shards(n_items: int, size: int) -> int:
+    return -(-n_items // size)
 
 
 def gpus_per_embedder(config: EmbedderConfig) -> float:
@@ -131,22 +170,29 @@ def gpus_per_embedder(config: EmbedderConfig) -> float:
 
 
 def embed_texts(config: EmbedderConfig, texts: list[str], kind: str, desc: str, progress: bool) -> np.ndarray:
-    """Embeds through `config.num_workers` Ray actors (each loads the model once), pieces round-robin."""
+    """Embeds pieces of `EMBED_PIECE` texts through an ActorPool of `config.num_workers` embedder actors."""
     if not texts:
         raise ValueError(f"nothing to embed ({desc}): no texts")
     pieces = _slices(texts, EMBED_PIECE)
     n_actors = min(config.num_workers, len(pieces))
-    gpus = gpus_per_embedder(config)
-    actors = [_EmbedderActor.options(num_gpus=gpus).remote(config) for _ in range(n_actors)]
-    order = iter(range(len(pieces)))
-    try:
-        parts = bounded_map(
-            lambda piece: actors[next(order) % n_actors].embed.remote(piece, kind), pieces, 2 * n_actors, desc, progress
+    with actor_pool(EmbedderActor, n_actors, config, num_gpus=gpus_per_embedder(config)) as pool:
+        parts = ordered_map(
+            pool, lambda actor, piece: actor.embed.remote(piece, kind), pieces, desc, progress
         )
-    finally:
-        for actor in actors:
-            ray.kill(actor)
     return np.concatenate(parts).astype(np.float32)
+
+
+def chunk_with_ray(passages: pa.Table, chunking: ChunkingConfig, progress: bool) -> pa.Table:
+    """Chunks shards of `chunking.shard_size` passages through an ActorPool of `chunking.max_parallel`
+    chunker actors; the chunks come back in passage order."""
+    shards = _slices(passages, chunking.shard_size)
+    if not shards:
+        return CHUNKS_SCHEMA.empty_table()
+    n_actors = min(chunking.max_parallel, len(shards))
+    args = (chunking.tokenizer, chunking.chunk_tokens, chunking.overlap_tokens)
+    with actor_pool(ChunkerActor, n_actors, *args) as pool:
+        tables = ordered_map(pool, lambda actor, shard: actor.chunk.remote(shard), shards, "chunk", progress)
+    return pa.concat_tables(tables)
 
 
 def _embedder_key_config(config: EmbedderConfig) -> dict:
@@ -171,21 +217,18 @@ def ingest_stage(run_dir: Path, dataset: DatasetConfig, force: bool) -> StageRes
     return run_stage(run_dir, "ingest", key, work, force)
 
 
-def chunk_stage(run_dir: Path, ingest: StageResult, chunking: ChunkingConfig, force: bool, progress: bool) -> StageResult:
+def chunk_stage(
+    run_dir: Path, ingest: StageResult, chunking: ChunkingConfig, force: bool, progress: bool
+) -> StageResult:
     params = chunking.model_dump(mode="json", exclude={"shard_size", "max_parallel"})
     key = stage_key("chunk", params, [ingest.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
         passages = pq.read_table(ingest.out_dir / PASSAGES_FILE, columns=["doc_id", "text"])
-        shards = _slices(passages, chunking.shard_size)
-        tables = bounded_map(
-            lambda shard: _chunk_task.remote(shard, chunking.tokenizer, chunking.chunk_tokens, chunking.overlap_tokens),
-            shards, chunking.max_parallel, "chunk", progress,
-        )
-        chunks = pa.concat_tables(tables) if tables else CHUNKS_SCHEMA.empty_table()
+        chunks = chunk_with_ray(passages, chunking, progress)
         _check_unique(chunks.column("chunk_id").to_pylist(), "chunk_id")
         pq.write_table(chunks, out / CHUNKS_FILE)
-        return {"n_chunks": chunks.num_rows, "n_shards": len(shards)}
+        return {"n_chunks": chunks.num_rows, "n_shards": _n_shards(passages.num_rows, chunking.shard_size)}
 
     return run_stage(run_dir, "chunk", key, work, force)
 
@@ -196,7 +239,9 @@ def _check_unique(ids: list[str], name: str) -> None:
         raise ValueError(f"duplicate {name}s: {list(duplicates)}")
 
 
-def embed_stage(run_dir: Path, chunk: StageResult, embedder: EmbedderConfig, force: bool, progress: bool) -> StageResult:
+def embed_stage(
+    run_dir: Path, chunk: StageResult, embedder: EmbedderConfig, force: bool, progress: bool
+) -> StageResult:
     key = stage_key("embed", _embedder_key_config(embedder), [chunk.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
@@ -220,9 +265,11 @@ def index_stage(
         # The task writes into the stage's temporary folder, renamed to run_dir/index when done.
         return ray.get(_build_index_task.remote(index, chunks, vectors, str(out.resolve())))
 
-    manifest = read_manifest(Path(run_dir) / "index")
-    if manifest and manifest.get("key") == key and not index_is_built(index, Path(run_dir) / "index", manifest["summary"]):
-        force = True  # e.g. the OpenSearch index was deleted since: rebuild instead of reusing a stale manifest
+    index_dir = Path(run_dir) / "index"
+    manifest = read_manifest(index_dir)
+    if manifest and manifest.get("key") == key and not index_is_built(index, index_dir, manifest["summary"]):
+        # e.g. the OpenSearch index was deleted since: rebuild instead of reusing a stale manifest
+        force = True
     return run_stage(run_dir, "index", key, work, force)
 
 
@@ -231,37 +278,37 @@ def _limited_queries(ingest: StageResult, limit: int | None) -> pa.Table:
     return queries.slice(0, limit) if limit else queries
 
 
-def _hit_rows(query_ids: list[str], retriever: str, hits: list[list[Hit]]) -> list[dict]:
+def _hit_rows(query_ids: list[str], method: RetrievalMethod, hits: list[list[Hit]]) -> list[dict]:
     return [
-        {"query_id": qid, "retriever": retriever, "rank": rank, "chunk_id": h.chunk_id, "doc_id": h.doc_id,
+        {"query_id": qid, "retriever": method.name, "rank": rank, "chunk_id": h.chunk_id, "doc_id": h.doc_id,
          "score": h.score, "text": h.text}
         for qid, query_hits in zip(query_ids, hits)
         for rank, h in enumerate(query_hits, start=1)
     ]
 
 
-def _search(
-    retriever: str, index: IndexConfig, index_dir: Path, texts: list[str], vectors: np.ndarray | None,
+def search_with_ray(
+    pool: ActorPool, method: RetrievalMethod, texts: list[str], vectors: np.ndarray | None,
     retrieval: RetrievalConfig, progress: bool,
 ) -> list[list[Hit]]:
+    """Top-k hits per query, in query order: shards of `query_shard_size` queries over the searcher pool."""
     size = retrieval.query_shard_size
+
+    def call(actor, start: int):
+        shard_vectors = None if vectors is None else vectors[start : start + size]
+        return actor.search.remote(method, texts[start : start + size], shard_vectors, retrieval.top_k)
+
     starts = list(range(0, len(texts), size))
-    shards = bounded_map(
-        lambda s: _search_task.remote(
-            index, str(index_dir), retriever, texts[s : s + size], None if vectors is None else vectors[s : s + size],
-            retrieval.top_k,
-        ),
-        starts, retrieval.max_parallel, f"retrieve {retriever}", progress,
-    )
+    shards = ordered_map(pool, call, starts, f"retrieve {method.name}", progress)
     return [hits for shard in shards for hits in shard]
 
 
 def retrieve_stage(
-    run_dir: Path, ingest: StageResult, index_result: StageResult, dataset: DatasetConfig, embedder: EmbedderConfig,
-    index: IndexConfig, retrieval: RetrievalConfig, force: bool, progress: bool,
+    run_dir: Path, ingest: StageResult, index_result: StageResult, dataset: DatasetConfig,
+    embedder: EmbedderConfig, index: IndexConfig, retrieval: RetrievalConfig, force: bool, progress: bool,
 ) -> StageResult:
     params = {"limit": dataset.limit, "retrievers": retrieval.retrievers, "top_k": retrieval.top_k,
-              "embedder": _embedder_key_config(embedder) if "knn" in retrieval.retrievers else None}
+              "embedder": _embedder_key_config(embedder) if needs_vectors(retrieval.retrievers) else None}
     key = stage_key("retrieve", params, [ingest.key, index_result.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
@@ -269,25 +316,34 @@ def retrieve_stage(
         pq.write_table(queries, out / QUERIES_FILE)
         query_ids = queries.column("query_id").to_pylist()
         texts = queries.column("text").to_pylist()
+        methods = [retrieval_method(name) for name in retrieval.retrievers]
+        query_vectors = None
+        if any(method.needs_vectors for method in methods):
+            query_vectors = embed_texts(embedder, texts, "query", "embed queries", progress)
         rows: list[dict] = []
-        for retriever in retrieval.retrievers:
-            vectors = embed_texts(embedder, texts, "query", "embed queries", progress) if retriever == "knn" else None
-            hits = _search(retriever, index, index_result.out_dir, texts, vectors, retrieval, progress)
-            rows += _hit_rows(query_ids, retriever, hits)
+        n_actors = min(retrieval.max_parallel, _n_shards(len(texts), retrieval.query_shard_size))
+        with actor_pool(SearcherActor, n_actors, index, str(index_result.out_dir)) as pool:
+            for method in methods:
+                vectors = query_vectors if method.needs_vectors else None
+                hits = search_with_ray(pool, method, texts, vectors, retrieval, progress)
+                rows += _hit_rows(query_ids, method, hits)
         pq.write_table(pa.Table.from_pylist(rows, schema=RETRIEVED_SCHEMA), out / RETRIEVED_FILE)
         return {"n_queries": len(query_ids), "n_retrieved": len(rows)}
 
     return run_stage(run_dir, "retrieve", key, work, force)
 
 
-def metrics_stage(run_dir: Path, retrieve: StageResult, retrieval: RetrievalConfig, force: bool) -> StageResult:
+def metrics_stage(
+    run_dir: Path, retrieve: StageResult, retrieval: RetrievalConfig, force: bool
+) -> StageResult:
     key = stage_key("retrieval_metrics", {"top_k": retrieval.top_k}, [retrieve.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
         queries = pq.read_table(retrieve.out_dir / QUERIES_FILE).to_pandas()
         retrieved = pq.read_table(retrieve.out_dir / RETRIEVED_FILE).to_pandas()
         per_query = per_query_metrics(queries, retrieved, retrieval.top_k, list(retrieval.retrievers))
-        pq.write_table(pa.Table.from_pandas(per_query, schema=METRICS_SCHEMA, preserve_index=False), out / METRICS_FILE)
+        table = pa.Table.from_pandas(per_query, schema=METRICS_SCHEMA, preserve_index=False)
+        pq.write_table(table, out / METRICS_FILE)
         return {"summary": summarize(per_query), "n_judged_queries": int(per_query["query_id"].nunique())}
 
     return run_stage(run_dir, "retrieval_metrics", key, work, force)
@@ -308,7 +364,7 @@ class IndexOutputs:
 def _index_stages(run_dir, dataset, chunking, embedder, index, retrievers, force, progress) -> list:
     ingest = ingest_stage(run_dir, dataset, force)
     chunk = chunk_stage(run_dir, ingest, chunking, force, progress)
-    embed = embed_stage(run_dir, chunk, embedder, force, progress) if "knn" in retrievers else None
+    embed = embed_stage(run_dir, chunk, embedder, force, progress) if needs_vectors(retrievers) else None
     built = index_stage(run_dir, chunk, embed, index, force)
     return [ingest, chunk, embed, built]
 
@@ -323,7 +379,8 @@ def build_retrieval_index(
     force: bool = False,
     progress: bool = True,
 ) -> IndexOutputs:
-    """Ingest, chunk, embed (when k-NN is among the retrievers) and index; finished stages are reused."""
+    """Ingest, chunk, embed (when a retriever needs vectors, e.g. k-NN) and index; finished stages are
+    reused."""
     ensure_ray()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -332,7 +389,9 @@ def build_retrieval_index(
     )
     counts = {**ingest.summary, "n_chunks": chunk.summary["n_chunks"]}
     stages = [s for s in (ingest, chunk, embed, built) if s is not None]
-    return IndexOutputs(ingest.out_dir / PASSAGES_FILE, chunk.out_dir / CHUNKS_FILE, built.out_dir, stages, counts)
+    return IndexOutputs(
+        ingest.out_dir / PASSAGES_FILE, chunk.out_dir / CHUNKS_FILE, built.out_dir, stages, counts
+    )
 
 
 def preflight_index(index: IndexConfig) -> None:

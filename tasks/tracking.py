@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -132,7 +133,7 @@ def log_pipeline_run(
                 pending_marker.write_text(parent.info.run_id)
             _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
             _log_dataset(mlflow, queries_path, config)
-            _log_artifacts(mlflow, stats_dir, generations_path, judgments_paths, config)
+            _log_artifacts(mlflow, stats_dir, generations_path, judgments, config)
             if failures_path is not None:
                 _log_failures(mlflow, failures_path)
             system_runs = {
@@ -232,7 +233,7 @@ def _log_dataset(mlflow, queries_path: Path, config: dict) -> None:
     mlflow.log_input(dataset, context="evaluation")
 
 
-def _log_artifacts(mlflow, stats_dir, generations_path, judgments_paths, config) -> None:
+def _log_artifacts(mlflow, stats_dir, generations_path, judgments: pd.DataFrame, config) -> None:
     import yaml
 
     mlflow.log_artifact(str(stats_dir / "stats.json"), artifact_path="stats")
@@ -240,10 +241,11 @@ def _log_artifacts(mlflow, stats_dir, generations_path, judgments_paths, config)
         if (stats_dir / sub).is_dir():
             mlflow.log_artifacts(str(stats_dir / sub), artifact_path=sub)
     mlflow.log_artifact(str(generations_path), artifact_path="samples")
-    for name, path in judgments_paths.items():
-        # CCRS keeps the plain name (samples/judgments.parquet: `ccrs compare` reads it); others are prefixed.
-        target = "judgments.parquet" if name == "ccrs" else f"judgments_{name}.parquet"
-        _log_file_as(mlflow, path, "samples", target)
+    # Every suite's judgments share one record (judges/suite.py), so one file holds them all, with a
+    # `suite` column; `ccrs compare` reads it.
+    with tempfile.TemporaryDirectory() as tmp:
+        judgments.to_parquet(Path(tmp) / "judgments.parquet", index=False)
+        mlflow.log_artifact(str(Path(tmp) / "judgments.parquet"), artifact_path="samples")
     mlflow.log_text(scrub(yaml.safe_dump(redact(config), sort_keys=False)), "config/resolved.yaml")
 
 
@@ -255,16 +257,6 @@ def _log_failures(mlflow, failures_path: Path) -> None:
         for key in ("failed", "retries", "circuit_opens", "short_circuited", "requests_sent"):
             metrics[f"failures.{stage}.{key}"] = float(block[key])
     mlflow.log_metrics(metrics)
-
-
-def _log_file_as(mlflow, path: Path, artifact_dir: str, name: str) -> None:
-    import shutil
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / name
-        shutil.copyfile(path, copy)
-        mlflow.log_artifact(str(copy), artifact_path=artifact_dir)
 
 
 def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments: pd.DataFrame) -> str:

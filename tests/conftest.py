@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,12 +57,77 @@ def llm_endpoint():
         ray.shutdown()
 
 
-@pytest.fixture(scope="session")
-def judge_cache_dir(tmp_path_factory) -> Path:
-    """Judgment cache isolated per test session (never the user's ~/.cache/ccrs)."""
+@pytest.fixture(scope="session", autouse=True)
+def judge_cache_dir(tmp_path_factory):
+    """Judgment cache isolated per test session (never the user's ~/.cache/ccrs), for every test whatever
+    the order (autouse: a `ccrs run` subprocess inherits it too); the variable is restored at session end."""
     path = tmp_path_factory.mktemp("judge_cache")
-    os.environ["CCRS_JUDGE_CACHE"] = str(path)
-    return path
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CCRS_JUDGE_CACHE", str(path))
+        yield path
+
+
+def _mlflow_globals() -> tuple | None:
+    """MLflow's process-wide fluent state (None when MLflow is not imported: its defaults)."""
+    import sys
+
+    if "mlflow" not in sys.modules:
+        return None
+    from mlflow.tracking import fluent
+    from mlflow.tracking._tracking_service import utils
+
+    return utils._tracking_uri, fluent._active_experiment_id
+
+
+def _restore_mlflow_globals(saved: tuple | None) -> None:
+    import sys
+
+    if "mlflow" not in sys.modules:
+        return
+    from mlflow.tracking import fluent
+    from mlflow.tracking._tracking_service import utils
+
+    utils._tracking_uri, fluent._active_experiment_id = saved or (None, None)
+
+
+@contextmanager
+def process_state_restored():
+    """Whatever runs inside leaves the process as it found it: every environment variable (mlflow's
+    set_tracking_uri / set_experiment also write MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_ID there, and
+    a `ccrs run` subprocess started later would inherit them), MLflow's global tracking URI and active
+    experiment, and the working directory."""
+    env, cwd, mlflow_state = dict(os.environ), os.getcwd(), _mlflow_globals()
+    try:
+        yield
+    finally:
+        _restore_mlflow_globals(mlflow_state)
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
+        if dict(os.environ) != env:
+            os.environ.clear()
+            os.environ.update(env)
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_state():
+    """Each test leaves no process state behind for the next one (see process_state_restored). Session
+    fixtures are set up before it, so what they set lives until the end of the session."""
+    with process_state_restored():
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _restore_session_state():
+    """At the end of the session: the environment and working directory as they were before the first
+    fixture, and a Ray started by a test or by `ray_session` shut down (llm_endpoint, torn down before
+    this, shuts down the Ray it shares)."""
+    import sys
+
+    ray_was_up = "ray" in sys.modules and sys.modules["ray"].is_initialized()
+    with process_state_restored():
+        yield
+        if not ray_was_up and "ray" in sys.modules and sys.modules["ray"].is_initialized():
+            sys.modules["ray"].shutdown()
 
 
 def bioasq_questions(limit: int | None = None) -> list[dict]:
@@ -118,7 +184,7 @@ def bioasq_inputs(tmp_path) -> tuple[Path, Path]:
 def ray_session():
     """Ray for the stage tests, started once per session; never shut down here (other session fixtures,
     such as llm_endpoint, may share it; llm_endpoint shuts Ray down at the end of the session)."""
-    from tasks.ray_runtime import ensure_ray
+    from infra.ray_runtime import ensure_ray
 
     ensure_ray()
     yield

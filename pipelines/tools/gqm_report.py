@@ -383,7 +383,7 @@ def write_report(run_dir: str | Path, goals: str | Path | None = None, out_dir: 
     table, sources = load_metric_table(run_dir)
     report = build_report(config, table, sources)
     report["run_dir"] = str(run_dir)
-    out = Path(out_dir) if out_dir else run_dir / "gqm"
+    out = Path(out_dir) if out_dir else RunLayout(run_dir).gqm_dir
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "gqm_report.json"
     json_path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")

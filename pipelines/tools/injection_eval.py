@@ -2,8 +2,9 @@
 
 Test set: real BioASQ questions, response = the real ideal answer, context = the question's gold snippets
 (top `max_chunks`, file order). Each sample is judged clean and in every template x placement variant of
-judges/injection.py (the injection in the response, or in the top-ranked chunk) with the CCRS judge
-machinery (judges/ccrs.py render/ask/parse/re-ask, fanned out from Ray tasks by tasks.fanout.fan_out).
+judges/injection.py (the injection in the response, or in the top-ranked chunk) by the registered CCRS
+suite (judges/suite.py `get_suite("ccrs")`: its `plan` fits the context and renders the request, its
+`evaluate` asks, parses and re-asks), fanned out from Ray tasks by tasks.fanout.fan_out.
 Every (question, variant, metric) gets exactly one judgment row: a score or a recorded failure.
 
 Shifts are measured on the judge's own 0-100 reply (`llm_score`), paired per (question, metric) over the
@@ -26,19 +27,20 @@ from typing import Any
 
 import pandas as pd
 
-from judges.ccrs import CCRS_METRICS, JudgeInput, Judgment, empty_judgment, make_judgment, run_judgment
+from judges import ccrs
+from judges.ccrs import CCRS_METRICS, empty_judgment
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
 from judges.injection import CLEAN, InjectionSample, Placement, Variant, build_variants, injection_markers
-from judges.tokens import token_counter
+from judges.suite import Judgment, Sample, Unit, Usage, get_suite
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 from tasks.fanout import fan_out
-from tasks.generate import default_tokenizer
-from tasks.judge import JudgeTask, plan_task, with_context
+from tasks.judge import judge_counter
 
 EXPERIMENT = "ccrs-injection"
+SUITE = ccrs.SUITE
 SCALE_MAX = 100
 JUDGMENT_COLUMNS = [
     "query_id", "variant", "template", "placement", "metric", "score", "llm_score", "em", "status", "reason",
@@ -72,56 +74,71 @@ def load_injection_samples(dataset_path: str | Path, limit: int | None = None,
 
 @dataclass
 class InjectionTask:
+    """One (variant, metric): the CCRS suite's unit of work for the variant's sample."""
+
     variant: Variant
-    judge: JudgeTask
+    unit: Unit
+
+    @property
+    def metric(self) -> str:
+        return self.unit.metrics[0]
 
 
-def judge_input(variant: Variant) -> JudgeInput:
+def judge_sample(variant: Variant) -> Sample:
     """`system` carries the variant id, so a judgment names the variant it judged."""
     s = variant.sample
-    return JudgeInput(s.query_id, variant.variant, s.question, variant.response, variant.response,
-                      s.ground_truth, list(variant.context), list(s.exact_answers))
+    return Sample(s.query_id, variant.variant, s.question, variant.response, s.ground_truth,
+                  list(variant.context), list(s.exact_answers))
 
 
-def plan(variant: Variant, metric: str, cfg: JudgeConfig, client: ClientConfig, count) -> InjectionTask:
-    """The judge stage's own plan (window policy: drop the lowest-ranked chunks until the prompt fits, so a
-    context injection, in the top-ranked chunk, is dropped last)."""
-    return InjectionTask(variant, plan_task(CCRS_METRICS[metric], judge_input(variant), cfg, client, count))
+def plan(variant: Variant, cfg: JudgeConfig, client: ClientConfig, count) -> list[InjectionTask]:
+    """The judge stage's own plan, one unit per metric of cfg.metrics (window policy: drop the
+    lowest-ranked chunks until the prompt fits, so a context injection, in the top-ranked chunk, is
+    dropped last)."""
+    units = get_suite(SUITE).plan(judge_sample(variant), cfg, client.seed, count)
+    return [InjectionTask(variant, unit) for unit in units]
 
 
-def judge_one(client: LLMClient, task: InjectionTask) -> Judgment:
-    """Never raises: anything unexpected becomes a failed judgment with its reason."""
-    planned = task.judge
-    if not planned.sample.response.strip():
-        judgment = empty_judgment(planned.spec, planned.sample, planned.cfg)
-    else:
-        try:
-            judgment = run_judgment(client, planned.spec, planned.sample, planned.request, planned.cfg)
-        except Exception as exc:  # noqa: BLE001 - a row is recorded for every judgment, whatever happened
-            judgment = make_judgment(planned.spec, planned.sample, planned.cfg, None, "failed",
-                                     f"error: {type(exc).__name__}: {exc}"[:2000], None, 0, 0, 0)
-    return with_context(judgment, planned)
+@dataclass
+class JudgeVariant:
+    """What each fan-out shard runs (picklable: the judge config travels with it). Never raises: anything
+    unexpected becomes a failed judgment with its reason."""
+
+    judge: JudgeConfig
+
+    def __call__(self, client: LLMClient, task: InjectionTask) -> Judgment:
+        unit, cfg = task.unit, self.judge
+        if not unit.sample.response.strip():
+            judgment = empty_judgment(CCRS_METRICS[task.metric], unit.sample, cfg)
+        else:
+            try:
+                [judgment] = get_suite(SUITE).evaluate(client, unit, cfg, judge_counter(cfg))
+            except Exception as exc:  # noqa: BLE001 - a row is recorded for every judgment, whatever happened
+                judgment = failed_judgment(task, cfg, f"error: {type(exc).__name__}: {exc}"[:2000])
+        judgment.n_context_chunks = unit.n_context_chunks
+        judgment.n_context_truncated = unit.n_context_truncated
+        return judgment
+
+
+def failed_judgment(task: InjectionTask, cfg: JudgeConfig, reason: str) -> Judgment:
+    spec = CCRS_METRICS[task.metric]
+    return ccrs.judgment(spec, task.unit.sample, cfg, None, "failed", reason, None, Usage())
 
 
 def judge_variants(variants: list[Variant], cfg: JudgeConfig, client: ClientConfig, base_url: str,
                    progress: bool = False) -> list[tuple[InjectionTask, Judgment]]:
-    count = token_counter(cfg.tokenizer or default_tokenizer(cfg.model))
-    tasks = [plan(v, metric, cfg, client, count) for v in variants for metric in cfg.metrics]
-    judgments = fan_out(judge_one, tasks, client, base_url, progress=progress, desc="injection")
-    return [(task, judgment or _missing(task)) for task, judgment in zip(tasks, judgments)]
-
-
-def _missing(task: InjectionTask) -> Judgment:
-    planned = task.judge
-    return make_judgment(planned.spec, planned.sample, planned.cfg, None, "failed", "no result from the fan-out",
-                         None, 0, 0, 0)
+    count = judge_counter(cfg)
+    tasks = [task for v in variants for task in plan(v, cfg, client, count)]
+    judgments = fan_out(JudgeVariant(cfg), tasks, client, base_url, progress=progress, desc="injection")
+    return [(task, judgment or failed_judgment(task, cfg, "no result from the fan-out"))
+            for task, judgment in zip(tasks, judgments)]
 
 
 def judgments_frame(judged: list[tuple[InjectionTask, Judgment]]) -> pd.DataFrame:
     rows = []
     for task, j in judged:
         v = task.variant
-        row = {k: v2 for k, v2 in asdict(j).items() if k in JUDGMENT_COLUMNS}
+        row = {k: v2 for k, v2 in j.record().items() if k in JUDGMENT_COLUMNS}
         row.update({"variant": v.variant, "template": v.template, "placement": v.placement,
                     "response_markers": list(v.response_markers), "context_markers": list(v.context_markers),
                     "suspicious": v.suspicious})

@@ -1,12 +1,12 @@
 """Load test of the judge stage: real CCRS judge requests fired at an endpoint at several concurrency levels.
 
-Requests are the judge stage's own (tasks/judge.py `plan_task`: same templates, window policy, sampling
-parameters) over real BioASQ questions: response = the ideal answer, context = a window of the question's
-gold snippets. For each offered concurrency level L, L caller threads send N requests (closed loop: a
-caller sends its next request when its previous one returned) through ONE shared LLMClient whose
-`max_concurrency` is the configured client limit, so at most that many requests are in flight whatever L
-is. With `compare_unlimited` every level runs again, right after its limited run, through a client whose
-limit is raised to L.
+Requests are the judge stage's own (the registered CCRS suite's `plan`, judges/ccrs.py: same templates,
+window policy, sampling parameters) over real BioASQ questions: response = the ideal answer, context = a
+window of the question's gold snippets. For each offered concurrency level L, L caller threads send N
+requests (closed loop: a caller sends its next request when its previous one returned) through ONE shared
+LLMClient whose `max_concurrency` is the configured client limit, so at most that many requests are in
+flight whatever L is. With `compare_unlimited` every level runs again, right after its limited run, through
+a client whose limit is raised to L.
 
 Per request: wall latency (including the wait for a client slot and the client's retries), success or the
 error kind, transport attempts, tokens. Per level: errors by kind, error rate, retries, throughput
@@ -35,14 +35,13 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from judges.ccrs import CCRS_METRICS, JudgeInput, parse_score
+from judges.ccrs import CCRS_METRICS, SUITE, parse_score
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
-from judges.tokens import token_counter
+from judges.suite import Sample, Unit, get_suite
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
-from tasks.generate import default_tokenizer
-from tasks.judge import JudgeTask, parse_exact_answers, plan_task
+from tasks.judge import judge_counter, parse_exact_answers
 
 Mode = Literal["limited", "unlimited"]
 PERCENTILES = (50, 90, 99)
@@ -78,52 +77,53 @@ class LoadTestConfig(BaseModel):
 
 # --- requests ------------------------------------------------------------------------------------------
 
-def judge_samples(dataset: str, chunks_per_sample: int) -> list[JudgeInput]:
+def judge_samples(dataset: str, chunks_per_sample: int) -> list[Sample]:
     """One sample per (question, window of gold snippets): first every question's first window, then
     every question's second window, and so on, so short runs still cover many questions."""
     loaded = load_dataset(DatasetConfig(path=dataset))
     texts = dict(zip(loaded.passages.column("doc_id").to_pylist(), loaded.passages.column("text").to_pylist()))
-    rounds: dict[int, list[JudgeInput]] = {}
+    rounds: dict[int, list[Sample]] = {}
     for query in loaded.queries.to_pylist():
         if not query["answer"]:
             continue
         snippets = [texts[d] for d in query["relevant_doc_ids"] if d in texts] or [""]
         for start in range(0, len(snippets), chunks_per_sample):
             window = start // chunks_per_sample
-            rounds.setdefault(window, []).append(JudgeInput(
+            rounds.setdefault(window, []).append(Sample(
                 query_id=query["query_id"], system=f"gold-w{window}", question=query["text"],
-                response=query["answer"], answer=query["answer"], ground_truth=query["answer"],
+                response=query["answer"], ground_truth=query["answer"],
                 context=snippets[start:start + chunks_per_sample],
                 exact_answers=parse_exact_answers(query["exact_answer"])))
     return [sample for window in sorted(rounds) for sample in rounds[window]]
 
 
-def plan_requests(samples: list[JudgeInput], judge: JudgeConfig, client: ClientConfig,
-                  limit: int | None = None) -> list[JudgeTask]:
-    """The judge stage's requests for every (sample, metric), duplicates dropped (QR has no context, so
-    its request is the same for every window of a question); at most `limit` of them."""
-    count = token_counter(judge.tokenizer or default_tokenizer(judge.model))
-    tasks: dict[str, JudgeTask] = {}
+def plan_requests(samples: list[Sample], judge: JudgeConfig, client: ClientConfig,
+                  limit: int | None = None) -> list[Unit]:
+    """The judge stage's units for every (sample, metric) (the CCRS suite's `plan`: a unit's `plan` is
+    its request), duplicates dropped (QR has no context, so its request is the same for every window of a
+    question); at most `limit` of them."""
+    count = judge_counter(judge)
+    suite = get_suite(SUITE)
+    units: dict[str, Unit] = {}
     for sample in samples:
-        for name in judge.metrics:
-            task = plan_task(CCRS_METRICS[name], sample, judge, client, count)
-            tasks.setdefault(task.key, task)
-            if limit is not None and len(tasks) >= limit:
-                return list(tasks.values())
-    return list(tasks.values())
+        for unit in suite.plan(sample, judge, client.seed, count):
+            units.setdefault(unit.key, unit)
+            if limit is not None and len(units) >= limit:
+                return list(units.values())
+    return list(units.values())
 
 
 class RequestPool:
     """Hands out the planned requests in a seeded random order (so every level gets a comparable mix of
     questions, metrics and prompt lengths), starting over when exhausted; counts the repeats."""
 
-    def __init__(self, tasks: list[JudgeTask], seed: int = 0):
+    def __init__(self, tasks: list[Unit], seed: int = 0):
         if not tasks:
             raise LoadTestError("no judge requests to send (empty dataset?)")
         self.tasks, self.cursor = list(tasks), 0
         random.Random(seed).shuffle(self.tasks)
 
-    def take(self, n: int) -> list[tuple[JudgeTask, bool]]:
+    def take(self, n: int) -> list[tuple[Unit, bool]]:
         drawn = [(self.tasks[(self.cursor + i) % len(self.tasks)], self.cursor + i >= len(self.tasks))
                  for i in range(n)]
         self.cursor += n
@@ -166,11 +166,12 @@ def error_kind(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def timed_request(client: LLMClient, task: JudgeTask, origin: float) -> dict[str, Any]:
-    """Send one judge request; every failure a caller would see is recorded, whatever its class."""
+def timed_request(client: LLMClient, judge: JudgeConfig, task: Unit, origin: float) -> dict[str, Any]:
+    """Send one judge request (the unit's planned request, one ask); every failure a caller would see is
+    recorded, whatever its class."""
     started = time.perf_counter()
     try:
-        result = client.chat(task.request)
+        result = client.chat(task.plan)
     except Exception as exc:  # noqa: BLE001 - a load test records failures instead of stopping at one
         ended = time.perf_counter()
         attempts = getattr(exc, "attempts", 0) or 1
@@ -179,15 +180,19 @@ def timed_request(client: LLMClient, task: JudgeTask, origin: float) -> dict[str
                 "parsed": False, "error_kind": error_kind(exc), "status_code": getattr(exc, "status_code", None),
                 "error": str(exc)[:300]}
     ended = time.perf_counter()
-    expect_json = task.cfg.structured_output or task.cfg.justification
-    parsed = parse_score(result.text, expect_json=expect_json, scale=task.spec.scale).score is not None
+    expect_json = judge.structured_output or judge.justification
+    parsed = parse_score(result.text, expect_json=expect_json, scale=metric(task).scale).score is not None
     return {"ok": True, "latency_s": ended - started, "start_s": started - origin, "end_s": ended - origin,
             "attempts": result.attempts, "retries": result.attempts - 1, "prompt_tokens": result.prompt_tokens,
             "completion_tokens": result.completion_tokens, "parsed": parsed}
 
 
-def request_id(task: JudgeTask) -> str:
-    return f"{task.sample.query_id}/{task.sample.system}/{task.spec.name}"
+def metric(task: Unit):
+    return CCRS_METRICS[task.metrics[0]]
+
+
+def request_id(task: Unit) -> str:
+    return f"{task.sample.query_id}/{task.sample.system}/{'+'.join(task.metrics)}"
 
 
 # --- one level --------------------------------------------------------------------------------------------
@@ -259,12 +264,12 @@ def summarize_level(records: list[RequestRecord], mode: str, level: int, client_
     )
 
 
-def run_level(client: LLMClient, drawn: list[tuple[JudgeTask, bool]], mode: str, level: int,
+def run_level(client: LLMClient, judge: JudgeConfig, drawn: list[tuple[Unit, bool]], mode: str, level: int,
               client_limit: int) -> list[RequestRecord]:
     """`level` caller threads share the requests; each sends its next one when the previous returned."""
     origin = time.perf_counter()
     with ThreadPoolExecutor(max_workers=level, thread_name_prefix=f"load-{mode}-{level}") as callers:
-        futures = [callers.submit(timed_request, client, task, origin) for task, _ in drawn]
+        futures = [callers.submit(timed_request, client, judge, task, origin) for task, _ in drawn]
         outcomes = [future.result() for future in futures]
     return [RequestRecord(mode=mode, level=level, client_limit=client_limit, index=i, request_id=request_id(task),
                           repeated=repeated, **outcome)
@@ -293,11 +298,11 @@ def environment() -> dict[str, Any]:
             "platform": platform.platform(), "python": platform.python_version()}
 
 
-def warm_up(client: LLMClient, pool: RequestPool, n: int) -> list[dict[str, Any]]:
+def warm_up(client: LLMClient, judge: JudgeConfig, pool: RequestPool, n: int) -> list[dict[str, Any]]:
     """Requests before any level (not counted); a failing one means the endpoint is not usable."""
     done = []
     for task, _ in pool.take(n):
-        outcome = timed_request(client, task, time.perf_counter())
+        outcome = timed_request(client, judge, task, time.perf_counter())
         if not outcome["ok"]:
             raise LoadTestError(f"warm-up request failed: {outcome['error']}")
         done.append({"request_id": request_id(task), "latency_s": outcome["latency_s"]})
@@ -319,7 +324,7 @@ def run_load_test(cfg: LoadTestConfig, judge: JudgeConfig, client_cfg: ClientCon
 
     def one_level(client: LLMClient, mode: Mode, level: int, limit: int) -> None:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        level_records = run_level(client, pool.take(cfg.requests_per_level), mode, level, limit)
+        level_records = run_level(client, judge, pool.take(cfg.requests_per_level), mode, level, limit)
         report = summarize_level(level_records, mode, level, limit)
         report.started_at = started_at
         records.extend(level_records)
@@ -328,7 +333,7 @@ def run_load_test(cfg: LoadTestConfig, judge: JudgeConfig, client_cfg: ClientCon
             on_level(report)
 
     with LLMClient(client_cfg, base_url) as client:
-        warmup = warm_up(client, pool, cfg.warmup_requests)
+        warmup = warm_up(client, judge, pool, cfg.warmup_requests)
         for level in cfg.levels:
             one_level(client, "limited", level, client_cfg.max_concurrency)
             if cfg.compare_unlimited:

@@ -14,12 +14,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judges.ccrs import CCRS_METRICS, JudgeInput, run_judgment
+from judges.ccrs import CCRS_METRICS, run_judgment
 from judges.ccrs import build_request as ccrs_request
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
-from judges.grouse import METRIC_ORDER, GrouseJudgment, evaluate_sample
+from judges.grouse import METRIC_ORDER, evaluate_sample
 from judges.grouse_unit_tests import UnitTest, check_condition
+from judges.suite import Judgment, Sample
 
 EXPERIMENT = "ccrs-meta-eval"
 # CCRS calibration (paired): test type -> CCRS metrics expected strictly lower than for type 1 (the
@@ -60,17 +61,23 @@ class MetaEvalResult:
 
 # --- GroUSE unit tests ----------------------------------------------------------------------------------
 
-def check_test(test: UnitTest, judgments: list[GrouseJudgment]) -> TestOutcome:
-    """A failed judgment (no usable reply) fails its condition whatever the condition is."""
+def justification(judgment: Judgment) -> str | None:
+    """The judge's justification, kept in the judgment's `detail` (judges/suite.py `detail_json`)."""
+    return json.loads(judgment.detail).get("justification") if judgment.detail else None
+
+
+def check_test(test: UnitTest, judgments: list[Judgment]) -> TestOutcome:
+    """Conditions hold on the judge's raw mark (`llm_score`: 1-5, 0/1 or None for null). A failed
+    judgment (no usable reply) fails its condition whatever the condition is."""
     by_metric = {j.metric: j for j in judgments}
     checks = {}
     for metric in METRIC_ORDER:
         judgment = by_metric[metric]
         condition = test.conditions[metric]
-        ok = judgment.status != "failed" and check_condition(judgment.value, condition)
-        checks[metric] = {"value": judgment.value, "condition": condition, "passed": bool(ok),
+        ok = judgment.status != "failed" and check_condition(judgment.llm_score, condition)
+        checks[metric] = {"value": judgment.llm_score, "condition": condition, "passed": bool(ok),
                           "status": judgment.status, "reason": judgment.reason, "raw": judgment.raw,
-                          "justification": judgment.justification}
+                          "justification": justification(judgment)}
     calls = sum(j.attempts for j in judgments)
     return TestOutcome(test.test_id, test.set_id, test.test_type, checks, calls)
 
@@ -129,9 +136,8 @@ def ccrs_pairs(tests: list[UnitTest]) -> list[tuple[UnitTest, UnitTest, str]]:
     return pairs
 
 
-def _ccrs_input(test: UnitTest, ground_truth: str) -> JudgeInput:
-    return JudgeInput(test.test_id, "unit-test", test.question, test.answer, test.answer, ground_truth,
-                      list(test.references))
+def _ccrs_input(test: UnitTest, ground_truth: str) -> Sample:
+    return Sample(test.test_id, "unit-test", test.question, test.answer, ground_truth, list(test.references))
 
 
 def run_ccrs_calibration(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient) -> dict[str, Any]:
@@ -262,16 +268,15 @@ def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: 
 
 def run_meta_eval(tests: list[UnitTest], tests_path: str, judge_kind: str, judge: JudgeConfig,
                   client_cfg: ClientConfig, base_url: str, count: Callable[[str], int] | None = None,
-                  on_done: Callable[[TestOutcome], None] | None = None,
-                  ccrs_judge: JudgeConfig | None = None) -> MetaEvalResult:
-    """judge_kind: grouse (unit-test conditions), ccrs (paired calibration), or both. `ccrs_judge`
-    (default `judge`) holds the CCRS settings: its max_tokens is CCRS's, not GroUSE's reply budget."""
+                  on_done: Callable[[TestOutcome], None] | None = None) -> MetaEvalResult:
+    """judge_kind: grouse (unit-test conditions), ccrs (paired calibration), or both. One judge config
+    for both: GroUSE's prompt version and reply budget are under `judge.grouse`, CCRS's at the top level."""
     started = time.perf_counter()
     outcomes, ccrs = [], None
     with LLMClient(client_cfg, base_url) as client:
         if judge_kind in ("grouse", "both"):
             outcomes = run_grouse_tests(tests, judge, client, count, on_done)
         if judge_kind in ("ccrs", "both"):
-            ccrs = run_ccrs_calibration(tests, ccrs_judge or judge, client)
+            ccrs = run_ccrs_calibration(tests, judge, client)
     return MetaEvalResult(judge_kind, judge.model, tests_path, len(tests), pass_rates(outcomes), outcomes, ccrs,
                           round(time.perf_counter() - started, 2))

@@ -1,9 +1,13 @@
-"""VERA stage glue: LLM metrics over a run's generations, the cross-encoder aggregate, bootstrap statistics
-with a convergence report, and repository topicality (positive vs negative queries).
+"""`ccrs vera` tools: the VERA suite over a run's generations plus the cross-encoder aggregate, bootstrap
+statistics with a convergence report, and repository topicality (positive vs negative queries).
 
-Outputs (RUN_DIR/vera): scores.parquet (long format query_id, system, metric, score: vera_faithfulness,
-vera_retrieval_recall, vera_retrieval_precision, vera_answer_relevance, vera_aggregate (sigmoid),
-vera_aggregate_logit is in judgments only), judgments.parquet (every metric with status/reason/usage),
+Scoring goes through the generic judge stage function (tasks/judge.py `judge_suite` with the registered
+"vera" suite: cache, Ray fan-out, context fitted to the judge's window); `ccrs run` with
+`judges: [..., vera]` computes the same four metrics as a stage of the run (RUN_DIR/judge_vera/).
+Outputs (RunLayout(RUN_DIR).vera_dir): judgments.parquet (every metric of every (query, system) with
+status/reason/usage, the tasks.judge judgments frame; vera_aggregate rows carry the logit in `detail`),
+scores.parquet (long format query_id, system, metric, score of the scored rows: vera_faithfulness,
+vera_retrieval_recall, vera_retrieval_precision, vera_answer_relevance, vera_aggregate (sigmoid)) and
 bootstrap.json. Topicality writes topicality.json where asked.
 """
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,68 +23,68 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from judges.config import ClientConfig
-from judges.vera import (
-    UNTRAINED_MINILM,
-    CrossEncoderAggregator,
-    VeraInput,
-    VeraJudgeConfig,
-    enrich_answer,
-    evaluate_sample,
-    minilm_embedder,
-)
+from judges.config import ClientConfig, JudgeConfig
+from judges.suite import Judgment, Sample, get_suite
+from judges.vera import SUITE, UNTRAINED_MINILM, VERA_METRICS, CrossEncoderAggregator, enrich_answer
 from stats.vera import bootstrap_metric, convergence, topicality
+from tasks import judge as judge_stage
+from tasks.layout import RunLayout
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_NEGATIVE = REPO / "configs" / "vera" / "offtopic-queries.yaml"
 AGGREGATE = "vera_aggregate"
 
 
+def first_queries(queries: pd.DataFrame, generations: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+    """The generations of the first `limit` queries (in queries order); all of them without a limit."""
+    if limit is None:
+        return generations
+    keep = set(queries["query_id"].astype(str).tolist()[:limit])
+    return generations[generations["query_id"].astype(str).isin(keep)]
+
+
 def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd.DataFrame, top_k: int,
-                 limit: int | None = None) -> list[VeraInput]:
-    text = dict(zip(queries["query_id"].astype(str), queries["text"]))
-    retrieved = retrieved.sort_values(["query_id", "retriever", "rank"])
-    contexts = {(str(q), r): list(g["text"])[:top_k] for (q, r), g in retrieved.groupby(["query_id", "retriever"])}
-    samples = []
-    for row in generations.itertuples():
-        qid = str(row.query_id)
-        if limit is not None and qid not in list(text)[:limit]:
-            continue
-        samples.append(VeraInput(qid, row.system, text.get(qid, ""), str(row.answer or ""),
-                                 contexts.get((qid, row.retriever), [])))
-    return samples
+                 limit: int | None = None) -> tuple[list[Sample], list[dict]]:
+    """The judge stage's samples (tasks.judge.load_samples: the context the reader saw, ranked) and failed
+    generations, for the first `limit` queries when given."""
+    return judge_stage.load_samples(queries, retrieved, first_queries(queries, generations, limit), top_k)
 
 
-def score_samples(samples: list[VeraInput], cfg: VeraJudgeConfig, client_cfg: ClientConfig, base_url: str,
-                  cross_encoder: str | None = UNTRAINED_MINILM) -> pd.DataFrame:
-    """Every VERA metric of every sample (judgments frame), plus the aggregate when cross_encoder is set."""
-    from judges.client import LLMClient
-
-    embed = minilm_embedder()
-    with LLMClient(client_cfg, base_url) as client:
-        results = client.map(lambda s: evaluate_sample(client, cfg, s, embed), samples)
-    rows = [{**{k: v for k, v in asdict(r).items() if k != "detail"}, "detail": json.dumps(r.detail, default=str)}
-            for per_sample in results for r in per_sample]
-    frame = pd.DataFrame(rows)
+def score_samples(samples: list[Sample], failed: list[dict], judge: JudgeConfig, client_cfg: ClientConfig,
+                  base_url: str, cross_encoder: str | None = UNTRAINED_MINILM,
+                  progress: bool = False) -> tuple[pd.DataFrame, dict]:
+    """Every selected VERA metric of every sample through the judge stage function (failed generations as
+    failed rows), plus the aggregate when cross_encoder is set: (judgments frame, stage stats)."""
+    suite = get_suite(SUITE)
+    judgments, stats = judge_stage.judge_suite(suite, samples, judge, client_cfg, base_url, progress)
+    judgments += judge_stage.failed_generation_judgments(suite, failed, judge)
+    metrics = suite.selected_metrics(judge)
     if cross_encoder:
-        frame = pd.concat([frame, aggregate_frame(samples, frame, cross_encoder)], ignore_index=True)
-    return frame
+        judgments += aggregate_judgments(samples, failed, judgments, cross_encoder, judge)
+        metrics = (*metrics, AGGREGATE)
+    frame = judge_stage.judgments_frame(judgments, judge_stage.suspicious_texts(samples), metrics)
+    return frame, stats
 
 
-def aggregate_frame(samples: list[VeraInput], judgments: pd.DataFrame, model: str) -> pd.DataFrame:
-    """Cross-encoder aggregate per sample from its available metric values (logit in detail)."""
+def aggregate_judgments(samples: list[Sample], failed: list[dict], judgments: list[Judgment], model: str,
+                        judge: JudgeConfig) -> list[Judgment]:
+    """Cross-encoder aggregate per sample from its available metric values (logit in detail); a failed
+    generation gets a failed aggregate row."""
     aggregator = CrossEncoderAggregator(model)
-    values = {(r.query_id, r.system, r.metric): r.score for r in judgments.itertuples()}
-    enriched = [enrich_answer(s.answer, {m: values.get((s.query_id, s.system, m)) for m in
-                                         ("vera_faithfulness", "vera_answer_relevance", "vera_retrieval_precision",
-                                          "vera_retrieval_recall")}) for s in samples]
+    values = {(j.query_id, j.system, j.metric): j.score for j in judgments}
+    enriched = [enrich_answer(s.response, {m: values.get((s.query_id, s.system, m)) for m in VERA_METRICS},
+                              judge.vera.prompt_version) for s in samples]
     scores = aggregator.score([s.question for s in samples], enriched)
     note = "UNTRAINED head: proves the mechanics only" if aggregator.untrained else None
-    return pd.DataFrame([{
-        "query_id": s.query_id, "system": s.system, "metric": AGGREGATE, "score": a.sigmoid, "status": "ok",
-        "reason": note, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
-        "detail": json.dumps({"logit": a.logit, "sigmoid": a.sigmoid, "model": model}),
-    } for s, a in zip(samples, scores)])
+    version = judge.vera.prompt_version
+    out = [Judgment(s.query_id, s.system, SUITE, AGGREGATE, a.sigmoid, None, None, "ok", note, None, 0, 0, 0,
+                    version, model, detail=json.dumps({"logit": a.logit, "sigmoid": a.sigmoid,
+                                                       "model": model}))
+           for s, a in zip(samples, scores)]
+    out += [Judgment(f["query_id"], f["system"], SUITE, AGGREGATE, None, None, None, "failed",
+                     f"generation failed: {f['error']}"[:2000], None, 0, 0, 0, version, model)
+            for f in failed]
+    return out
 
 
 def scores_long(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -114,27 +119,33 @@ def bootstrap_report(scores: pd.DataFrame, b: int, seed: int, n: int | None = No
     return out
 
 
-def run_vera(run_dir: str | Path, cfg: VeraJudgeConfig, client_cfg: ClientConfig, base_url: str, top_k: int = 5,
+def run_vera(run_dir: str | Path, judge: JudgeConfig, client_cfg: ClientConfig, base_url: str, top_k: int = 5,
              cross_encoder: str | None = UNTRAINED_MINILM, b: int = 1000, n: int | None = None, seed: int = 0,
-             limit: int | None = None) -> dict:
-    run_dir = Path(run_dir)
-    queries = pd.read_parquet(run_dir / "retrieve" / "queries.parquet")
-    retrieved = pd.read_parquet(run_dir / "retrieve" / "retrieved.parquet")
-    generations = pd.read_parquet(run_dir / "generate" / "generations.parquet")
-    samples = load_samples(queries, retrieved, generations, top_k, limit)
-    judgments = score_samples(samples, cfg, client_cfg, base_url, cross_encoder)
-    out = run_dir / "vera"
+             limit: int | None = None, progress: bool = False) -> dict:
+    """Score a run's generations with the VERA suite (+ aggregate), write the outputs under the run's
+    vera_dir, bootstrap every (system, metric); returns a summary (calls: judge asks made now)."""
+    started = time.perf_counter()
+    layout = RunLayout(Path(run_dir))
+    queries = pd.read_parquet(layout.queries)
+    generations = first_queries(queries, pd.read_parquet(layout.generations), limit)
+    samples, failed = load_samples(queries, pd.read_parquet(layout.retrieved), generations, top_k)
+    frame, stats = score_samples(samples, failed, judge, client_cfg, base_url, cross_encoder, progress)
+    metrics = get_suite(SUITE).selected_metrics(judge) + ((AGGREGATE,) if cross_encoder else ())
+    judge_stage.check_complete(frame, generations, metrics)
+    out = layout.vera_dir
     out.mkdir(parents=True, exist_ok=True)
-    judgments.to_parquet(out / "judgments.parquet", index=False)
-    scores = scores_long(judgments)
-    scores.to_parquet(out / "scores.parquet", index=False)
+    judge_stage.write_judgments(frame, out)
+    scores = scores_long(frame)
     report = bootstrap_report(scores, b, seed, n)
     (out / "bootstrap.json").write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
-    summary = {"n_samples": len(samples), "n_scores": len(scores),
-               "n_failed": int((judgments["status"] == "failed").sum()),
-               "calls": int(judgments["calls"].sum()), "prompt_tokens": int(judgments["prompt_tokens"].sum()),
-               "completion_tokens": int(judgments["completion_tokens"].sum()), "out_dir": str(out)}
-    return summary
+    summary = judge_stage.judging_summary(frame, stats, time.perf_counter() - started, SUITE,
+                                          judge.vera.prompt_version, judge.model)
+    return {"n_samples": len(samples) + len(failed), "n_scores": len(scores),
+            "n_failed": int((frame["status"] == "failed").sum()), "calls": summary["judge_calls"],
+            "prompt_tokens": summary["prompt_tokens"], "completion_tokens": summary["completion_tokens"],
+            "cache_hits": summary["cache_hits"],
+            "context_truncated_judgments": summary["context_truncated_judgments"],
+            "out_dir": str(out)}
 
 
 # --- topicality --------------------------------------------------------------------------------------
@@ -180,7 +191,8 @@ def topicality_report(corpus_path: str | Path, positive: list[str], negative: li
     pos, neg = scores[: len(positive)], scores[len(positive):]
     result = topicality(pos, neg, b, np.random.default_rng(seed), n, confidence)
     return {"metric": f"mean kNN cosine of the top-{k} chunks (all-MiniLM-L6-v2)", "k": k, "b": b, "n": n,
-            "seed": seed, "n_positive": len(positive), "n_negative": len(negative), **_jsonable(asdict(result))}
+            "seed": seed, "n_positive": len(positive), "n_negative": len(negative),
+            **_jsonable(asdict(result))}
 
 
 def _jsonable(tree):

@@ -14,7 +14,8 @@ def _write(path, text, mode=0o600):
 
 
 def test_dotenv_lines_quotes_export_and_comments():
-    text = "# opensearch\nexport OPENSEARCH_PASSWORD='p@ss word'\nCCRS_LLM_API_KEY=\"sk-abc\"\n\nAWS_KEY=plain\n"
+    text = ("# opensearch\nexport OPENSEARCH_PASSWORD='p@ss word'\nCCRS_LLM_API_KEY=\"sk-abc\"\n\n"
+            "AWS_KEY=plain\n")
     assert parse_secrets(text) == {"OPENSEARCH_PASSWORD": "p@ss word", "CCRS_LLM_API_KEY": "sk-abc",
                                    "AWS_KEY": "plain"}
 
@@ -34,11 +35,13 @@ def test_a_file_readable_by_others_is_refused(tmp_path):
 def test_environment_wins_and_values_are_masked(tmp_path, monkeypatch):
     path = _write(tmp_path / "secrets.env", "CCRS_T_PASSWORD=from-file-7781\nCCRS_T_TOKEN=file-token-5512\n")
     monkeypatch.setenv("CCRS_T_TOKEN", "env-token-0042")
-    monkeypatch.delenv("CCRS_T_PASSWORD", raising=False)
-    assert load_secrets(path) == ["CCRS_T_PASSWORD"]
-    assert os.environ["CCRS_T_PASSWORD"] == "from-file-7781" and os.environ["CCRS_T_TOKEN"] == "env-token-0042"
-    assert scrub("url https://u:from-file-7781@host and file-token-5512") == "url https://u:***@host and ***"
+    # set, then deleted: monkeypatch records the original state and undoes what load_secrets sets
+    monkeypatch.setenv("CCRS_T_PASSWORD", "")
     monkeypatch.delenv("CCRS_T_PASSWORD")
+    assert load_secrets(path) == ["CCRS_T_PASSWORD"]
+    assert os.environ["CCRS_T_PASSWORD"] == "from-file-7781"
+    assert os.environ["CCRS_T_TOKEN"] == "env-token-0042"
+    assert scrub("url https://u:from-file-7781@host and file-token-5512") == "url https://u:***@host and ***"
 
 
 def test_missing_files(tmp_path, monkeypatch):
@@ -51,7 +54,8 @@ def test_missing_files(tmp_path, monkeypatch):
 
 def test_log_records_are_redacted(caplog):
     secrets.register_secret("log-secret-3141")
-    record = logging.LogRecord("x", logging.INFO, __file__, 1, "connecting with %s", ("log-secret-3141",), None)
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "connecting with %s", ("log-secret-3141",),
+                               None)
     assert secrets.RedactingFilter().filter(record)
     assert record.getMessage() == "connecting with ***"
 

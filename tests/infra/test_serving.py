@@ -65,7 +65,8 @@ def test_serve_app_answers_and_start_is_idempotent(llm_endpoint):
     external = ServingConfig(profile="external", base_url=llm_endpoint.base_url, ready_timeout_s=30)
     assert start_serve_app(external) == llm_endpoint.base_url
     reply = httpx.post(f"{llm_endpoint.base_url}/chat/completions", timeout=60, json={
-        "model": llm_endpoint.judge_model, "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "model": llm_endpoint.judge_model,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
         "max_tokens": 12, "temperature": 0, "seed": 0})
     assert reply.status_code == 200 and "Paris" in reply.json()["choices"][0]["message"]["content"]
 

@@ -99,3 +99,14 @@ def test_fixture_citations_point_to_existing_references():
             assert all(1 <= i <= len(test.references) for i in cited), test.test_id
             if test.test_type in (2, 5, 11):
                 assert test.answer == "No document seems to precisely answer your question."
+
+
+def test_unit_test_sample_is_the_shared_sample():
+    from judges.suite import Sample
+
+    test = load_unit_tests(DATA / "train.jsonl")[0]
+    sample = test.sample()
+    assert isinstance(sample, Sample) and (sample.query_id, sample.system) == (test.test_id, "unit-test")
+    assert (sample.question, sample.response, sample.ground_truth) == (test.question, test.answer,
+                                                                       test.expected_answer)
+    assert sample.context == test.references and sample.context is not test.references

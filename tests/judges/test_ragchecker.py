@@ -1,15 +1,19 @@
+import json
+
 import pytest
 
 from judges.client import ChatResult
+from judges.config import JudgeConfig, RagCheckerOptions
 from judges.ragchecker import (
-    RagCheckerConfig,
-    RagCheckerInput,
-    check_sample,
+    METRICS,
+    RAGCHECKER_METRICS,
+    RagCheckerSuite,
     claims_prompt,
     entail_prompt,
     entailment_share,
     parse_claims,
 )
+from judges.suite import Sample, get_suite
 
 
 class FakeClient:
@@ -21,9 +25,19 @@ class FakeClient:
         return ChatResult(self.replies.pop(0), 20, 4, "stop", 1)
 
 
-CFG = RagCheckerConfig(max_reasks=1)
-SAMPLE = RagCheckerInput("q", "s", "Aspirin inhibits COX-1. It cures cancer.", "Aspirin inhibits COX-1 and COX-2.",
-                         ["Aspirin irreversibly inhibits cyclooxygenase."])
+def count(text):
+    return len(text) // 4
+
+
+CFG = JudgeConfig(ragchecker=RagCheckerOptions(max_reasks=1))
+SUITE = RagCheckerSuite()
+SAMPLE = Sample("q", "s", "What does aspirin inhibit?", "Aspirin inhibits COX-1. It cures cancer.",
+                "Aspirin inhibits COX-1 and COX-2.", ["Aspirin irreversibly inhibits cyclooxygenase."])
+
+
+def check(client, sample=SAMPLE, cfg=CFG):
+    (unit,) = SUITE.plan(sample, cfg, 0, count)
+    return {j.metric: j for j in SUITE.evaluate(client, unit, cfg, count)}
 
 
 def test_parse_claims():
@@ -32,7 +46,8 @@ def test_parse_claims():
 
 
 def test_prompts_neutralize_and_list_claims():
-    assert "[tag]" in claims_prompt(CFG, "x </text> y")
+    prompt = claims_prompt(CFG, "x </text> y")
+    assert "[/text]" in prompt and prompt.count("</text>") == 1
     prompt = entail_prompt(CFG, "ref", ["c1", "c2"])
     assert "1. c1\n2. c2" in prompt and "<reference>\nref\n</reference>" in prompt
 
@@ -43,31 +58,68 @@ def test_precision_recall_faithfulness():
                "1. yes\n2. no",   # response claims vs ground truth -> P = 0.5
                "1. yes\n2. no",   # gt claims vs response -> R = 0.5
                "1. yes\n2. no"]   # response claims vs context -> F = 0.5
-    r = check_sample(FakeClient(replies), CFG, SAMPLE)
-    assert r.scores == {"rc_precision": 0.5, "rc_recall": 0.5, "rc_faithfulness": 0.5}
-    assert r.calls == 5 and r.prompt_tokens == 100 and r.completion_tokens == 20
+    client = FakeClient(replies)
+    r = check(client)
+    assert {m: j.score for m, j in r.items()} == {"rc_precision": 0.5, "rc_recall": 0.5,
+                                                  "rc_faithfulness": 0.5}
+    assert list(r) == list(METRICS) and {j.suite for j in r.values()} == {"ragchecker"}
+    # the sample's usage on the first metric's row only: sums count each call once
+    assert sum(j.attempts for j in r.values()) == 5 == r["rc_precision"].attempts
+    assert sum(j.prompt_tokens for j in r.values()) == 100
+    assert sum(j.completion_tokens for j in r.values()) == 20
+    assert r["rc_recall"].attempts == r["rc_faithfulness"].prompt_tokens == 0
+    assert json.loads(r["rc_recall"].detail) == {"ground_truth_claims": ["Aspirin inhibits COX-1.",
+                                                                         "Aspirin inhibits COX-2."],
+                                                 "verdicts": [True, False]}
+    context = "<reference>\n[1] Aspirin irreversibly inhibits cyclooxygenase.\n</reference>"
+    assert context in client.prompts[-1]
 
 
 def test_unparseable_verdicts_are_none_with_reason():
     replies = ["1. a", "1. b", "dunno", "still dunno", "1. yes", "1. no"]
-    r = check_sample(FakeClient(replies), CFG, SAMPLE)
-    assert r.scores["rc_precision"] is None and "re-asks" in r.reasons["rc_precision"]
-    assert r.scores["rc_recall"] == 1.0 and r.scores["rc_faithfulness"] == 0.0
+    r = check(FakeClient(replies))
+    assert r["rc_precision"].score is None and "re-asks" in r["rc_precision"].reason
+    assert r["rc_precision"].status == "failed"
+    assert r["rc_recall"].score == 1.0 and r["rc_faithfulness"].score == 0.0
 
 
 def test_no_claims_and_empty_response():
-    r = check_sample(FakeClient(["NONE", "1. g", "1. yes"]), CFG, SAMPLE)
-    assert r.scores["rc_precision"] is None and r.reasons["rc_precision"] == "no claims extracted"
-    assert r.scores["rc_recall"] == 1.0
-    empty = check_sample(FakeClient([]), CFG, RagCheckerInput("q", "s", " ", "gt", []))
-    assert empty.scores["rc_recall"] == 0.0 and empty.calls == 0
+    r = check(FakeClient(["NONE", "1. g", "1. yes"]))
+    assert r["rc_precision"].score is None and r["rc_precision"].reason == "no claims extracted"
+    assert r["rc_recall"].score == 1.0
+    empty = check(FakeClient([]), Sample("q", "s", "q?", " ", "gt", []))
+    assert empty["rc_recall"].score == 0.0 and sum(j.attempts for j in empty.values()) == 0
+    assert {j.status for j in empty.values()} == {"empty_response"}
     assert entailment_share([]) is None and entailment_share([True, False, True]) == pytest.approx(2 / 3)
 
 
+def test_context_is_fitted_to_the_window_without_a_character_cap():
+    chunks = [f"Chunk {i} says aspirin inhibits COX-{i}. " * 40 for i in range(3)]
+    sample = Sample("q", "s", "q?", "Aspirin inhibits COX-1.", "Aspirin inhibits COX-1.", chunks)
+    (roomy,) = SUITE.plan(sample, JudgeConfig(context_window=8192), 0, count)
+    assert roomy.n_context_chunks == 3 and roomy.n_context_truncated == 0 and len(roomy.plan.context) > 3000
+    cfg = JudgeConfig(context_window=1024)
+    (tight,) = SUITE.plan(sample, cfg, 0, count)
+    assert tight.n_context_chunks == 1 and tight.n_context_truncated == 2
+    assert "Chunk 1" not in tight.plan.context
+    client = FakeClient(["1. c", "1. g", "1. yes", "1. yes", "1. yes"])
+    SUITE.evaluate(client, tight, cfg, count)
+    assert "Chunk 0" in client.prompts[-1] and count(client.prompts[-1]) <= 1024 - 192 - 64
+
+
+def test_registry_and_not_judged():
+    suite = get_suite("ragchecker")
+    assert isinstance(suite, RagCheckerSuite) and suite.metrics is RAGCHECKER_METRICS
+    assert suite.selected_metrics(CFG) == METRICS == ("rc_precision", "rc_recall", "rc_faithfulness")
+    assert all(m.suite == "ragchecker" and m.scale == (0, 1) for m in RAGCHECKER_METRICS.values())
+    failed = suite.not_judged(SAMPLE, CFG, "failed", "generation failed: HTTP 500")
+    assert [j.metric for j in failed] == list(METRICS) and all(j.score is None for j in failed)
+
+
 @pytest.mark.llm
-def test_ragchecker_on_real_bioasq_questions(llm_endpoint):
+def test_ragchecker_on_real_bioasq_questions(llm_endpoint, judge_cache_dir):
     from judges.config import ClientConfig
-    from tasks.ragchecker_stage import run_ragchecker
+    from tasks.judge import judge_suite
     from tests.conftest import _field, bioasq_questions
 
     samples = []
@@ -75,9 +127,12 @@ def test_ragchecker_on_real_bioasq_questions(llm_endpoint):
         ideal = _field(q["ideal_answer"])
         ideal = ideal[0] if isinstance(ideal, list) else str(ideal)
         snippets = [s["text"] for s in _field(q["snippets"])][:3]
-        samples.append(RagCheckerInput(q["id"], "ideal", ideal, ideal, snippets))
-    frame = run_ragchecker(samples, RagCheckerConfig(model=llm_endpoint.judge_model, max_tokens=96),
-                           ClientConfig(max_concurrency=4, timeout_s=120), llm_endpoint.base_url)
-    assert len(frame) == 6 and frame["calls"].sum() >= 2 * 5
-    for row in frame.itertuples():
-        assert (row.score is not None and 0 <= row.score <= 1) or row.reason
+        samples.append(Sample(q["id"], "ideal", q["body"], ideal, ideal, snippets))
+    judge = JudgeConfig(model=llm_endpoint.judge_model, ragchecker=RagCheckerOptions(max_tokens=96))
+    judgments, stats = judge_suite(get_suite("ragchecker"), samples, judge,
+                                   ClientConfig(max_concurrency=4, timeout_s=120), llm_endpoint.base_url,
+                                   progress=False)
+    assert len(judgments) == 6 and stats["judge_requests"] == 2
+    assert sum(j.attempts for j in judgments) >= 2 * 5
+    for j in judgments:
+        assert (j.score is not None and 0 <= j.score <= 1) or j.reason

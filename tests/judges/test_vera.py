@@ -1,17 +1,19 @@
+import json
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from judges.client import ChatResult
+from judges import vera
+from judges.client import ChatResult, LLMRequestError
+from judges.config import JudgeConfig, VeraOptions
+from judges.suite import Sample, get_suite
 from judges.vera import (
     VERA_METRICS,
-    VeraInput,
-    VeraJudgeConfig,
+    VeraSuite,
     answer_relevance,
     enrich_answer,
-    evaluate_sample,
     faithfulness,
     parse_numbered,
     parse_verdicts,
@@ -34,6 +36,11 @@ class FakeClient:
         return ChatResult(self.replies.pop(0), 10, 5, "stop", 1)
 
 
+class DownClient:
+    def chat(self, request):
+        raise LLMRequestError("connection refused", attempts=3)
+
+
 def bag_embed(texts):
     """Deterministic toy embedding: bag of lowercase words hashed into 64 dims."""
     out = np.zeros((len(texts), 64))
@@ -43,9 +50,23 @@ def bag_embed(texts):
     return out
 
 
-SAMPLE = VeraInput("q1", "s", "What does aspirin inhibit?", "Aspirin inhibits COX-1. It is sold in Paris.",
-                   ["Aspirin irreversibly inhibits COX-1. It was first synthesised in 1897.", "Ibuprofen is an NSAID."])
-CFG = VeraJudgeConfig(max_reasks=1)
+def count(text):
+    return len(text) // 4
+
+
+SAMPLE = Sample("q1", "s", "What does aspirin inhibit?", "Aspirin inhibits COX-1. It is sold in Paris.", "",
+                ["Aspirin irreversibly inhibits COX-1. It was first synthesised in 1897.",
+                 "Ibuprofen is an NSAID."])
+CFG = JudgeConfig(vera=VeraOptions(max_reasks=1))
+SUITE = VeraSuite(embed=bag_embed)
+
+
+def plan_of(sample=SAMPLE, cfg=CFG):
+    (unit,) = SUITE.plan(sample, cfg, 0, count)
+    return unit
+
+
+PLAN = plan_of().plan
 
 
 def test_parsers():
@@ -58,40 +79,114 @@ def test_parsers():
 
 def test_templates_neutralize_tags():
     prompt = render("v1", "statements.txt", question="q</question>", answer="a")
-    assert "</question>" in prompt and prompt.count("</question>") == 1 and "[tag]" in prompt
+    assert "</question>" in prompt and prompt.count("</question>") == 1 and "[/question]" in prompt
 
 
 def test_faithfulness_with_reask():
     client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.", "1. yes", "1. yes\n2. no"])
-    score = faithfulness(client, CFG, SAMPLE)
+    score = faithfulness(client, CFG, SAMPLE, PLAN)
     assert score.metric == "vera_faithfulness" and score.score == 0.5 and score.status == "ok"
-    assert score.calls == 3 and score.prompt_tokens == 30 and "exactly 2 lines" in client.prompts[-1]
+    assert score.suite == "vera" and score.llm_score is None and score.em is None
+    assert score.attempts == 3 and score.prompt_tokens == 30 and "exactly 2 lines" in client.prompts[-1]
+    detail = json.loads(score.detail)
+    assert detail["statements"] == ["Aspirin inhibits COX-1.", "It is sold in Paris."]
+    assert detail["verdicts"] == [True, False] and detail["raw"] == "1. yes\n2. no" == score.raw
 
 
 def test_failure_is_none_with_reason():
-    score = faithfulness(FakeClient(["1. s", "maybe", "perhaps"]), CFG, SAMPLE)
+    score = faithfulness(FakeClient(["1. s", "maybe", "perhaps"]), CFG, SAMPLE, PLAN)
     assert score.score is None and score.status == "failed" and "re-asks" in score.reason
 
 
+def test_request_failure_keeps_its_prefix_for_the_requeue():
+    score = faithfulness(DownClient(), CFG, SAMPLE, PLAN)
+    assert score.status == "failed" and score.transport_failed and score.attempts == 3
+
+
 def test_recall_precision_relevance():
-    r = retrieval_recall(FakeClient(["1. yes\n2. no"]), CFG, SAMPLE)
-    assert r.score == 0.5 and r.calls == 1
-    p = retrieval_precision(FakeClient(["Aspirin irreversibly inhibits COX-1."]), CFG, SAMPLE, bag_embed)
+    r = retrieval_recall(FakeClient(["1. yes\n2. no"]), CFG, SAMPLE, PLAN)
+    assert r.score == 0.5 and r.attempts == 1
+    p = retrieval_precision(FakeClient(["Aspirin irreversibly inhibits COX-1."]), CFG, SAMPLE, PLAN,
+                            embed=bag_embed)
     assert p.score == pytest.approx(1 / 3)  # 1 of 3 context sentences
-    none = retrieval_precision(FakeClient(["Insufficient Information"]), CFG, SAMPLE, bag_embed)
+    none = retrieval_precision(FakeClient(["Insufficient Information"]), CFG, SAMPLE, PLAN, embed=bag_embed)
     assert none.score == 0.0
-    a = answer_relevance(FakeClient(["1. What does aspirin inhibit?\n2. Where is it sold?\n3. x"]), CFG, SAMPLE, bag_embed)
+    questions = FakeClient(["1. What does aspirin inhibit?\n2. Where is it sold?\n3. x"])
+    a = answer_relevance(questions, CFG, SAMPLE, PLAN, embed=bag_embed)
     e = bag_embed(["What does aspirin inhibit?", "Where is it sold?", "x"])
     e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
-    assert a.score == pytest.approx(np.clip(e[1:] @ e[0], 0, 1).sum() / 3 + 1 / 3)  # first question identical: cos 1
+    # first question identical: cos 1
+    assert a.score == pytest.approx(np.clip(e[1:] @ e[0], 0, 1).sum() / 3 + 1 / 3)
     assert precision_from_extracted(["a b", "c d"], [], bag_embed, 0.8) == 0.0
 
 
+def test_context_is_fitted_to_the_window_and_precision_counts_only_what_the_judge_saw():
+    long = Sample("q2", "s", SAMPLE.question, SAMPLE.response, "",
+                  [SAMPLE.context[0], "Filler text here. " * 200])
+    roomy = plan_of(long, JudgeConfig(context_window=8192))
+    assert roomy.n_context_chunks == 2 and roomy.n_context_truncated == 0  # no fixed 3,000-character cap
+    assert len(roomy.plan.context) > 3000
+    cfg = JudgeConfig(context_window=600, vera=VeraOptions(max_reasks=1))
+    unit = plan_of(long, cfg)
+    assert unit.n_context_chunks == 1 and unit.n_context_truncated == 1
+    assert "Filler" not in unit.plan.context and unit.plan.context_sentences == (
+        "Aspirin irreversibly inhibits COX-1.", "It was first synthesised in 1897.")
+    client = FakeClient(["Aspirin irreversibly inhibits COX-1."])
+    p = retrieval_precision(client, cfg, long, unit.plan, embed=bag_embed)
+    assert p.score == pytest.approx(1 / 2)  # 1 of the 2 sentences of the fitted context
+    assert "Filler" not in client.prompts[0] and count(client.prompts[0]) <= cfg.context_window - 192 - 64
+
+
+def test_one_unit_per_sample_evaluates_every_selected_metric():
+    (unit,) = SUITE.plan(SAMPLE, CFG, 0, count)
+    assert unit.metrics == tuple(VERA_METRICS) and unit.suite == "vera"
+    client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.",  # faithfulness: statements
+                         "1. yes\n2. no",  # faithfulness: verdicts
+                         "1. yes\n2. yes",  # recall
+                         "Aspirin irreversibly inhibits COX-1.",  # precision
+                         "1. What does aspirin inhibit?"])  # relevance
+    judgments = SUITE.evaluate(client, unit, CFG, count)
+    assert [j.metric for j in judgments] == list(VERA_METRICS)
+    assert [j.score for j in judgments] == pytest.approx([0.5, 1.0, 1 / 3, 1.0])
+    assert [j.attempts for j in judgments] == [2, 1, 1, 1] and {j.status for j in judgments} == {"ok"}
+    only = JudgeConfig(vera=VeraOptions(metrics=["answer_relevance"]))
+    (unit,) = SUITE.plan(SAMPLE, only, 0, count)
+    # no context in the relevance prompt
+    assert unit.metrics == ("vera_answer_relevance",) and unit.n_context_chunks == 0
+    assert SUITE.plan(SAMPLE, CFG, 0, count)[0].key != SUITE.plan(SAMPLE, CFG, 1, count)[0].key
+
+
+def test_embedder_is_loaded_lazily_once_per_process(monkeypatch):
+    made = []
+    monkeypatch.setattr(vera, "_DEFAULT_EMBED", [])
+    monkeypatch.setattr(vera, "minilm_embedder", lambda: made.append(1) or bag_embed)
+    suite = VeraSuite()
+    cfg = JudgeConfig(vera=VeraOptions(metrics=["faithfulness"]))
+    (unit,) = suite.plan(SAMPLE, cfg, 0, count)
+    suite.evaluate(FakeClient(["1. a", "1. yes"]), unit, cfg, count)
+    assert made == []  # faithfulness needs no embedding
+    cfg = JudgeConfig(vera=VeraOptions(metrics=["retrieval_precision"]))
+    (unit,) = suite.plan(SAMPLE, cfg, 0, count)
+    for _ in range(2):
+        (p,) = suite.evaluate(FakeClient(["Aspirin irreversibly inhibits COX-1."]), unit, cfg, count)
+        assert p.score == pytest.approx(1 / 3)
+    assert made == [1]
+
+
 def test_empty_answer_and_registry():
-    empty = VeraInput("q", "s", "q?", "  ", ["c"])
-    scores = evaluate_sample(FakeClient([]), CFG, empty, bag_embed)
-    assert [s.metric for s in scores] == [m.column for m in VERA_METRICS.values()]
-    assert all(s.score == 0.0 and s.status == "empty_response" for s in scores)
+    empty = Sample("q", "s", "q?", "  ", "", ["c"])
+    suite = get_suite("vera")
+    assert isinstance(suite, VeraSuite) and suite.metrics is VERA_METRICS
+    assert suite.selected_metrics(JudgeConfig()) == tuple(VERA_METRICS) and suite.prompt_version(CFG) == "v1"
+    assert all(m.suite == "vera" and m.scale == (0, 1) and m.name.startswith("vera_")
+               for m in VERA_METRICS.values())
+    for scores in (suite.not_judged(empty, CFG, "empty_response", "empty"),
+                   SUITE.evaluate(FakeClient([]), plan_of(empty), CFG, count)):
+        assert [s.metric for s in scores] == list(VERA_METRICS)
+        assert all(s.score == 0.0 and s.status == "empty_response" and s.attempts == 0 for s in scores)
+    failed = suite.not_judged(empty, CFG, "failed", "generation failed: HTTP 500")
+    assert all(s.score is None and s.status == "failed" and s.reason.startswith("generation failed")
+               for s in failed)
 
 
 def test_enrich_answer_has_meaning_and_value():
@@ -110,7 +205,8 @@ def aggregator():
 
 def test_cross_encoder_aggregate_mechanics(aggregator):
     scores = aggregator.score(["What does aspirin inhibit?"] * 2,
-                              [enrich_answer("COX.", {"faithfulness": 1.0}), enrich_answer("COX.", {"faithfulness": 0.0})])
+                              [enrich_answer("COX.", {"faithfulness": 1.0}),
+                               enrich_answer("COX.", {"faithfulness": 0.0})])
     assert aggregator.untrained and len(scores) == 2
     for s in scores:
         assert math.isfinite(s.logit) and s.sigmoid == pytest.approx(1 / (1 + math.exp(-s.logit)))
@@ -119,23 +215,27 @@ def test_cross_encoder_aggregate_mechanics(aggregator):
 
 
 @pytest.mark.llm
-def test_vera_on_real_bioasq_questions(llm_endpoint, tmp_path):
+def test_vera_on_real_bioasq_questions(llm_endpoint, judge_cache_dir, tmp_path):
     from judges.config import ClientConfig
     from pipelines.tools.vera import run_vera
+    from tasks.layout import RunLayout
     from tests.conftest import write_bioasq_inputs
 
-    queries_path, _ = write_bioasq_inputs(tmp_path / "run" / "retrieve", limit=2, chunks_per_query=3)
+    layout = RunLayout(tmp_path / "run")
+    queries_path, _ = write_bioasq_inputs(layout.stage_dir("retrieve"), limit=2, chunks_per_query=3)
     queries = pd.read_parquet(queries_path)
-    (tmp_path / "run" / "generate").mkdir()
-    pd.DataFrame({"query_id": queries.query_id, "system": "bm25+ideal", "retriever": "bm25", "reader": "ideal",
-                  "answer": queries.answer}).to_parquet(tmp_path / "run" / "generate" / "generations.parquet")
-    cfg = VeraJudgeConfig(model=llm_endpoint.judge_model, max_tokens=96)
-    summary = run_vera(tmp_path / "run", cfg, ClientConfig(max_concurrency=4, timeout_s=120), llm_endpoint.base_url,
-                       top_k=3, b=200)
-    judgments = pd.read_parquet(tmp_path / "run" / "vera" / "judgments.parquet")
+    layout.generations.parent.mkdir()
+    pd.DataFrame({"query_id": queries.query_id, "system": "bm25+ideal", "retriever": "bm25",
+                  "reader": "ideal", "answer": queries.answer, "status": "ok", "error": None,
+                  "n_chunks_used": 3}).to_parquet(layout.generations)
+    cfg = JudgeConfig(model=llm_endpoint.judge_model, vera=VeraOptions(max_tokens=96))
+    summary = run_vera(layout.root, cfg, ClientConfig(max_concurrency=4, timeout_s=120),
+                       llm_endpoint.base_url, top_k=3, b=200)
+    judgments = pd.read_parquet(layout.vera_dir / "judgments.parquet")
     assert summary["n_samples"] == 2 and summary["calls"] > 0
     assert set(judgments.metric) == {"vera_faithfulness", "vera_retrieval_recall", "vera_retrieval_precision",
                                      "vera_answer_relevance", "vera_aggregate"}
+    assert len(judgments) == 2 * 5 and set(judgments.suite) == {"vera"}
     for row in judgments.itertuples():  # every metric either scored in [0, 1] or failed with a reason
-        assert (row.score is not None and 0 <= row.score <= 1) or (row.status == "failed" and row.reason)
-    assert (tmp_path / "run" / "vera" / "bootstrap.json").exists()
+        assert (pd.notna(row.score) and 0 <= row.score <= 1) or (row.status == "failed" and row.reason)
+    assert (layout.vera_dir / "bootstrap.json").exists()

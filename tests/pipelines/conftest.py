@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from pipelines.config import DEFAULT_CONFIG, load_config
+from tests.conftest import process_state_restored
 
 E2E_QUESTIONS = 3
 # Planted for the end-to-end run, in the environment and (the last two) in a chmod-600 secrets file; none
@@ -104,18 +105,15 @@ def e2e_run(llm_endpoint, mlflow_server, tmp_path_factory, judge_cache_dir):
 
     root = tmp_path_factory.mktemp("e2e")
     config = e2e_config(root / "run", llm_endpoint.base_url, mlflow_server)
-    saved = {name: os.environ.pop(name, None) for name in PLANTED_SECRETS}
     secrets_file = root / "secrets.env"
     secrets_file.write_text("".join(f"{name}={PLANTED_SECRETS[name]}\n" for name in FILE_SECRETS))
     secrets_file.chmod(0o600)
-    os.environ.update({k: v for k, v in PLANTED_SECRETS.items() if k not in FILE_SECRETS})
-    try:
+    # The planted secrets, and what the run sets (MLFLOW_TRACKING_URI, MLflow's global URI and experiment),
+    # are gone once the run is over: a session fixture is outside the per-test restore.
+    with process_state_restored():
+        for name in PLANTED_SECRETS:
+            os.environ.pop(name, None)
+        os.environ.update({k: v for k, v in PLANTED_SECRETS.items() if k not in FILE_SECRETS})
         assert sorted(load_secrets(secrets_file)) == sorted(FILE_SECRETS)
         result = run_pipeline(config, keep_serving=True)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return config, result

@@ -8,7 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from pipelines.pipeline import run_pipeline
-from tests.pipelines.conftest import PLANTED_SECRETS
+from tests.pipelines.conftest import PLANTED_SECRETS, e2e_config
 from tasks.layout import RunLayout
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
@@ -99,11 +99,19 @@ def test_no_planted_secret_reaches_params_tags_or_artifacts(e2e_run, tmp_path):
                 assert not [s for s in secrets if s.encode() in blob], path
 
 
-def test_compare_against_the_previous_run_tags_and_summarizes(e2e_run):
-    """Last in this file: it logs a second pipeline run (same outputs) and checks it against the first."""
+def test_compare_against_the_previous_run_tags_and_summarizes(e2e_run, llm_endpoint, mlflow_server, tmp_path):
+    """Two more pipeline runs (same outputs), the second checked against the first. They are logged from a
+    copy of the run folder into an experiment of their own: the session's run, its folder and its
+    experiment stay as the other tests here expect them, in any order."""
+    import shutil
+
     from pipelines.tools.regression import compare_runs
 
-    config, result = e2e_run
+    _, session_result = e2e_run
+    shutil.copytree(session_result.run_dir, tmp_path / "run")
+    config = e2e_config(tmp_path / "run", llm_endpoint.base_url, mlflow_server, experiment="ccrs-e2e-compare")
+    result = run_pipeline(config, keep_serving=True)
+    assert all(stage["reused"] for stage in result.stages.values()), result.stages
     rerun = run_pipeline(config, from_stage="track", keep_serving=True)
     assert rerun.tracked["run_id"] != result.tracked["run_id"]
     report = compare_runs(config.mlflow.tracking_uri, config.mlflow.experiment, "latest", "previous",

@@ -18,6 +18,16 @@ def test_unknown_template_is_a_usage_error(capsys):
     assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
+def test_metric_choices_are_the_registered_ccrs_metrics(capsys):
+    from judges.suite import get_suite
+
+    with pytest.raises(SystemExit) as exc:
+        main(["injection-eval", "--metrics", "NOPE"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "invalid choice" in err
+    assert all(repr(name) in err for name in get_suite("ccrs").metrics)
+
+
 def test_missing_dataset_is_an_error(tmp_path, capsys):
     args = ["injection-eval", "--dataset", str(tmp_path / "none"), "--llm-base-url", "http://127.0.0.1:9/v1"]
     assert main(args) == 2

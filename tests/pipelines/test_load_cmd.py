@@ -1,4 +1,4 @@
-"""`ccrs load-test`: argument handling (the real run is in tests/tasks/test_load_test.py)."""
+"""`ccrs load-test`: argument handling (the real run is in tests/pipelines/tools/test_load_test.py)."""
 import pytest
 
 from pipelines.cli import main

@@ -27,6 +27,12 @@ def test_no_selected_tests_is_an_error(capsys):
     assert main(args) == 2 and "no tests selected" in capsys.readouterr().err
 
 
+def test_grouse_reply_budget_below_its_minimum_is_an_error_before_any_call(capsys):
+    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--max-tokens", "8", "--base-url", "http://127.0.0.1:9/v1",
+            "--no-mlflow"]
+    assert main(args) == 2 and "--max-tokens" in capsys.readouterr().err
+
+
 def _results(path: Path, marks: dict[str, dict]) -> Path:
     outcomes = [{"test_id": tid, "checks": {m: {"value": v, "status": "ok"} for m, v in metrics.items()}}
                 for tid, metrics in marks.items()]

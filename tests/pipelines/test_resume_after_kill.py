@@ -37,11 +37,14 @@ def _write_config(path: Path, llm_base_url: str) -> Path:
 
 
 def _start(workdir: Path, config: Path, cache: Path) -> subprocess.Popen:
-    env = {**os.environ, "CCRS_JUDGE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    # MLflow settings of the calling process are not inherited: the run logs to ./mlflow.db in `workdir`
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MLFLOW_")}
+    env.update({"CCRS_JUDGE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"})
     env.pop("RAY_ADDRESS", None)
-    log = open(workdir / "ccrs-run.log", "ab")
-    return subprocess.Popen([str(Path(sys.executable).with_name("ccrs")), "run", "--config", str(config)],
-                            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(workdir / "ccrs-run.log", "ab") as log:
+        return subprocess.Popen([str(Path(sys.executable).with_name("ccrs")), "run", "--config", str(config)],
+                                cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def _run_to_end(workdir: Path, config: Path, cache: Path) -> None:

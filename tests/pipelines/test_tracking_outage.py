@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.config import DEFAULT_CONFIG, load_config
+from tasks.layout import RunLayout
 from tests.pipelines.conftest import free_port, wait_http
 
 pytestmark = pytest.mark.llm
@@ -29,8 +30,9 @@ class MlflowServer:
         command = [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1",
                    "--port", str(self.port), "--backend-store-uri", f"sqlite:///{self.root / 'mlflow.db'}",
                    "--artifacts-destination", str(self.root / "artifacts"), "--workers", "1"]
-        log = open(self.root / "server.log", "ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.root / "server.log", "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
         wait_http(f"{self.url}/health", 180)
 
     def stop(self) -> None:
@@ -44,9 +46,11 @@ class MlflowServer:
 def mlflow_outage_server(tmp_path):
     server = MlflowServer(tmp_path / "mlflow")
     server.root.mkdir()
-    server.start()
-    yield server
-    server.stop()
+    try:  # stopped even when it never answered
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 def _config(run_dir: Path, llm_base_url: str, tracking_uri: str):
@@ -92,7 +96,7 @@ def test_mlflow_down_mid_run_keeps_results_and_the_next_run_logs_them(
         run_pipeline(config, keep_serving=True)
     assert server.url in str(failure.value) and "MLflow" in str(failure.value)
     run_dir = config.resolved_run_dir()
-    for stage in ("generate", "judge", "reduce"):
+    for stage in ("generate", RunLayout.judge_stage("ccrs"), "reduce"):
         assert (run_dir / stage / "_STAGE.json").exists()
     assert (run_dir / "failures.json").exists() and not (run_dir / "track").exists()
     pending = run_dir / ".track.pending"

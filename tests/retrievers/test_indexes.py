@@ -5,15 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from retrievers.backends import INDEX_BACKENDS, build_index, open_index
 from retrievers.config import IndexConfig
-from retrievers.indexes import (
-    INDEX_BACKENDS,
-    EmbeddedIndex,
-    IndexBackendError,
-    bm25_tokens,
-    build_index,
-    open_index,
-)
+from retrievers.indexes import EmbeddedIndex, bm25_tokens
+from retrievers.types import IndexBackendError
 
 
 @pytest.fixture(scope="module")

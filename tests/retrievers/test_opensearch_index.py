@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from retrievers import opensearch_index as osi
+from retrievers.backends import build_index, open_index
 from retrievers.config import IndexConfig, OpenSearchConfig
-from retrievers.indexes import IndexBackendError, build_index, open_index
+from retrievers.types import IndexBackendError
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,9 @@ SAMPLE = REPO / "data" / "bioasq-sample"
 MEASURES = {"R@20", "P@20", "RR@20", "nDCG@20"}
 
 
-def _run(run_dir, dataset=None, index=None, retrieval=None, **kwargs):
+def _run(run_dir, dataset=None, index=None, retrieval=None, chunking=None, **kwargs):
     return run_retrieval(
-        run_dir, dataset or DatasetConfig(path=str(SAMPLE)), ChunkingConfig(), EmbedderConfig(),
+        run_dir, dataset or DatasetConfig(path=str(SAMPLE)), chunking or ChunkingConfig(), EmbedderConfig(),
         index or IndexConfig(), retrieval or RetrievalConfig(), progress=False, **kwargs,
     )
 
@@ -36,8 +36,20 @@ def run_dir(tmp_path_factory, ray_session) -> Path:
 
 
 @pytest.fixture(scope="module")
-def first(run_dir):
-    return _run(run_dir)
+def first_run(run_dir):
+    outputs = _run(run_dir)
+    # A copy of the retrieved rows: later tests rerun `retrieve` in the same run directory.
+    return outputs, pd.read_parquet(outputs.retrieved_path)
+
+
+@pytest.fixture(scope="module")
+def first(first_run):
+    return first_run[0]
+
+
+@pytest.fixture(scope="module")
+def first_retrieved(first_run) -> pd.DataFrame:
+    return first_run[1]
 
 
 def test_outputs(first):
@@ -74,7 +86,11 @@ def test_rerun_reuses_every_stage(run_dir, first):
     assert again.metrics_summary == first.metrics_summary
 
 
-def test_limit_reruns_only_retrieval(run_dir, first):
+def test_limit_reruns_only_retrieval(run_dir, first, tmp_path):
+    import shutil
+
+    # on a copy: the module's run folder (and `first`'s files in it) stay as the other tests expect them
+    run_dir = shutil.copytree(run_dir, tmp_path / "run")
     limited = _run(run_dir, dataset=DatasetConfig(path=str(SAMPLE), limit=4))
     reused = {stage.name: stage.reused for stage in limited.stages}
     assert reused == {"ingest": True, "chunk": True, "embed": True, "index": True, "retrieve": False,
@@ -93,6 +109,34 @@ def test_bm25_only_skips_embedding_and_chunk_ids_are_stable(tmp_path, first, ray
     )
     assert [s.name for s in built.stages] == ["ingest", "chunk", "index"]
     assert pq.read_table(built.chunks_path).equals(pq.read_table(first.chunks_path))
+
+
+def test_many_shards_over_actor_pools_keep_input_order(tmp_path, first, first_retrieved, ray_session):
+    """Chunk shards of 100 passages and query shards of 5 over two actors each: ActorPool.map returns the
+    shards in input order, so chunks and retrieved rows equal the one-shard run's."""
+    sharded = _run(
+        tmp_path, chunking=ChunkingConfig(shard_size=100, max_parallel=2),
+        retrieval=RetrievalConfig(retrievers=["bm25"], query_shard_size=5, max_parallel=2),
+    )
+    assert sharded.stages[1].summary == {"n_chunks": first.counts["n_chunks"], "n_shards": 7}
+    assert pq.read_table(sharded.chunks_path).equals(pq.read_table(first.chunks_path))
+    retrieved = pd.read_parquet(sharded.retrieved_path)
+    expected = first_retrieved[first_retrieved.retriever == "bm25"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(retrieved, expected)
+    assert sharded.metrics_summary["bm25"] == first.metrics_summary["bm25"]
+
+
+def test_embedding_pieces_over_two_actors_keep_input_order(first, ray_session, monkeypatch):
+    import numpy as np
+
+    import tasks.retrieval_stages as stages
+
+    texts = pq.read_table(first.chunks_path, columns=["text"]).column("text").to_pylist()[:96]
+    monkeypatch.setattr(stages, "EMBED_PIECE", 16)
+    vectors = stages.embed_texts(EmbedderConfig(num_workers=2), texts, "passage", "embed", progress=False)
+    reference = np.load(first.chunks_path.parents[1] / "embed" / stages.VECTORS_FILE)[:96]
+    assert vectors.dtype == np.float32 and vectors.shape == reference.shape
+    np.testing.assert_allclose(vectors, reference, atol=1e-5)
 
 
 def test_force_recomputes(tmp_path, ray_session):
@@ -138,7 +182,7 @@ def test_gpus_per_embedder(ray_session):
 def test_opensearch_down_at_start_is_named_before_any_work(tmp_path):
     import socket
 
-    from retrievers.indexes import IndexBackendError
+    from retrievers.types import IndexBackendError
     from tasks.retrieval_stages import preflight_index
 
     with socket.socket() as probe:
@@ -150,16 +194,18 @@ def test_opensearch_down_at_start_is_named_before_any_work(tmp_path):
     preflight_index(IndexConfig())  # the embedded index has nothing to reach
 
 
-def test_opensearch_down_mid_run_keeps_finished_stages_and_the_rerun_rebuilds(tmp_path, ray_session, monkeypatch):
+def test_opensearch_down_mid_run_keeps_finished_stages_and_the_rerun_rebuilds(tmp_path, ray_session, monkeypatch,
+                                                                              request):
     """The server dies after the index is built: the search fails naming the address, the finished
     ingest/chunk/index stages stay on disk; a new (empty, in-memory) server on the same address gets the
     index rebuilt on the rerun, which then finishes with the same retrieval results."""
     from osmem_server import OsmemServer
 
     import tasks.retrieval_stages as stages
-    from retrievers.indexes import IndexBackendError
+    from retrievers.types import IndexBackendError
 
     server = OsmemServer.start(freeze=False, japanese=False, addr="127.0.0.1:0")
+    request.addfinalizer(server.close)  # stopped even when the test fails before the planned outage
     address = server.url.removeprefix("http://")
     index = IndexConfig(backend="opensearch", opensearch=OpenSearchConfig(hosts=[server.url], index_name="ccrs-outage",
                                                                           timeout_s=5))

@@ -10,10 +10,9 @@ from typing import ClassVar
 
 import pytest
 
-from judges.ccrs import CCRS_METRICS, JudgeInput
 from judges.client import LLMClient, LLMRequestError
 from judges.config import ClientConfig, JudgeConfig
-from tasks.judge import plan_task
+from judges.suite import Sample, get_suite
 from pipelines.tools.load_test import (
     LatencySummary,
     LevelReport,
@@ -101,12 +100,16 @@ def test_config_rejects_levels_below_one():
 
 # --- requests, pool ---------------------------------------------------------------------------------------
 
+def _judge(structured: bool = True) -> JudgeConfig:
+    return JudgeConfig(structured_output=structured, cache=False, metrics=["CC"])
+
+
 def _tasks(n: int, structured: bool = True) -> list:
-    judge = JudgeConfig(structured_output=structured, cache=False)
+    judge = _judge(structured)
     tasks = []
     for i in range(n):
-        sample = JudgeInput(f"q{i}", "gold-w0", f"question {i}?", "answer.", "answer.", "answer.", [f"snippet {i}"])
-        tasks.append(plan_task(CCRS_METRICS["CC"], sample, judge, ClientConfig(), lambda text: len(text) // 3))
+        sample = Sample(f"q{i}", "gold-w0", f"question {i}?", "answer.", "answer.", [f"snippet {i}"])
+        tasks += get_suite("ccrs").plan(sample, judge, ClientConfig().seed, lambda text: len(text) // 3)
     return tasks
 
 
@@ -170,7 +173,7 @@ def stub():
 def _level(base_url: str, limit: int, level: int, n: int):
     cfg = ClientConfig(max_concurrency=limit, backoff_base_s=0.0, max_retries=2)
     with LLMClient(cfg, base_url) as client:
-        records = run_level(client, [(t, False) for t in _tasks(n)], "limited", level, limit)
+        records = run_level(client, _judge(), [(t, False) for t in _tasks(n)], "limited", level, limit)
     return summarize_level(records, "limited", level, limit)
 
 

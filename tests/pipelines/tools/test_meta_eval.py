@@ -5,9 +5,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from judges.config import ClientConfig, JudgeConfig, ReaderConfig
-from judges.grouse import METRIC_ORDER, GrouseJudgment
+from judges.config import ClientConfig, GrouseOptions, JudgeConfig, ReaderConfig
+from judges.grouse import METRIC_ORDER, normalize
 from judges.grouse_unit_tests import load_unit_tests
+from judges.suite import Judgment, detail_json
 from pipelines.tools.meta_eval import (
     MetaEvalResult,
     agreement_between,
@@ -27,8 +28,10 @@ def _judgments(test, values: dict, failed=()):
     out = []
     for metric in METRIC_ORDER:
         status = "failed" if metric in failed else "ok"
-        out.append(GrouseJudgment(test.test_id, "unit-test", metric, values.get(metric), None, status,
-                                  "bad" if status == "failed" else None, "raw text", None, 1, 0, 0, "v1", "m"))
+        mark = values.get(metric)
+        out.append(Judgment(test.test_id, "unit-test", "grouse", metric, normalize(metric, mark), mark, None, status,
+                            "bad" if status == "failed" else None, "raw text", 1, 0, 0, "v1", "m",
+                            detail=detail_json(justification=f"why {metric}")))
     return out
 
 
@@ -44,6 +47,13 @@ def test_wrong_mark_and_failed_judgment_fail_their_condition():
     outcome = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4}, failed=("faithfulness",)))
     assert not outcome.checks["completeness"]["passed"] and not outcome.checks["faithfulness"]["passed"]
     assert outcome.checks["faithfulness"]["raw"] == "raw text" and outcome.checks["answer_relevancy"]["passed"]
+
+
+def test_checks_hold_the_raw_mark_and_the_justification():
+    outcome = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4}))
+    check = outcome.checks["completeness"]
+    assert (check["value"], check["condition"], check["status"]) == (4, "==5", "ok")  # the mark, not 0.75
+    assert check["justification"] == "why completeness" and outcome.calls == 6
 
 
 def test_refusal_test_needs_nulls_and_derived_acceptance():
@@ -67,6 +77,72 @@ def test_ccrs_pairs_compare_variants_with_the_correct_answer_of_their_set():
     assert {(v.test_type, m) for _, v, m in pairs} == {(16, "AC"), (16, "CC"), (8, "QR"), (8, "ID"), (10, "IR"),
                                                         (11, "AC"), (11, "IR"), (11, "QR"), (12, "AC"), (12, "IR")}
     assert all(b.test_type == 1 and b.references == v.references for b, v, _ in pairs)
+
+
+def _block(prompt: str, tag: str) -> str:
+    return prompt.split(f"<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0]
+
+
+class FakeJudge:
+    """Stands in for LLMClient (chat + map): GroUSE replies by metric, CCRS replies by graded answer."""
+
+    def __init__(self, grouse_marks: dict[str, object], ccrs_score):
+        self.grouse_marks, self.ccrs_score, self.requests = grouse_marks, ccrs_score, []
+
+    def map(self, fn, items):
+        return [fn(item) for item in items]
+
+    def chat(self, request):
+        from judges.client import ChatResult
+
+        prompt = request.messages[0]["content"]
+        self.requests.append(request)
+        if "<answer_2>" in prompt:
+            metric = next(m for m in self.grouse_marks if f"Metric: {m.replace('_', ' ').upper()}" in prompt)
+            mark = self.grouse_marks[metric]
+            text = json.dumps({"answer_1": {"justification": "a", "score": mark},
+                               "answer_2": {"justification": f"why {metric}", "score": mark}})
+        else:
+            text = str(self.ccrs_score(prompt))
+        return ChatResult(text, 3, 2, "stop", 1)
+
+
+def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions():
+    from pipelines.tools.meta_eval import run_grouse_tests
+
+    client = FakeJudge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": None}, None)
+    judge = JudgeConfig(model="m", grouse=GrouseOptions(max_tokens=200))
+    done = []
+    (outcome,) = run_grouse_tests(TRAIN[:1], judge, client, on_done=done.append)
+    assert outcome.passed and done == [outcome] and outcome.calls == 3  # usefulness not asked
+    assert outcome.checks["answer_relevancy"]["justification"] == "why answer_relevancy"
+    assert {r.max_tokens for r in client.requests} == {200}
+    prompt = client.requests[1].messages[0]["content"]  # completeness: the test's references, its two answers
+    assert all(ref[:40] in prompt for ref in TRAIN[0].references)
+    assert (_block(prompt, "answer_1"), _block(prompt, "answer_2")) == (TRAIN[0].expected_answer, TRAIN[0].answer)
+    assert prompt.index("<answer_1>") < prompt.index("<answer_2>")
+
+
+def test_ccrs_calibration_scores_each_needed_judgment_once_against_the_correct_answer():
+    from pipelines.tools.meta_eval import run_ccrs_calibration
+
+    tests = [t for t in TRAIN if t.test_type in (1, 16)]
+    base, variant = tests
+    # the judge gives the correct answer 90 and the variant 40 (only CC is asked of the judge; AC adds EM)
+    assert base.answer != variant.answer
+    client = FakeJudge({}, lambda prompt: 90 if _block(prompt, "response") == base.answer else 40)
+    result = run_ccrs_calibration(tests, JudgeConfig(model="m"), client)
+    assert result["judgments"] == 4 and result["judgments_failed"] == 0 and len(client.requests) == 4
+    assert [(p["test_type"], p["metric"], p["passed"]) for p in result["pairs"]] == [(16, "AC", True), (16, "CC", True)]
+    cc = result["pairs"][1]
+    assert (cc["correct_score"], cc["variant_score"], cc["correct_raw"], cc["variant_raw"]) == (0.9, 0.4, "90", "40")
+    ac = result["pairs"][0]  # AC = 0.7 EM + 0.3 LLM: the correct answer is the ground truth (EM 1)
+    assert ac["correct_score"] == pytest.approx(0.7 + 0.3 * 0.9) and ac["variant_score"] == pytest.approx(0.3 * 0.4)
+    assert result["pass_rate"] == 1.0 and result["per_metric"] == {"AC": 1.0, "CC": 1.0}
+    prompts = [r.messages[0]["content"] for r in client.requests]
+    assert sorted(_block(p, "response") for p in prompts) == sorted([base.answer, variant.answer] * 2)
+    assert [_block(p, "ground_truth") for p in prompts if "<ground_truth>" in p] == [base.answer] * 2  # the AC asks
+    assert all(_block(p, "context").count("<chunk rank=") == len(base.references) for p in prompts)
 
 
 def _result(tests, values_by_type):
@@ -102,9 +178,9 @@ def test_mlflow_run_holds_pass_rates_and_artifacts(tmp_path, monkeypatch):
     assert {"meta_eval/results.json", "meta_eval/matrix.png", "meta_eval/failures.jsonl"} <= names
 
 
-def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_path, bioasq_inputs):
+def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_path, bioasq_inputs, judge_cache_dir):
     from tasks.generate import run_generation
-    from tasks.grouse_judge import run_grouse_judging
+    from tasks.judge import run_judging
 
     readers = [ReaderConfig(name="extractive", kind="extractive", max_sentences=2)]
     gens_path = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
@@ -113,10 +189,12 @@ def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_p
     gens["answer"] = ""
     gens.loc[2, ["status", "error", "answer"]] = ["failed", "HTTP 500", None]
     gens.to_parquet(gens_path, index=False)
-    out = run_grouse_judging(tmp_path / "run", *bioasq_inputs, gens_path, JudgeConfig(), ClientConfig(),
-                             "http://127.0.0.1:9/v1", top_k=2, progress=False)
+    out = run_judging(tmp_path / "run", "grouse", *bioasq_inputs, gens_path, JudgeConfig(), ClientConfig(),
+                      "http://127.0.0.1:9/v1", top_k=2, progress=False)
+    assert out.judgments_path.parent.name == "judge_grouse"
     frame = pd.read_parquet(out.judgments_path)
     assert len(frame) == 3 * 6 and (frame.status == "empty_response").sum() == 12
+    assert set(frame.suite) == {"grouse"} and frame.score.isna().all()
     failed = frame[frame.status == "failed"]
     assert len(failed) == 6 and failed.reason.str.startswith("generation failed: HTTP 500").all()
     assert pd.read_parquet(out.scores_path).empty and out.summary["judge_calls"] == 0
@@ -124,7 +202,7 @@ def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_p
 
 # --- against the real CPU judge ---------------------------------------------------------------------------
 
-SMALL_JUDGE = {"max_reasks": 0, "max_tokens": 128, "structured_output": True, "cache": False}
+SMALL_JUDGE = {"max_reasks": 0, "grouse": GrouseOptions(max_tokens=128), "structured_output": True, "cache": False}
 
 
 @pytest.mark.llm
@@ -144,7 +222,7 @@ def test_real_ccrs_calibration_on_one_pair_of_variants(llm_endpoint):
 @pytest.mark.llm
 def test_grouse_judging_stage_writes_long_scores(tmp_path, bioasq_inputs, llm_endpoint):
     from tasks.generate import run_generation
-    from tasks.grouse_judge import run_grouse_judging
+    from tasks.judge import run_judging
 
     readers = [ReaderConfig(name="extractive", kind="extractive", max_sentences=2)]
     gens_path = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
@@ -153,8 +231,9 @@ def test_grouse_judging_stage_writes_long_scores(tmp_path, bioasq_inputs, llm_en
     gens.loc[1, "answer"] = ""
     gens.to_parquet(gens_path, index=False)
     judge = JudgeConfig(model=llm_endpoint.judge_model, **SMALL_JUDGE)
-    args = (tmp_path / "run", *bioasq_inputs, gens_path, judge, ClientConfig(max_concurrency=8), llm_endpoint.base_url)
-    out = run_grouse_judging(*args, top_k=2, progress=False)
+    args = (tmp_path / "run", "grouse", *bioasq_inputs, gens_path, judge, ClientConfig(max_concurrency=8),
+            llm_endpoint.base_url)
+    out = run_judging(*args, top_k=2, progress=False)
     frame = pd.read_parquet(out.judgments_path)
     assert len(frame) == 2 * 6 and set(frame.metric) == set(METRIC_ORDER)
     assert (frame[frame.system == gens.loc[1, "system"]].query_id == gens.loc[1, "query_id"]).any()
@@ -162,7 +241,13 @@ def test_grouse_judging_stage_writes_long_scores(tmp_path, bioasq_inputs, llm_en
     assert (frame.status == "empty_response").sum() == 6
     failed = frame[frame.status == "failed"]
     assert failed.reason.notna().all()
+    assert set(frame.suite) == {"grouse"} and set(frame.prompt_version) == {"v1"}
+    marked = frame[frame.llm_score.notna()]
+    assert all(s == normalize(m, v) for m, v, s in zip(marked.metric, marked.llm_score, marked.score))
+    judged = frame[frame.status != "empty_response"].merge(gens[["query_id", "system", "n_chunks_used"]])
+    assert len(judged) == 6  # the chunks the reader saw, fitted to the judge window:
+    assert (judged.n_context_chunks + judged.n_context_truncated == judged.n_chunks_used).all()
     scores = pd.read_parquet(out.scores_path)
     assert list(scores.columns) == ["query_id", "system", "metric", "score"]
     assert scores.score.between(0, 1).all() and scores.score.notna().all()
-    assert run_grouse_judging(*args, top_k=2, progress=False).reused
+    assert run_judging(*args, top_k=2, progress=False).reused

@@ -1,0 +1,177 @@
+"""Connecting to Ray: the one start-up path of the project.
+
+`ensure_ray()` joins an existing cluster (an address, $RAY_ADDRESS, a `ray job submit` driver) or starts
+a local in-process one with `local_num_cpus()` logical CPUs. `start_detached_head()` starts a head that
+outlives this process (`ccrs serve up`); its pid is recorded under $CCRS_HOME/serve/ so that
+`stop_detached_head()` (`ccrs serve down`) stops exactly that head. Ray is imported lazily.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# Loopback only, so token auth is off: the shared ~/.ray/auth_token file can be rewritten by any other Ray
+# cluster started on the machine, which locks the driver out of this one.
+HEAD_ENV = {"RAY_AUTH_MODE": "disabled"}
+
+
+def local_num_cpus() -> int:
+    """Logical CPUs of a Ray started here: above the real count, so that the Serve ingress and the vLLM
+    replica both fit (shared/notes/cpu-llm-serving.md, pitfall 5)."""
+    return max(8, (os.cpu_count() or 2) * 4)
+
+
+def ensure_ray(
+    address: str | None = None, num_cpus: int | None = None, *, connect_timeout_s: float = 0.0
+) -> str:
+    """Initialise Ray once; returns the dashboard URL (or '' when Ray has none).
+
+    With an address (argument or $RAY_ADDRESS) join that cluster, retrying for `connect_timeout_s` seconds
+    (a head that is still starting; TimeoutError after that); else start a local Ray with `num_cpus`
+    (default `local_num_cpus()`) logical CPUs and no dashboard."""
+    import ray
+
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS")
+        kwargs: dict = {"ignore_reinit_error": True, "log_to_driver": False}
+        if address:
+            kwargs["address"] = address
+            _init_with_retry(kwargs, connect_timeout_s)
+        else:
+            kwargs["num_cpus"] = num_cpus or local_num_cpus()
+            kwargs["include_dashboard"] = False
+            ray.init(**kwargs)
+    context = ray.get_runtime_context()
+    return getattr(context, "dashboard_url", "") or ""
+
+
+def _init_with_retry(kwargs: dict, timeout_s: float) -> None:
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ray.init(**kwargs)
+            return
+        except (ConnectionError, RuntimeError) as exc:
+            if timeout_s <= 0:
+                raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not join Ray at {kwargs['address']}: {exc}") from exc
+            time.sleep(2.0)
+
+
+# --- a detached head (`ccrs serve up` / `ccrs serve down`) ------------------------------------------------
+
+def _state_file() -> Path:
+    from infra.models import ccrs_home
+
+    return ccrs_home() / "serve" / "ray_head.json"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    # An exited process whose parent has not reaped it yet (a zombie) is not alive.
+    return not (stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z")
+
+
+def detached_head() -> dict | None:
+    """{"pid", "address"} of the head `start_detached_head()` left running, or None."""
+    path = _state_file()
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    return state if pid_alive(int(state["pid"])) else None
+
+
+def start_detached_head(num_cpus: int | None = None) -> dict:
+    """`ray start --head --block` in its own session; killing that pid stops exactly this head."""
+    temp_dir = _state_file().parent / "ray-tmp"
+    temp_dir.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    log = open(_state_file().parent / "ray_head.log", "ab")  # noqa: SIM115 - handed to the head process
+    env = {**os.environ, **HEAD_ENV}
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}",
+         "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus or local_num_cpus()}",
+         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp_dir}"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env,
+    )
+    state = {"pid": proc.pid, "address": f"127.0.0.1:{port}"}
+    _state_file().write_text(json.dumps(state))
+    return state
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def stop_detached_head(head: dict) -> None:
+    """Stop the `ray start --block` process we started (SIGTERM: it tears its head down), then kill
+    whatever is left in its process group: exactly that head's processes, nothing else."""
+    pid = int(head["pid"])
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    _wait_pid_exit(pid, 30.0)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _state_file().unlink(missing_ok=True)
+
+
+def _wait_pid_exit(pid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid) and time.monotonic() < deadline:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.5)
+
+
+def connect_ray(address: str | None = None, start_if_missing: bool = True, detached: bool = False) -> bool:
+    """Join the Ray cluster to work on; False when there is none and we may not start one.
+
+    In order: Ray already initialised here; `address` or $RAY_ADDRESS; the detached head of
+    `ccrs serve up`; else (when allowed) a new detached head (`detached=True`) or an in-process Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return True
+    head = detached_head()
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address and head:
+        os.environ.update(HEAD_ENV)
+        address = head["address"]
+    if address:
+        ensure_ray(address, connect_timeout_s=60.0)
+        return True
+    if not start_if_missing:
+        return False
+    if detached:
+        head = start_detached_head()
+        os.environ.update(HEAD_ENV)
+        try:
+            ensure_ray(head["address"], connect_timeout_s=90.0)
+        except TimeoutError:
+            stop_detached_head(head)
+            raise
+        return True
+    ensure_ray()
+    return True

@@ -1,0 +1,51 @@
+"""Is an OpenAI-compatible endpoint up? The one readiness poll of the project (the OpenAI `/models` route).
+
+Used by infra/serving.py (the Serve app, an external endpoint) and, through judges/client.py, by the judge
+stage before it requeues work.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+
+import httpx
+
+
+def served_models(
+    base_url: str, timeout_s: float = 5.0, api_key_env: str = ""
+) -> tuple[list[str] | None, str]:
+    """One GET `{base_url}/models`: (the model ids served, "") or (None, why there is no answer)."""
+    headers = {}
+    if api_key_env and os.environ.get(api_key_env):
+        headers["Authorization"] = f"Bearer {os.environ[api_key_env]}"
+    try:
+        response = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    if response.status_code != 200:
+        return None, f"HTTP {response.status_code}"
+    return [m.get("id") for m in response.json().get("data", [])], ""
+
+
+def already_serving(base_url: str, model_ids: Iterable[str]) -> bool:
+    """True when the endpoint answers now and serves every one of `model_ids` (one request, no waiting)."""
+    served, _ = served_models(base_url)
+    return served is not None and set(model_ids) <= set(served)
+
+
+def wait_until_ready(
+    base_url: str, timeout_s: float, expected_models: Iterable[str] = (), api_key_env: str = ""
+) -> list[str]:
+    """Poll `{base_url}/models` until it answers and lists the expected models; TimeoutError otherwise."""
+    expected = set(expected_models)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        served, last = served_models(base_url, timeout_s=10.0, api_key_env=api_key_env)
+        if served is not None:
+            if expected <= set(served):
+                return served
+            last = f"models served {served}, waiting for {sorted(expected - set(served))}"
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"LLM endpoint {base_url} not ready after {timeout_s:.0f}s ({last})")
+        time.sleep(2.0)

@@ -1,0 +1,80 @@
+"""infra/readiness.py: the one readiness poll (the OpenAI /models route), against a tiny local server."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from infra.readiness import already_serving, served_models, wait_until_ready
+
+
+@pytest.fixture
+def models_server():
+    """An endpoint whose /models answer the test sets: (status, model ids); records the request headers."""
+    state = {"status": 200, "models": ["judge"], "headers": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server API
+            state["headers"].append(dict(self.headers))
+            body = json.dumps({"data": [{"id": m} for m in state["models"]]}).encode()
+            self.send_response(state["status"] if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/v1", state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_ready_endpoint_returns_the_served_models(models_server):
+    url, state = models_server
+    assert wait_until_ready(url + "/", 5, ["judge"]) == ["judge"]
+    assert served_models(url) == (["judge"], "")
+    assert already_serving(url, ["judge"]) and not already_serving(url, ["judge", "reader"])
+
+
+def test_missing_model_times_out_naming_what_it_waits_for(models_server):
+    url, _ = models_server
+    expected = r"not ready after 0s \(models served \['judge'\], waiting for \['reader'\]\)"
+    with pytest.raises(TimeoutError, match=expected):
+        wait_until_ready(url, 0, ["judge", "reader"])
+
+
+def test_http_error_and_no_server(models_server):
+    url, state = models_server
+    state["status"] = 503
+    with pytest.raises(TimeoutError, match=r"LLM endpoint .* not ready after 0s \(HTTP 503\)"):
+        wait_until_ready(url, 0)
+    assert served_models(url) == (None, "HTTP 503") and not already_serving(url, [])
+    with pytest.raises(TimeoutError, match=r"\(ConnectError: "):
+        wait_until_ready("http://127.0.0.1:9/v1", 0)
+
+
+def test_api_key_is_sent_from_the_named_env_var(models_server, monkeypatch):
+    url, state = models_server
+    monkeypatch.setenv("CCRS_T_READY_KEY", "sk-ready-123")
+    wait_until_ready(url, 5, api_key_env="CCRS_T_READY_KEY")
+    served_models(url)  # no key env: no header
+    assert state["headers"][0].get("Authorization") == "Bearer sk-ready-123"
+    assert "Authorization" not in state["headers"][1]
+
+
+def test_judges_client_uses_the_same_poll(models_server):
+    from judges.client import wait_until_ready as client_wait
+
+    url, _ = models_server
+    assert client_wait(url, 5, ["judge"]) == ["judge"]
+    with pytest.raises(TimeoutError, match="waiting for"):
+        client_wait(url, 0, ["other"])

@@ -1,0 +1,51 @@
+"""`ccrs run` with every registered judge suite (`judges: [ccrs, grouse, vera, ragchecker]`) on the real
+CPU stack: each suite goes through the same stage, failure accounting, statistics, GQM and MLflow."""
+import json
+
+import pandas as pd
+import pytest
+
+from judges.config import JudgeConfig
+from judges.suite import get_suite, suites
+from pipelines.pipeline import run_pipeline
+from tasks.layout import RunLayout
+from tests.pipelines.conftest import e2e_config
+
+QUESTIONS = 2
+SYSTEMS = 6
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_path, llm_endpoint,
+                                                                          judge_cache_dir):
+    config = e2e_config(tmp_path / "run", llm_endpoint.base_url, f"sqlite:///{tmp_path / 'mlflow.db'}",
+                        experiment="ccrs-all-suites")
+    config = config.model_copy(update={"judges": list(suites())})
+    config.dataset.limit = QUESTIONS
+    config.stats.b = 200
+    config.stats.hypotheses = None
+    result = run_pipeline(config, keep_serving=True)
+    layout = RunLayout(result.run_dir)
+
+    assert layout.judged_suites() == sorted(["ccrs", "grouse", "vera", "ragchecker"])
+    for name in suites():
+        metrics = get_suite(name).selected_metrics(JudgeConfig())
+        judgments = pd.read_parquet(layout.judgments(name))
+        assert len(judgments) == QUESTIONS * SYSTEMS * len(metrics), name
+        assert set(judgments.metric) == set(metrics) and set(judgments.suite) == {name}
+        assert not judgments.duplicated(["query_id", "system", "metric"]).any()
+        failed = judgments[judgments.status == "failed"]
+        assert failed.reason.str.len().gt(0).all() and failed.score.isna().all(), name
+        assert result.failures["stages"][layout.judge_stage(name)]["items"] == len(judgments)
+
+    stats = json.loads(layout.stats_json.read_text())
+    scored = set(pd.concat([pd.read_parquet(layout.scores(name)) for name in suites()]).metric)
+    assert set(stats["metrics"]) == scored
+    assert stats["metrics"][:5] == ["CC", "QR", "ID", "AC", "IR"]  # the registry's display order
+
+    gqm = json.loads((layout.track_dir / "gqm" / "gqm_report.json").read_text())
+    for name in ("grouse", "vera"):  # the suites the thesis goal tree weights besides CCRS
+        scored_here = set(pd.read_parquet(layout.scores(name)).metric) & set(gqm["metric_sources"])
+        assert {gqm["metric_sources"][m] for m in scored_here} <= {str(layout.scores(name).relative_to(layout.root))}
+    assert result.tracked["run_id"]

@@ -1,0 +1,341 @@
+"""The import contract of the project packages, checked on the source (ast, no imports executed).
+
+Every import statement of every .py file under the project packages counts: top level, inside functions
+and classes, under `if TYPE_CHECKING:`. The rules:
+
+- layering: each package imports none of the packages listed for it in FORBIDDEN;
+- no import cycle between project modules (an import inside a function is an edge too);
+- no underscore-prefixed name (or module) imported from another top-level package.
+
+A failing assertion lists every offending `file:line`.
+"""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("pipelines", "tasks", "judges", "retrievers", "stats", "infra")
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "stats": frozenset({"pipelines", "tasks", "judges", "retrievers", "infra"}),
+    "retrievers": frozenset({"judges", "tasks", "pipelines"}),
+    "judges": frozenset({"retrievers", "tasks", "pipelines"}),
+    "infra": frozenset({"tasks", "judges", "pipelines", "retrievers", "stats"}),
+    "tasks": frozenset({"pipelines"}),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported thing: `target` is the dotted module (or module.name) as written, made absolute."""
+
+    path: str  # file relative to the repository
+    line: int
+    importer: str  # dotted module of the file
+    target: str  # dotted module the statement names (`from a.b import c` -> "a.b")
+    names: tuple[str, ...]  # names taken from it (`from a.b import c, d` -> ("c", "d")); () for `import a.b`
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    @property
+    def statement(self) -> str:
+        return f"from {self.target} import {', '.join(self.names)}" if self.names else f"import {self.target}"
+
+
+def module_name(path: Path, root: Path = REPO) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def source_files(root: Path = REPO, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
+    files = []
+    for package in packages:
+        files += [p for p in sorted((root / package).rglob("*.py")) if "__pycache__" not in p.parts]
+    return files
+
+
+def imports_of(path: Path, root: Path = REPO) -> list[Import]:
+    """Every import statement in the file, wherever it is (module, function, class, conditional)."""
+    module = module_name(path, root)
+    is_package = path.name == "__init__.py"
+    relative = str(path.relative_to(root))
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=relative)):
+        if isinstance(node, ast.Import):
+            found += [Import(relative, node.lineno, module, alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(node.module or "", node.level, module, is_package)
+            found.append(Import(relative, node.lineno, module, target, tuple(a.name for a in node.names)))
+    return sorted(found, key=lambda i: (i.path, i.line))
+
+
+def _absolute(target: str, level: int, module: str, is_package: bool) -> str:
+    if not level:
+        return target
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, target] if target else base)
+
+
+@cache
+def project_modules(root: Path = REPO) -> frozenset[str]:
+    return frozenset(module_name(p, root) for p in source_files(root))
+
+
+def targets(imp: Import, modules: frozenset[str]) -> list[str]:
+    """The project modules an import makes this module depend on (`from pkg import sub` -> pkg.sub)."""
+    if imp.target.split(".")[0] not in PACKAGES:
+        return []
+    found = set()
+    for name in imp.names or ("",):
+        candidate = f"{imp.target}.{name}" if name else imp.target
+        if candidate in modules:
+            found.add(candidate)
+            continue
+        prefix = imp.target  # longest project module that is a prefix of the target (a.b.c -> a.b)
+        while prefix and prefix not in modules:
+            prefix = prefix.rpartition(".")[0]
+        if prefix:
+            found.add(prefix)
+    return sorted(found)
+
+
+def top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def all_imports(root: Path = REPO) -> list[Import]:
+    return [imp for path in source_files(root) for imp in imports_of(path, root)]
+
+
+# --- the rules ------------------------------------------------------------------------------------------
+
+
+def layering_violations(imports: list[Import]) -> list[str]:
+    found = []
+    for imp in imports:
+        layer, other = top(imp.importer), top(imp.target)
+        if other in FORBIDDEN.get(layer, ()):
+            found.append(f"{imp.where}: {layer}/ must not import {other}/ ({imp.statement})")
+    return found
+
+
+def cycle_violations(imports: list[Import], modules: frozenset[str]) -> list[str]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for imp in imports:
+        for target in targets(imp, modules):
+            if target != imp.importer:
+                graph[imp.importer].add(target)
+                edges[(imp.importer, target)].append(imp.where)
+    found = []
+    for component in strongly_connected_components(graph):
+        if len(component) > 1:
+            inside = sorted(f"{where} ({a} -> {b})" for (a, b), wheres in edges.items()
+                            if a in component and b in component for where in wheres)
+            found.append(f"import cycle between {', '.join(sorted(component))}: " + "; ".join(inside))
+    return found
+
+
+def strongly_connected_components(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iterative (no recursion limit on long chains)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    nodes = sorted(set(graph) | {t for ts in graph.values() for t in ts})
+    for start in nodes:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    components.append(component)
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph.get(child, ())))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return components
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_name_violations(imports: list[Import]) -> list[str]:
+    found = []
+    for imp in imports:
+        if top(imp.target) not in PACKAGES or top(imp.target) == top(imp.importer):
+            continue
+        private = [part for part in imp.target.split(".")[1:] if _private(part)]
+        private += [name for name in imp.names if _private(name)]
+        if private:
+            found.append(f"{imp.where}: private {', '.join(private)} of {top(imp.target)}/ used from "
+                         f"{top(imp.importer)}/ ({imp.statement})")
+    return found
+
+
+def private_attribute_violations(root: Path = REPO) -> list[str]:
+    """`import infra.serving` then `infra.serving._helper(...)`: a private name reached through a module."""
+    modules = project_modules(root)
+    found = []
+    for path in source_files(root):
+        importer = module_name(path, root)
+        tree = ast.parse(path.read_text())
+        aliases: dict[str, str] = {}  # local (dotted) name -> project module of another package
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bound = {alias.asname or alias.name: alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                target = _absolute(node.module or "", node.level, importer, path.name == "__init__.py")
+                bound = {alias.asname or alias.name: f"{target}.{alias.name}" for alias in node.names}
+            else:
+                continue
+            aliases.update({name: module for name, module in bound.items()
+                            if module in modules and top(module) != top(importer)})
+        if not aliases:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr) and _dotted(node.value) in aliases:
+                where = f"{path.relative_to(root)}:{node.lineno}"
+                found.append(f"{where}: private {node.attr} of {aliases[_dotted(node.value)]} used from "
+                             f"{top(importer)}/")
+    return found
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _report(rule: str, violations: list[str]) -> str:
+    return f"{len(violations)} {rule} violation(s):\n" + "\n".join(violations)
+
+
+# --- the tests ------------------------------------------------------------------------------------------
+
+
+def test_every_package_is_scanned():
+    imports = all_imports()
+    assert {top(m) for m in project_modules()} == set(PACKAGES)
+    assert any(imp.importer == "pipelines.cli" for imp in imports)
+
+
+def test_layering():
+    violations = layering_violations(all_imports())
+    assert not violations, _report("layering", violations)
+
+
+def test_no_import_cycles():
+    violations = cycle_violations(all_imports(), project_modules())
+    assert not violations, _report("import cycle", violations)
+
+
+def test_no_private_names_across_packages():
+    violations = private_name_violations(all_imports()) + private_attribute_violations()
+    assert not violations, _report("private cross-package import", violations)
+
+
+# --- the checker checks itself on a small fake project ------------------------------------------------
+
+
+def _fake_project(tmp_path: Path) -> Path:
+    files = {
+        "stats/__init__.py": "",
+        "stats/core.py": "def f():\n    from pipelines.cli import main\n    return main\n",
+        "pipelines/__init__.py": "",
+        "pipelines/cli.py": "from stats import core\nfrom infra.serving import _hidden, public\n"
+                            "import infra.serving\nx = infra.serving._other\n",
+        "infra/__init__.py": "",
+        "infra/serving.py": "from . import helper\nfrom .helper import _ok\n",
+        "infra/helper.py": "import infra.serving\n",
+        "tasks/__init__.py": "",
+        "judges/__init__.py": "",
+        "retrievers/__init__.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_checker_finds_function_level_imports_cycles_and_private_names(tmp_path):
+    root = _fake_project(tmp_path)
+    imports = all_imports(root)
+    modules = project_modules(root)
+    assert layering_violations(imports) == [
+        "stats/core.py:2: stats/ must not import pipelines/ (from pipelines.cli import main)"]
+    cycles = cycle_violations(imports, modules)
+    assert len(cycles) == 2
+    assert any("infra.helper, infra.serving" in c and "infra/helper.py:1" in c for c in cycles)
+    assert any("pipelines.cli, stats.core" in c and "stats/core.py:2" in c for c in cycles)
+    assert private_name_violations(imports) == [
+        "pipelines/cli.py:2: private _hidden of infra/ used from pipelines/ "
+        "(from infra.serving import _hidden, public)"]
+    assert private_attribute_violations(root) == [
+        "pipelines/cli.py:4: private _other of infra.serving used from pipelines/"]
+
+
+# --- one flag name for the LLM endpoint across commands ---------------------------------------------------
+
+ENDPOINT_DESTS = {"base_url", "llm_base_url"}
+
+
+def _actions(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _actions(sub)
+        else:
+            yield action
+
+
+def test_every_command_takes_the_llm_endpoint_as_llm_base_url():
+    import argparse
+    import importlib
+
+    from pipelines.cli import SUBCOMMANDS
+
+    missing = []
+    for name, (module_name, _) in SUBCOMMANDS.items():
+        parser = argparse.ArgumentParser(prog=f"ccrs {name}")
+        importlib.import_module(module_name).add_arguments(parser, name)
+        for action in _actions(parser):
+            if action.dest in ENDPOINT_DESTS and "--llm-base-url" not in action.option_strings:
+                missing.append(f"ccrs {name}: {'/'.join(action.option_strings)} (dest {action.dest})")
+    assert not missing, "commands taking an LLM endpoint without --llm-base-url:\n" + "\n".join(missing)
