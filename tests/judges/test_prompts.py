@@ -66,9 +66,9 @@ def test_unknown_prompt_version_fails_clearly():
 
 
 def _sample():
-    from judges.ccrs import JudgeInput
+    from judges.suite import Sample
 
-    return JudgeInput("q1", "A", VALUES["question"], "BRCA1", "BRCA1", VALUES["ground_truth"], ["c"])
+    return Sample("q1", "A", VALUES["question"], "BRCA1", VALUES["ground_truth"], ["c"])
 
 
 def test_reask_is_stricter_and_matches_the_output_format():
