@@ -112,7 +112,7 @@ def correlation_table(items, ccrs_scores, rc_scores) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base-url", default=None)
+    parser.add_argument("--llm-base-url", "--base-url", dest="base_url", default=None)
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--n", type=int, default=6)
     parser.add_argument("--concurrency", type=int, default=8)

@@ -119,7 +119,8 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=48)
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--base-url", help="use an already running endpoint serving smollm2-135m-instruct")
+    parser.add_argument("--llm-base-url", "--base-url", dest="base_url",
+                        help="use an already running endpoint serving smollm2-135m-instruct")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--shared-prefix", action="store_true", help="JudgeConfig.shared_prefix layout")
     parser.add_argument("--structured-output", action="store_true", help="JudgeConfig.structured_output")
@@ -146,7 +147,8 @@ def main() -> int:
         if not args.base_url:
             stop_serve_app(serving)
         ray.shutdown()
-    print(f"stage: {len(tasks)} judged requests in {stage_s:.1f}s ({len(tasks) / stage_s:.2f} req/s)", flush=True)
+    print(f"stage: {len(tasks)} judged requests in {stage_s:.1f}s ({len(tasks) / stage_s:.2f} req/s)",
+          flush=True)
     offline_s, offline_texts = time_offline(tasks, client_cfg.seed)
     same = sum(j.raw == text for j, text in zip(judgments, offline_texts))
     figures = {

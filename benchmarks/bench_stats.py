@@ -1,7 +1,8 @@
 """Benchmark of the statistics reducer at the CCRS paper's scale (4,719 queries x 6 systems x 5 metrics).
 
 Run it on an otherwise idle machine: the loops and the vectorized code are timed one after the other, so
-load from other processes distorts the ratios. Prints, from one run: the wall time of load_scores + compute_all + write_outputs at B iterations/resamples,
+load from other processes distorts the ratios. Prints, from one run: the wall time of load_scores + \
+compute_all + write_outputs at B iterations/resamples,
 the vectorized HSD and bootstrap times, and their speedups over straightforward per-iteration Python
 loops of the same procedures (timed on fewer iterations and scaled per iteration).
 

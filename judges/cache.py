@@ -36,7 +36,8 @@ class JudgmentCache:
         if not self.directory.exists():
             return
         for part in sorted(self.directory.glob(PART_GLOB)):
-            for key, records in zip(*pd.read_parquet(part, columns=["key", "records"]).to_dict("list").values()):
+            columns = pd.read_parquet(part, columns=["key", "records"]).to_dict("list")
+            for key, records in zip(*columns.values()):
                 self._entries[key] = json.loads(records)
 
     def __len__(self) -> int:

@@ -34,8 +34,10 @@ SUITE = "ccrs"
 # Canonical input order of the shared-prefix layout: the long context first, so that CC, ID, AC and IR
 # of one sample share the (context, response) prefix in vLLM's prefix cache.
 CANONICAL_ORDER = ("context", "response", "question", "ground_truth")
-INPUT_LABELS = {"question": "QUESTION", "context": "CONTEXT", "response": "RESPONSE", "ground_truth": "GROUND TRUTH"}
-INPUT_TAGS = {"question": "question", "context": "context", "response": "response", "ground_truth": "ground_truth"}
+INPUT_LABELS = {"question": "QUESTION", "context": "CONTEXT", "response": "RESPONSE",
+                "ground_truth": "GROUND TRUTH"}
+INPUT_TAGS = {"question": "question", "context": "context", "response": "response",
+              "ground_truth": "ground_truth"}
 EM_COMBINED = frozenset({"AC"})  # AC = lambda * EM + (1 - lambda) * LLM
 
 
@@ -44,11 +46,14 @@ def _metric(name: str, inputs: tuple[str, ...], description: str) -> Metric:
 
 
 CCRS_METRICS: dict[str, Metric] = {
-    "CC": _metric("CC", ("context", "response"), "Contextual Coherence: consistency of the response with the context"),
+    "CC": _metric("CC", ("context", "response"),
+                  "Contextual Coherence: consistency of the response with the context"),
     "QR": _metric("QR", ("question", "response"), "Question Relevance: how directly the response answers"),
     "ID": _metric("ID", ("question", "context", "response"), "Information Density: informative and concise"),
-    "AC": _metric("AC", ("context", "response", "ground_truth"), "Answer Correctness: 0.7 EM + 0.3 LLM judge"),
-    "IR": _metric("IR", ("context", "response", "ground_truth"), "Information Recall: ground-truth facts covered"),
+    "AC": _metric("AC", ("context", "response", "ground_truth"),
+                  "Answer Correctness: 0.7 EM + 0.3 LLM judge"),
+    "IR": _metric("IR", ("context", "response", "ground_truth"),
+                  "Information Recall: ground-truth facts covered"),
 }
 
 
@@ -170,7 +175,8 @@ def sampling_extra(cfg: JudgeConfig) -> dict[str, Any]:
     if not cfg.structured_output:
         return {}
     schema = score_schema(cfg.justification)
-    return {"response_format": {"type": "json_schema", "json_schema": {"name": "ccrs_score", "schema": schema}}}
+    return {"response_format": {"type": "json_schema",
+                                "json_schema": {"name": "ccrs_score", "schema": schema}}}
 
 
 # --- AC ----------------------------------------------------------------------------------------------
@@ -203,13 +209,14 @@ def sample_values(sample: Sample, context: list[str]) -> dict[str, Any]:
 
 
 def build_request(spec: Metric, sample: Sample, context: list[str], cfg: JudgeConfig) -> ChatRequest:
-    return user_request(cfg.model, render_prompt(spec, sample_values(sample, context), cfg), reply_tokens(cfg),
-                        sampling_extra(cfg))
+    return user_request(cfg.model, render_prompt(spec, sample_values(sample, context), cfg),
+                        reply_tokens(cfg), sampling_extra(cfg))
 
 
 def parser(spec: Metric, cfg: JudgeConfig):
     def parse(text: str | None) -> Parsed:
-        parsed = parse_score(text, expect_json=_expects_json(cfg), scale=spec.scale, lenient=cfg.lenient_parse)
+        parsed = parse_score(text, expect_json=_expects_json(cfg), scale=spec.scale,
+                             lenient=cfg.lenient_parse)
         return Parsed(parsed.score is not None, parsed.score, parsed.reason)
 
     return parse
@@ -220,25 +227,28 @@ def judgment(spec: Metric, sample: Sample, cfg: JudgeConfig, llm_score: int | No
     em = sample_em(sample, cfg) if spec.name in EM_COMBINED else None
     score = None
     if llm_score is not None:
-        score = combine_ac(em or 0.0, llm_score, cfg.ac_lambda) if spec.name in EM_COMBINED else llm_score / 100.0
-    return Judgment(sample.query_id, sample.system, SUITE, spec.name, score, llm_score, em, status, reason, raw,
-                    usage.attempts, usage.prompt_tokens, usage.completion_tokens, cfg.prompt_version, cfg.model)
+        score = (combine_ac(em or 0.0, llm_score, cfg.ac_lambda) if spec.name in EM_COMBINED
+                 else llm_score / 100.0)
+    return Judgment(sample.query_id, sample.system, SUITE, spec.name, score, llm_score, em, status, reason,
+                    raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens, cfg.prompt_version,
+                    cfg.model)
 
 
-def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatRequest, cfg: JudgeConfig) -> Judgment:
+def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatRequest,
+                 cfg: JudgeConfig) -> Judgment:
     """Ask, parse, re-ask at most cfg.max_reasks times; a failure is recorded with raw text and reason.
     `attempts` counts the asks (1 + re-asks); the client's transport retries are not counted there."""
     usage = Usage()
-    answer = ask(client, request, parser(spec, cfg), lambda reason: reask_message(reason, cfg, _expects_json(cfg)),
-                 cfg.max_reasks, usage)
+    answer = ask(client, request, parser(spec, cfg),
+                 lambda reason: reask_message(reason, cfg, _expects_json(cfg)), cfg.max_reasks, usage)
     if answer.ok:
         return judgment(spec, sample, cfg, answer.value, "ok", None, answer.raw, usage)
     return judgment(spec, sample, cfg, None, "failed", answer.reason, answer.raw, usage)
 
 
 def empty_judgment(spec: Metric, sample: Sample, cfg: JudgeConfig) -> Judgment:
-    j = judgment(spec, sample, cfg, None, "empty_response", "empty response scores 0 without calling the judge",
-                 None, Usage())
+    j = judgment(spec, sample, cfg, None, "empty_response",
+                 "empty response scores 0 without calling the judge", None, Usage())
     j.score, j.em = 0.0, (0.0 if spec.name in EM_COMBINED else None)
     return j
 
@@ -268,22 +278,26 @@ class CcrsSuite:
         for name in self.selected_metrics(judge):
             spec = CCRS_METRICS[name]
             chunks = sample.context if "context" in spec.inputs else []
-            fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge), chunks,
-                                window_budget(judge), count)
+            fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge),
+                                chunks, window_budget(judge), count)
             request = build_request(spec, sample, fitted.chunks, judge)
-            key = unit_key(SUITE, {"request": request_payload(request), "prompt_version": judge.prompt_version,
+            key = unit_key(SUITE, {"request": request_payload(request),
+                                   "prompt_version": judge.prompt_version,
                                    "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
-                                   "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms, sample.exact_answers]
+                                   "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms,
+                                          sample.exact_answers]
                                    if name in EM_COMBINED else None})
             units.append(Unit(SUITE, sample, (name,), request, key, len(fitted.chunks), fitted.n_truncated))
         return units
 
-    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig, count: Count | None) -> list[Judgment]:
+    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
+                 count: Count | None) -> list[Judgment]:
         return [run_judgment(client, CCRS_METRICS[unit.metrics[0]], unit.sample, unit.plan, judge)]
 
     def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
         if status == "empty_response":
-            return [empty_judgment(CCRS_METRICS[name], sample, judge) for name in self.selected_metrics(judge)]
+            return [empty_judgment(CCRS_METRICS[name], sample, judge)
+                    for name in self.selected_metrics(judge)]
         return [judgment(CCRS_METRICS[name], sample, judge, None, status, reason, None, Usage())
                 for name in self.selected_metrics(judge)]
 

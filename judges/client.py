@@ -195,7 +195,8 @@ class LLMClient:
         api_key = os.environ.get(config.api_key_env)
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        limits = httpx.Limits(max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency)
+        limits = httpx.Limits(max_connections=config.max_concurrency,
+                              max_keepalive_connections=config.max_concurrency)
         self._http = httpx.Client(headers=headers, timeout=config.timeout_s, limits=limits)
         self._slots = FairSlots(config.max_concurrency)
         self._rng = random.Random(config.seed)

@@ -24,8 +24,8 @@ class ClientConfig(_Strict):
     circuit_failure_threshold: int = Field(default=8, ge=1, description="consecutive transport/5xx failures "
                                            "that open the circuit: calls then fail fast instead of hammering")
     circuit_cooldown_s: float = Field(default=15.0, gt=0, description="open time before one probe call")
-    requeue_rounds: int = Field(default=2, ge=0, description="after a stage's pass, re-send the requests that "
-                                "failed at the transport level, once the endpoint answers again")
+    requeue_rounds: int = Field(default=2, ge=0, description="after a stage's pass, re-send the requests "
+                                "that failed at the transport level, once the endpoint answers again")
     shard_size: int = Field(default=16, ge=1, description="requests per Ray task; a finished shard is "
                             "checkpointed, so a killed run loses at most the shards in flight")
     max_shards_in_flight: int = Field(default=4, ge=1)

@@ -57,17 +57,23 @@ def _derived(name: str, description: str) -> Metric:
 
 GROUSE_METRICS: dict[str, Metric] = {
     "answer_relevancy": _judged("answer_relevancy", _ANSWERS, (1, 5),
-                                "Answer relevancy: the answer addresses the question (null: it declines to answer)"),
+                                "Answer relevancy: the answer addresses the question "
+                                "(null: it declines to answer)"),
     "completeness": _judged("completeness", _WITH_REFERENCES, (1, 5),
-                            "Completeness: the answer covers what the references hold (null: they hold no answer)"),
+                            "Completeness: the answer covers what the references hold "
+                            "(null: they hold no answer)"),
     "usefulness": _judged("usefulness", _ANSWERS, (0, 1),
-                          "Usefulness: a refusal that adds useful related information (null unless a refusal)"),
+                          "Usefulness: a refusal that adds useful related information "
+                          "(null unless a refusal)"),
     "faithfulness": _judged("faithfulness", _WITH_REFERENCES, (0, 1),
-                            "Faithfulness: every fact is supported by its cited reference (null: bare refusal)"),
+                            "Faithfulness: every fact is supported by its cited reference "
+                            "(null: bare refusal)"),
     "positive_acceptance": _derived("positive_acceptance",
-                                    "Positive acceptance: answers when the references hold an answer (derived, Table 6)"),
+                                    "Positive acceptance: answers when the references hold an answer "
+                                    "(derived, Table 6)"),
     "negative_rejection": _derived("negative_rejection",
-                                   "Negative rejection: refuses when the references hold no answer (derived, Table 6)"),
+                                   "Negative rejection: refuses when the references hold no answer "
+                                   "(derived, Table 6)"),
 }
 
 # GroUSE-private parsing facts of the judged metrics: the chain-of-thought keys the JSON reply carries for
@@ -90,7 +96,8 @@ def load_template(version: str, filename: str) -> dict[str, str]:
 def render_references(references: list[str]) -> str:
     if not references:
         return "<references>\n(no documents were retrieved)\n</references>"
-    body = "\n".join(f'<reference index="{i}">\n{neutralize(r)}\n</reference>' for i, r in enumerate(references, 1))
+    body = "\n".join(f'<reference index="{i}">\n{neutralize(r)}\n</reference>'
+                     for i, r in enumerate(references, 1))
     return f"<references>\n{body}\n</references>"
 
 
@@ -114,7 +121,8 @@ def render_prompt(spec: Metric, sample: Sample, prompt_version: str) -> str:
     blocks.append(f"QUESTION:\n<question>\n{neutralize(sample.question)}\n</question>")
     if "context" in spec.inputs:
         blocks.append("REFERENCES:\n" + render_references(sample.context))
-    blocks.append(f"ANSWER 1 (reference answer, for comparison):\n<answer_1>\n{neutralize(sample.ground_truth)}\n</answer_1>")
+    blocks.append("ANSWER 1 (reference answer, for comparison):\n"
+                  f"<answer_1>\n{neutralize(sample.ground_truth)}\n</answer_1>")
     blocks.append(f"ANSWER 2 (the answer to grade):\n<answer_2>\n{neutralize(sample.response)}\n</answer_2>")
     blocks.append(common["closing"])
     return "\n\n".join(blocks)
@@ -124,7 +132,8 @@ def reask_message(spec: Metric, reason: str, prompt_version: str) -> str:
     text = load_template(prompt_version, "_common.txt")["reask"]
     low, high = spec.scale
     allowed = f"an integer from {low} to {high}" + (" or null" if spec.name in _NULLABLE else "")
-    return text.replace("{reason}", reason).replace("{skeleton}", json_skeleton(spec)).replace("{allowed}", allowed)
+    return (text.replace("{reason}", reason).replace("{skeleton}", json_skeleton(spec))
+            .replace("{allowed}", allowed))
 
 
 # --- parsing -------------------------------------------------------------------------------------------
@@ -186,12 +195,14 @@ def _check_value(second: dict, spec: Metric) -> ParsedMark:
 def score_schema(spec: Metric) -> dict[str, Any]:
     low, high = spec.scale
     cot_keys = _COT_KEYS[spec.name]
-    score = {"type": ["integer", "null"] if spec.name in _NULLABLE else "integer", "minimum": low, "maximum": high}
+    score = {"type": ["integer", "null"] if spec.name in _NULLABLE else "integer", "minimum": low,
+             "maximum": high}
     text = {"type": "string", "maxLength": MAX_TEXT_CHARS}
     cot = {key: (text if key == "sentence_analysis" else {"type": "boolean"}) for key in cot_keys}
     one = {"type": "object", "properties": {**cot, "justification": text, "score": score},
            "required": [*cot_keys, "justification", "score"]}
-    return {"type": "object", "properties": {"answer_1": one, "answer_2": one}, "required": ["answer_1", "answer_2"]}
+    return {"type": "object", "properties": {"answer_1": one, "answer_2": one},
+            "required": ["answer_1", "answer_2"]}
 
 
 # --- one metric ---------------------------------------------------------------------------------------
@@ -202,7 +213,8 @@ def build_request(spec: Metric, sample: Sample, judge: JudgeConfig) -> ChatReque
     extra = {}
     if judge.structured_output:
         extra = {"response_format": {"type": "json_schema",
-                                     "json_schema": {"name": f"grouse_{spec.name}", "schema": score_schema(spec)}}}
+                                     "json_schema": {"name": f"grouse_{spec.name}",
+                                                     "schema": score_schema(spec)}}}
     prompt = render_prompt(spec, sample, judge.grouse.prompt_version)
     return user_request(judge.model, prompt, judge.grouse.max_tokens, extra)
 
@@ -236,7 +248,8 @@ def judge_metric(client: LLMClient, spec: Metric, sample: Sample, judge: JudgeCo
                  window=judge.context_window, count=count)
     if answer.ok:
         mark: ParsedMark = answer.value
-        return _judgment(sample, spec.name, judge, mark.value, "ok", None, answer.raw, mark.justification, usage)
+        return _judgment(sample, spec.name, judge, mark.value, "ok", None, answer.raw, mark.justification,
+                         usage)
     return _judgment(sample, spec.name, judge, None, "failed", answer.reason, answer.raw, None, usage)
 
 
@@ -246,8 +259,8 @@ def _judgment(sample: Sample, metric: str, judge: JudgeConfig, mark: int | None,
     status: ok (the judge or the derivation gave the mark), skipped (not applicable: not asked), failed
     (no usable reply after the re-asks, or a request/upstream failure), empty_response."""
     detail = detail_json(justification=justification) if justification is not None else None
-    return Judgment(sample.query_id, sample.system, SUITE, metric, normalize(metric, mark), mark, None, status,
-                    reason, raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens,
+    return Judgment(sample.query_id, sample.system, SUITE, metric, normalize(metric, mark), mark, None,
+                    status, reason, raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens,
                     judge.grouse.prompt_version, judge.model, detail=detail)
 
 
@@ -276,14 +289,17 @@ def evaluate_sample(client: LLMClient, sample: Sample, judge: JudgeConfig,
     relevancy = judge_metric(client, GROUSE_METRICS["answer_relevancy"], sample, judge, count)
     completeness = judge_metric(client, GROUSE_METRICS["completeness"], sample, judge, count)
     if relevancy.status == "failed":
-        usefulness = _not_asked(sample, "usefulness", judge, "failed", "answer relevancy failed: applicability unknown")
+        usefulness = _not_asked(sample, "usefulness", judge, "failed",
+                                "answer relevancy failed: applicability unknown")
     elif relevancy.llm_score is None:
         usefulness = judge_metric(client, GROUSE_METRICS["usefulness"], sample, judge, count)
     else:
-        usefulness = _not_asked(sample, "usefulness", judge, "skipped", "answer gives a response: not applicable")
+        usefulness = _not_asked(sample, "usefulness", judge, "skipped",
+                                "answer gives a response: not applicable")
     if (relevancy.status == "ok" and relevancy.llm_score is None and usefulness.status == "ok"
             and usefulness.llm_score is None):
-        faithfulness = _not_asked(sample, "faithfulness", judge, "skipped", "bare refusal: no information to check")
+        faithfulness = _not_asked(sample, "faithfulness", judge, "skipped",
+                                  "bare refusal: no information to check")
     else:
         faithfulness = judge_metric(client, GROUSE_METRICS["faithfulness"], sample, judge, count)
     return [relevancy, completeness, usefulness, faithfulness,
@@ -296,7 +312,8 @@ def derived_judgments(sample: Sample, relevancy: Judgment, completeness: Judgmen
         return [_not_asked(sample, m, judge, "failed", "derived from a failed relevancy or completeness mark")
                 for m in DERIVED_METRICS]
     values = derive_acceptance(relevancy.llm_score, completeness.llm_score)
-    return [_judgment(sample, m, judge, v, "ok", None, None, None, Usage()) for m, v in zip(DERIVED_METRICS, values)]
+    return [_judgment(sample, m, judge, v, "ok", None, None, None, Usage())
+            for m, v in zip(DERIVED_METRICS, values)]
 
 
 # --- the suite -------------------------------------------------------------------------------------
@@ -306,7 +323,8 @@ def fit_references(sample: Sample, judge: JudgeConfig, count: Count) -> FittedPr
     reply (judge.grouse.max_tokens) and a chat-template margin in judge.context_window."""
     budget = judge.context_window - judge.grouse.max_tokens - 64
     spec = GROUSE_METRICS["completeness"]
-    return fit_chunks(lambda chunks: render_prompt(spec, replace(sample, context=chunks), judge.grouse.prompt_version),
+    version = judge.grouse.prompt_version
+    return fit_chunks(lambda chunks: render_prompt(spec, replace(sample, context=chunks), version),
                       list(sample.context), budget, count)
 
 
@@ -327,7 +345,8 @@ class GrouseSuite:
     asked or not after relevancy), so a sample is cached and checkpointed as a whole (six judgments)."""
 
     name = SUITE
-    description = "GroUSE (paper section 4.4): four judged metrics of grounded answers (Figure 4) and two derived"
+    description = ("GroUSE (paper section 4.4): four judged metrics of grounded answers (Figure 4) "
+                   "and two derived")
     metrics = GROUSE_METRICS
 
     def prompt_version(self, judge: JudgeConfig) -> str:
@@ -342,16 +361,21 @@ class GrouseSuite:
         first_requests = {name: _request_payload(build_request(GROUSE_METRICS[name], shown, judge))
                           for name in JUDGED_METRICS}
         key = unit_key(SUITE, {"requests": first_requests, "references": fitted.chunks, "model": judge.model,
-                               "prompt_version": judge.grouse.prompt_version, "max_tokens": judge.grouse.max_tokens,
+                               "prompt_version": judge.grouse.prompt_version,
+                               "max_tokens": judge.grouse.max_tokens,
                                "structured_output": judge.structured_output, "max_reasks": judge.max_reasks,
-                               "context_window": judge.context_window, "tokenizer": judge.tokenizer, "seed": seed})
+                               "context_window": judge.context_window, "tokenizer": judge.tokenizer,
+                               "seed": seed})
         return [Unit(SUITE, sample, METRIC_ORDER, GrousePlan(fitted.chunks), key, len(fitted.chunks),
                      fitted.n_truncated)]
 
-    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig, count: Count | None) -> list[Judgment]:
-        judgments = evaluate_sample(client, replace(unit.sample, context=list(unit.plan.references)), judge, count)
+    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
+                 count: Count | None) -> list[Judgment]:
+        sample = replace(unit.sample, context=list(unit.plan.references))
+        judgments = evaluate_sample(client, sample, judge, count)
         for judgment in judgments:
-            judgment.n_context_chunks, judgment.n_context_truncated = unit.n_context_chunks, unit.n_context_truncated
+            judgment.n_context_chunks = unit.n_context_chunks
+            judgment.n_context_truncated = unit.n_context_truncated
         return judgments
 
     def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:

@@ -44,13 +44,15 @@ class UnitTest:
     def sample(self, system: str = "unit-test") -> Sample:
         """The judge suites' sample: the graded answer is the response, the expected answer the ground
         truth, the references the ranked context."""
-        return Sample(self.test_id, system, self.question, self.answer, self.expected_answer, list(self.references))
+        return Sample(self.test_id, system, self.question, self.answer, self.expected_answer,
+                      list(self.references))
 
 
 def parse_condition(condition: str) -> tuple[str, float | None]:
     match = _CONDITION.match(str(condition).strip())
     if not match:
-        raise ValueError(f"invalid condition {condition!r} (expected ==, <, <=, > or >= then an integer or None)")
+        raise ValueError(f"invalid condition {condition!r} "
+                         "(expected ==, <, <=, > or >= then an integer or None)")
     op, value = match.groups()
     if value == "None" and op != "==":
         raise ValueError(f"invalid condition {condition!r}: None only with ==")

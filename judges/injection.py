@@ -68,7 +68,8 @@ MARKER_PATTERNS: dict[str, tuple[str, ...]] = {
         rf"\b(?:dear|attention|hey|hello)\s*,?\s+(?:the\s+)?{_TARGET}\b",
     ),
 }
-_COMPILED = {name: tuple(re.compile(p, re.IGNORECASE) for p in patterns) for name, patterns in MARKER_PATTERNS.items()}
+_COMPILED = {name: tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+             for name, patterns in MARKER_PATTERNS.items()}
 
 
 def _found(name: str, text: str) -> bool:

@@ -12,7 +12,11 @@ from judges.config import ReaderConfig
 PROMPT_VERSION = "fig1-v1"
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
 _STOPWORDS = frozenset(
-    ["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are", "was", "were", "be", "been", "being", "what", "which", "who", "whom", "whose", "how", "why", "when", "where", "does", "do", "did", "can", "could", "should", "would", "will", "shall", "may", "might", "this", "that", "these", "those", "it", "its", "as", "not", "no", "yes", "than", "then", "there", "their", "they", "them", "into", "about", "over", "under", "between"]
+    ["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are",
+     "was", "were", "be", "been", "being", "what", "which", "who", "whom", "whose", "how", "why", "when",
+     "where", "does", "do", "did", "can", "could", "should", "would", "will", "shall", "may", "might",
+     "this", "that", "these", "those", "it", "its", "as", "not", "no", "yes", "than", "then", "there",
+     "their", "they", "them", "into", "about", "over", "under", "between"]
 )
 
 

@@ -159,7 +159,8 @@ class Answer:
     reason: str | None
 
 
-def reply_budget(messages: Sequence[dict[str, str]], wanted: int, window: int | None, count: Count | None) -> int:
+def reply_budget(messages: Sequence[dict[str, str]], wanted: int, window: int | None,
+                 count: Count | None) -> int:
     """New tokens to ask for: `wanted`, lowered so that prompt + reply fit the judge's window."""
     if count is None or window is None:
         return wanted
@@ -196,7 +197,8 @@ def ask(client: LLMClient, request: ChatRequest, parse: Callable[[str | None], P
     return Answer(False, None, raw, f"invalid after {max_reasks} re-asks: {reason}")
 
 
-def user_request(model: str, prompt: str, max_tokens: int, extra_body: dict[str, Any] | None = None) -> ChatRequest:
+def user_request(model: str, prompt: str, max_tokens: int,
+                 extra_body: dict[str, Any] | None = None) -> ChatRequest:
     return ChatRequest(model=model, messages=[{"role": "user", "content": prompt}], temperature=0.0,
                        max_tokens=max_tokens, extra_body=extra_body or {})
 
@@ -224,7 +226,8 @@ SUITE_MODULES = ("judges.ccrs", "judges.grouse", "judges.vera", "judges.ragcheck
 
 
 def register_suite(suite: JudgeSuite) -> JudgeSuite:
-    clash = {m for other in _SUITES.values() if other.name != suite.name for m in other.metrics} & set(suite.metrics)
+    taken = {m for other in _SUITES.values() if other.name != suite.name for m in other.metrics}
+    clash = taken & set(suite.metrics)
     if clash:
         raise ValueError(f"suite {suite.name!r}: metric names {sorted(clash)} are taken by another suite")
     if any(metric.suite != suite.name for metric in suite.metrics.values()):

@@ -35,5 +35,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"ccrs compare: {exc}", file=sys.stderr)
         return 2
     print(report.markdown)
-    print(json.dumps({"run": report.run_id, "baseline": report.baseline_id, "regressions": report.n_regressions}))
+    print(json.dumps({"run": report.run_id, "baseline": report.baseline_id,
+                      "regressions": report.n_regressions}))
     return EXIT_REGRESSION if args.fail_on_regression and report.n_regressions else 0

@@ -100,8 +100,8 @@ def _run(args, config, samples):
           f"placements) x {len(config.judge.metrics)} metrics, judge {config.judge.model}", file=sys.stderr)
     base_url = start_serve_app(config.serving)
     try:
-        return run_injection_eval(samples, args.templates, args.placements, config.judge, config.client, base_url,
-                                  args.out, dataset=str(args.dataset or config.dataset.path),
+        return run_injection_eval(samples, args.templates, args.placements, config.judge, config.client,
+                                  base_url, args.out, dataset=str(args.dataset or config.dataset.path),
                                   progress=not args.no_progress)
     finally:
         stop_serve_app()  # only an app started here; one found running is left alone
@@ -116,14 +116,16 @@ def print_report(report) -> None:
           f"{report.status_counts}; mean shift injected - clean (judge 0-100), paired")
     print(f"{'variant':28s}" + "".join(f"{m:>8s}" for m in report.metrics) + f"{'flagged':>9s}")
     clean = report.detector_clean
-    print(f"{'clean (mean score)':28s}" + "".join(_fmt(report.mean_clean_by_metric[m], sign=False)
-                                                  for m in report.metrics) + _pct(clean["response_flag_rate"]))
+    print(f"{'clean (mean score)':28s}"
+          + "".join(_fmt(report.mean_clean_by_metric[m], sign=False) for m in report.metrics)
+          + _pct(clean["response_flag_rate"]))
     for template in report.templates:
         for placement in report.placements:
             row = [cells[(template, placement, m)] for m in report.metrics]
             shifts = "".join(_fmt(c.mean_shift) if c.reaches_judge else f"{'.':>8s}" for c in row)
             print(f"{template + '@' + placement:28s}{shifts}{_pct(flags.get((template, placement)))}")
-    print(f"{'all injections (pooled)':28s}" + "".join(_fmt(report.mean_shift_by_metric[m]) for m in report.metrics))
+    print(f"{'all injections (pooled)':28s}"
+          + "".join(_fmt(report.mean_shift_by_metric[m]) for m in report.metrics))
     print(f"detector on clean text: {clean['responses_flagged']}/{clean['responses']} responses, "
           f"{clean['chunks_flagged']}/{clean['chunks']} chunks flagged")
 

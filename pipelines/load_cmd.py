@@ -65,8 +65,9 @@ def main(args: argparse.Namespace) -> int:
     judge = config.judge.model_copy(update={"model": args.model or config.judge.model, "cache": False})
     try:
         with _endpoint(config) as base_url:
-            print(f"load test of {judge.model} at {base_url}: levels {test.levels}, {test.requests_per_level} "
-                  f"requests each, client limit {config.client.max_concurrency}", file=sys.stderr)
+            print(f"load test of {judge.model} at {base_url}: levels {test.levels}, "
+                  f"{test.requests_per_level} requests each, client limit {config.client.max_concurrency}",
+                  file=sys.stderr)
             result = run_load_test(test, judge, config.client, base_url, on_level=_progress)
     except (TimeoutError, LoadTestError) as exc:
         print(f"ccrs load-test: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -109,7 +110,8 @@ def _endpoint(config: RunConfig):
     started = serving.profile != "external" and not already_serving(serving.app_base_url(),
                                                                     serving.model_ids())
     if started:
-        print(f"starting the {serving.profile} Serve app on port {serving.port} (minutes)...", file=sys.stderr)
+        print(f"starting the {serving.profile} Serve app on port {serving.port} (minutes)...",
+              file=sys.stderr)
     try:
         yield start_serve_app(serving)
     finally:
@@ -132,8 +134,8 @@ def _seconds(value: float | None) -> str:
 def format_table(levels) -> str:
     from tabulate import tabulate
 
-    headers = ["mode", "level", "limit", "requests", "errors", "error rate", "retries", "req/s", "compl tok/s",
-               "p50 s", "p90 s", "p99 s", "max s"]
+    headers = ["mode", "level", "limit", "requests", "errors", "error rate", "retries", "req/s",
+               "compl tok/s", "p50 s", "p90 s", "p99 s", "max s"]
     rows = [[r.mode, r.level, r.client_limit, r.requests, r.errors, f"{100 * r.error_rate:.1f}%", r.retries,
              f"{r.throughput_rps:.2f}", f"{r.completion_tokens_per_s:.1f}", _seconds(r.latency.p50_s),
              _seconds(r.latency.p90_s), _seconds(r.latency.p99_s), _seconds(r.latency.max_s)] for r in levels]

@@ -126,7 +126,8 @@ class _endpoint:
         url = self.cfg.app_base_url()
         self.started = not already_serving(url, self.cfg.model_ids())
         if self.started:
-            print(f"starting the local CPU judge on port {self.args.port} (a few minutes)...", file=sys.stderr)
+            print(f"starting the local CPU judge on port {self.args.port} (a few minutes)...",
+                  file=sys.stderr)
         url = start_serve_app(self.cfg)
         return url, self.args.model or self.cfg.model_ids()[0], True
 
@@ -163,7 +164,8 @@ def _print_report(result, paths) -> None:
         for pair in ccrs["pairs"]:
             if not pair["passed"]:
                 print(f"  FAIL {pair['set']} type {pair['test_type']} {pair['metric']}: variant "
-                      f"{pair['variant_score']} vs correct {pair['correct_score']} raw={pair['variant_raw']!r}")
+                      f"{pair['variant_score']} vs correct {pair['correct_score']} "
+                      f"raw={pair['variant_raw']!r}")
     print("wrote " + ", ".join(str(p) for p in paths.values()))
 
 

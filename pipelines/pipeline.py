@@ -34,7 +34,8 @@ def _resolve_paths(config: RunConfig) -> RunConfig:
     return RunConfig.model_validate(data)
 
 
-def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving: bool = False) -> PipelineResult:
+def run_pipeline(config: RunConfig, from_stage: str | None = None,
+                 keep_serving: bool = False) -> PipelineResult:
     from infra.serving import start_serve_app, stop_serve_app
     from tasks.failures import format_failure_table, write_failure_report
     from tasks.generate import run_generation
@@ -64,8 +65,8 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
     base_url = start_serve_app(config.serving)
     try:
         generation = run_generation(
-            run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers, config.client, base_url,
-            config.retrieval.top_k, force=_forced("generate", from_stage),
+            run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers, config.client,
+            base_url, config.retrieval.top_k, force=_forced("generate", from_stage),
         )
         judged = _judge(config, run_dir, retrieval, generation, base_url, _forced("judge", from_stage))
     finally:
@@ -76,13 +77,16 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
         config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
     )
     failures_path, failures = write_failure_report(
-        run_dir, {"generate": generation.summary, **{_stage(name): out.summary for name, out in judged.items()}})
+        run_dir,
+        {"generate": generation.summary, **{_stage(name): out.summary for name, out in judged.items()}})
     print(format_failure_table(failures))
     tracked = _track(config, run_dir, retrieval, generation, judged, reduce, failures_path,
                      force=_forced("track", from_stage))
-    stages = {"retrieve": {"reused": all(stage.reused for stage in retrieval.stages), "summary": retrieval.counts},
+    stages = {"retrieve": {"reused": all(stage.reused for stage in retrieval.stages),
+                           "summary": retrieval.counts},
               "generate": {"reused": generation.reused, "summary": generation.summary},
-              **{_stage(name): {"reused": out.reused, "summary": out.summary} for name, out in judged.items()},
+              **{_stage(name): {"reused": out.reused, "summary": out.summary}
+                 for name, out in judged.items()},
               "reduce": {"reused": reduce.reused, "summary": reduce.summary}}
     return PipelineResult(run_dir, reduce.out_dir, tracked, stages, failures)
 
@@ -121,7 +125,8 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path
             "seeds": {"client": config.client.seed, "stats": config.stats.seed},
             "models": {"judge": config.judge.model, "readers": [r.model or r.kind for r in config.readers],
                        "embedder": config.embedder.model},
-            "prompt_versions": {f"{name}_judge": out.summary.get("prompt_version") for name, out in judged.items()},
+            "prompt_versions": {f"{name}_judge": out.summary.get("prompt_version")
+                                for name, out in judged.items()},
         }
         provenance["prompt_versions"]["reader"] = generation.summary.get("prompt_version", "fig1-v1")
         tracked = log_pipeline_run(

@@ -31,7 +31,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"ccrs run: {exc}", file=sys.stderr)
         return 2
     if args.check_config:
-        print(f"config OK: {config.name} ({len(config.readers)} readers x {len(config.retrieval.retrievers)} retrievers)")
+        print(f"config OK: {config.name} ({len(config.readers)} readers x "
+              f"{len(config.retrieval.retrievers)} retrievers)")
         return 0
     from pipelines.pipeline import run_pipeline
 

@@ -75,7 +75,8 @@ def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:
         power = entry["discriminative_power"]
         shown = "n/a" if power is None else f"{power:.3f}"
         print(
-            f"  {metric}: n_used={entry['n_used']} n_dropped={entry['n_dropped']} discriminative power={shown}"
+            f"  {metric}: n_used={entry['n_used']} n_dropped={entry['n_dropped']} "
+            f"discriminative power={shown}"
         )
     for name, entry in result["hypotheses"].items():
         verdict = "significant" if entry["significant"] else "not significant"

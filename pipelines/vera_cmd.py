@@ -1,7 +1,8 @@
 """`ccrs vera ...`: VERA metrics over a run (the registered "vera" judge suite through the judge stage
 function, plus the cross-encoder aggregate), bootstrap + convergence, topicality.
 
-  ccrs vera score RUN_DIR --base-url URL [--limit N] [--top-k K] [--cross-encoder MODEL|minilm-untrained-head|none]
+  ccrs vera score RUN_DIR --base-url URL [--limit N] [--top-k K] \
+[--cross-encoder MODEL|minilm-untrained-head|none]
                           [--b B] [--n N] [--seed S]
   ccrs vera bootstrap SCORES.parquet [--b B] [--n N] [--seed S] [--out FILE]
   ccrs vera topicality [--corpus BIOASQ_JSON] [--negative YAML] [--limit N] [--b B] [--n N] [--out FILE]

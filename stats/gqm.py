@@ -137,7 +137,9 @@ def aggregate_matrix(tree: GoalTree, metric_names: Sequence[str], values: np.nda
     q_scores, q_ok, q_share, q_cov = {}, {}, {}, {}
     for goal in tree.goals:
         for q in goal.questions:
-            mv = np.column_stack([values[:, column[m.name]] if m.name in column else nan_col for m in q.metrics])
+            mv = np.column_stack(
+                [values[:, column[m.name]] if m.name in column else nan_col for m in q.metrics]
+            )
             mw = np.array([m.weight for m in q.metrics])
             score, ok, share = _weighted(mv, mw, renorm)
             q_scores[goal.id, q.id], q_ok[goal.id, q.id], q_share[goal.id, q.id] = score, ok, (share, mv)
@@ -147,7 +149,9 @@ def aggregate_matrix(tree: GoalTree, metric_names: Sequence[str], values: np.nda
         qv = np.column_stack([q_scores[goal.id, q.id] for q in goal.questions])
         qw = np.array([q.weight for q in goal.questions])
         g_score[goal.id], g_ok[goal.id], g_share[goal.id] = _weighted(qv, qw, renorm)
-        g_cov[goal.id] = (np.column_stack([q_cov[goal.id, q.id] for q in goal.questions]) * qw).sum(axis=1) / qw.sum()
+        g_cov[goal.id] = (
+            (np.column_stack([q_cov[goal.id, q.id] for q in goal.questions]) * qw).sum(axis=1) / qw.sum()
+        )
     gv = np.column_stack([g_score[g.id] for g in tree.goals])
     gw = np.array([g.weight for g in tree.goals])
     o_score, o_ok, o_share = _weighted(gv, gw, renorm)
@@ -173,15 +177,16 @@ def aggregate_matrix(tree: GoalTree, metric_names: Sequence[str], values: np.nda
                     to_q = float(share[i, j] * mv[i, j]) if ok else 0.0
                     to_g = to_q * float(g_share[goal.id][i, k]) if g_ok[goal.id][i] else 0.0
                     to_o = to_g * float(o_share[i, goal_index[goal.id]]) if o_ok[i] else None
-                    contributions.append(Contribution(goal.id, q.id, m.name, m.role, float(mv[i, j]), m.weight,
-                                                      to_q, to_g, to_o))
+                    contributions.append(Contribution(goal.id, q.id, m.name, m.role, float(mv[i, j]),
+                                                      m.weight, to_q, to_g, to_o))
             ok = bool(g_ok[goal.id][i])
             not_ok_q = tuple(q.id for q in goal.questions if not q_ok[goal.id, q.id][i])
             reason = None if ok else _reason("goal", not_ok_q, renorm, q_missing_all)
             goals.append(NodeScore(goal.id, _num(g_score[goal.id][i]), reason, float(g_cov[goal.id][i]),
                                    tuple(q_missing_all)))
         not_ok_g = tuple(g.id for g in tree.goals if not g_ok[g.id][i])
-        overall = NodeScore("overall", _num(o_score[i]), None if o_ok[i] else _reason("overall", not_ok_g, renorm),
+        overall = NodeScore("overall", _num(o_score[i]),
+                            None if o_ok[i] else _reason("overall", not_ok_g, renorm),
                             float(o_cov[i]), not_ok_g)
         components = _components(tree, questions)
         results.append(GQMResult(overall, tuple(goals), tuple(questions), components, tuple(contributions)))

@@ -21,7 +21,9 @@ def paired_randomization_test(
     current = np.asarray(current, dtype=np.float64)
     baseline = np.asarray(baseline, dtype=np.float64)
     if current.shape != baseline.shape or current.ndim != 1:
-        raise ValueError(f"paired arrays must be 1-D and equal length, got {current.shape} and {baseline.shape}")
+        raise ValueError(
+            f"paired arrays must be 1-D and equal length, got {current.shape} and {baseline.shape}"
+        )
     if current.size == 0:
         raise ValueError("paired test needs at least one query scored in both runs")
     diffs = current - baseline

@@ -69,7 +69,9 @@ def _values(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     return values
 
 
-def bootstrap_samples(scores, b: int, rng: np.random.Generator, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_samples(
+    scores, b: int, rng: np.random.Generator, n: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(b,) means and (b,) sample variances of b resamples of size n drawn with replacement."""
     values = _values(scores)
     if b < 1:
@@ -127,14 +129,16 @@ def convergence(scores, b_values: Sequence[int], rng: np.random.Generator, n: in
     se = np.sqrt(np.maximum(var, 0.0))
     tail = (1.0 - confidence) / 2.0 * 100.0
     widths = [float(np.subtract(*np.percentile(means[:b], [100.0 - tail, tail]))) for b in grid]
-    rel = [None] + [float(abs(se[i] - se[i - 1]) / se[i - 1]) if se[i - 1] > 0 else 0.0 for i in range(1, len(grid))]
+    rel = [None] + [
+        float(abs(se[i] - se[i - 1]) / se[i - 1]) if se[i - 1] > 0 else 0.0 for i in range(1, len(grid))
+    ]
     converged = None
     for i in range(1, len(grid)):
         if all(r is not None and r < tol for r in rel[i:]):
             converged = grid[i]
             break
-    return ConvergenceReport(tuple(grid), tuple(float(s) for s in se), tuple(widths), tuple(rel), converged, tol,
-                             int(n if n is not None else _values(scores).size))
+    return ConvergenceReport(tuple(grid), tuple(float(s) for s in se), tuple(widths), tuple(rel), converged,
+                             tol, int(n if n is not None else _values(scores).size))
 
 
 def topicality(positive, negative, b: int, rng: np.random.Generator, n: int | None = None,

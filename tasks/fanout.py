@@ -80,8 +80,12 @@ def fan_out_report(
 
     ensure_ray()
     shard_size = shard_size or client_cfg.shard_size
-    in_flight = max(1, min(max_shards_in_flight or client_cfg.max_shards_in_flight, math.ceil(len(items) / shard_size)))
-    shard_cfg = client_cfg.model_copy(update={"max_concurrency": max(1, math.ceil(client_cfg.max_concurrency / in_flight))})
+    in_flight = max(
+        1, min(max_shards_in_flight or client_cfg.max_shards_in_flight, math.ceil(len(items) / shard_size))
+    )
+    shard_cfg = client_cfg.model_copy(
+        update={"max_concurrency": max(1, math.ceil(client_cfg.max_concurrency / in_flight))}
+    )
     run = _Pass(fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results)
     bar = _progress_bar(len(items), desc) if progress else None
     run.run(list(range(len(items))), bar)
@@ -108,7 +112,9 @@ class _Pass:
 
     def __init__(self, fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results):
         self.fn, self.items, self.shard_cfg, self.base_url = fn, items, shard_cfg, base_url
-        self.shard_size, self.in_flight, self.on_shard, self.results = shard_size, in_flight, on_shard, results
+        self.shard_size, self.in_flight, self.on_shard, self.results = (
+            shard_size, in_flight, on_shard, results
+        )
         self.shards = 0
         self.stats: list[dict[str, Any]] = []
 

@@ -36,7 +36,8 @@ __all__ = ["fan_out", "run_generation", "system_label", "top_k_contexts"]
 RETRIEVER_ORDER = ("bm25", "knn")
 GENERATION_COLUMNS = [
     "query_id", "system", "retriever", "reader", "prompt", "response_raw", "answer", "tagged",
-    "n_chunks_used", "n_chunks_truncated", "chunk_ids", "prompt_tokens", "completion_tokens", "status", "error",
+    "n_chunks_used", "n_chunks_truncated", "chunk_ids", "prompt_tokens", "completion_tokens", "status",
+    "error",
 ]
 CODE_VERSION = code_version(__name__)
 
@@ -97,7 +98,9 @@ def _row(item: GenerationItem, **values: Any) -> dict[str, Any]:
 
 def fit_item(item: GenerationItem, count: Callable[[str], int] | None = None):
     count = count or token_counter(item.tokenizer)
-    return fit_chunks(lambda chunks: generation_prompt(item.question, chunks), item.chunks, item.budget_tokens, count)
+    return fit_chunks(
+        lambda chunks: generation_prompt(item.question, chunks), item.chunks, item.budget_tokens, count
+    )
 
 
 def generate_llm(client: LLMClient, item: GenerationItem) -> dict[str, Any]:
@@ -195,8 +198,12 @@ def generation_summary(frame: pd.DataFrame, readers: Sequence[ReaderConfig], sec
         "prompt_version": PROMPT_VERSION,
         "systems": system_table(readers),
         "failed": {k: int(v) for k, v in by_system["status"].apply(lambda s: (s == "failed").sum()).items()},
-        "untagged": {k: int(v) for k, v in by_system["tagged"].apply(lambda s: (~s.astype(bool)).sum()).items()},
-        "samples_truncated": {k: int(v) for k, v in by_system["n_chunks_truncated"].apply(lambda s: (s > 0).sum()).items()},
+        "untagged": {
+            k: int(v) for k, v in by_system["tagged"].apply(lambda s: (~s.astype(bool)).sum()).items()
+        },
+        "samples_truncated": {
+            k: int(v) for k, v in by_system["n_chunks_truncated"].apply(lambda s: (s > 0).sum()).items()
+        },
         "chunks_truncated": {k: int(v) for k, v in by_system["n_chunks_truncated"].sum().items()},
         "prompt_tokens": int(frame["prompt_tokens"].sum()),
         "completion_tokens": int(frame["completion_tokens"].sum()),
@@ -227,8 +234,8 @@ def run_generation(
         queries = pd.read_parquet(queries_path)
         retrieved = pd.read_parquet(retrieved_path)
         checkpoint = StageCheckpoint(run_dir, "generate", key)
-        rows, requests = generate_all(build_items(queries, retrieved, readers, top_k), client, base_url, progress,
-                                      checkpoint)
+        rows, requests = generate_all(build_items(queries, retrieved, readers, top_k), client, base_url,
+                                      progress, checkpoint)
         frame = pd.DataFrame(rows, columns=GENERATION_COLUMNS).sort_values(["system", "query_id"])
         frame.to_parquet(out_dir / GENERATIONS_FILE, index=False)
         return generation_summary(frame, readers, time.perf_counter() - started, requests)

@@ -73,7 +73,8 @@ def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd
         texts = [] if context is None else context["text"].astype(str).tolist()[: int(row.n_chunks_used)]
         samples.append(Sample(
             query_id=str(row.query_id), system=row.system, question=str(query.text),
-            response=str(row.answer or ""), ground_truth=str(getattr(query, "answer", "") or ""), context=texts,
+            response=str(row.answer or ""), ground_truth=str(getattr(query, "answer", "") or ""),
+            context=texts,
             exact_answers=parse_exact_answers(getattr(query, "exact_answer", None)),
         ))
     return samples, failed
@@ -110,13 +111,17 @@ def _restored(records: list[dict], unit: Unit, cached: bool) -> list[Judgment]:
     judgments = [Judgment(**{k: v for k, v in r.items() if k in Judgment.COLUMNS}) for r in records]
     for judgment in judgments:
         judgment.query_id, judgment.system = unit.sample.query_id, unit.sample.system
-        judgment.n_context_chunks, judgment.n_context_truncated = unit.n_context_chunks, unit.n_context_truncated
+        judgment.n_context_chunks, judgment.n_context_truncated = (
+            unit.n_context_chunks, unit.n_context_truncated
+        )
         judgment.cached = cached
     return judgments
 
 
-def judge_suite(suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
-                progress: bool, checkpoint: StageCheckpoint | None = None) -> tuple[list[Judgment], dict[str, Any]]:
+def judge_suite(
+    suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
+    progress: bool, checkpoint: StageCheckpoint | None = None,
+) -> tuple[list[Judgment], dict[str, Any]]:
     """Every metric of `suite` for every sample: empty responses are recorded without a call; each unit
     comes from the cache, from this stage's checkpoint (a resumed run) or is asked now; what is asked now
     is saved to the checkpoint shard by shard and to the cache at the end."""
@@ -128,7 +133,8 @@ def judge_suite(suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, cl
     hits = resumed = 0
     for sample in samples:
         if not sample.response.strip():
-            judgments += suite.not_judged(sample, judge, "empty_response", "empty response: the judge is not called")
+            judgments += suite.not_judged(sample, judge, "empty_response",
+                                          "empty response: the judge is not called")
             continue
         for unit in suite.plan(sample, judge, client.seed, count):
             records = cache.get(unit.key) if cache is not None else None
@@ -153,7 +159,8 @@ def judge_suite(suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, cl
             if not transport_failed(values):
                 cache.put(unit.key, suite.name, [v.record() for v in values])
         cache.flush()
-    stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo), "requests": report.as_dict()}
+    stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo),
+             "requests": report.as_dict()}
     return judgments + [j for values in fresh for j in values], stats
 
 
@@ -165,7 +172,9 @@ def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: tupl
     if not duplicated.empty:
         raise IncompleteJudgingError(f"{len(duplicated)} duplicate judgment rows, e.g. "
                                      f"{duplicated[keys].head(3).to_dict('records')}")
-    expected = {(str(q), str(s), m) for q, s in zip(generations["query_id"], generations["system"]) for m in metrics}
+    expected = {
+        (str(q), str(s), m) for q, s in zip(generations["query_id"], generations["system"]) for m in metrics
+    }
     present = set(zip(frame["query_id"].astype(str), frame["system"].astype(str), frame["metric"]))
     if expected != present:
         missing, extra = sorted(expected - present), sorted(present - expected)
@@ -225,7 +234,9 @@ def judging_summary(frame: pd.DataFrame, stats: dict[str, Any], seconds: float, 
         "judge_model": judge_model,
         "status_counts": {k: int(v) for k, v in frame["status"].value_counts().items()},
         "failures": {f"{m}/{s}": int(n) for (m, s), n in failed.groupby(["metric", "system"]).size().items()},
-        "failure_reasons": {k: int(v) for k, v in failed["reason"].str.slice(0, 60).value_counts().head(10).items()},
+        "failure_reasons": {
+            k: int(v) for k, v in failed["reason"].str.slice(0, 60).value_counts().head(10).items()
+        },
         "judge_calls": int(fresh["attempts"].sum()),
         "prompt_tokens": int(fresh["prompt_tokens"].sum()),
         "completion_tokens": int(fresh["completion_tokens"].sum()),
@@ -288,5 +299,5 @@ def run_judging(
 
 
 def judging_outputs(suite: str, result: StageResult) -> JudgingOutputs:
-    return JudgingOutputs(suite, result.out_dir / JUDGMENTS_FILE, result.out_dir / SCORES_FILE, result.summary,
-                          result.reused)
+    return JudgingOutputs(suite, result.out_dir / JUDGMENTS_FILE, result.out_dir / SCORES_FILE,
+                          result.summary, result.reused)

@@ -21,7 +21,8 @@ def run_reduce(
     force: bool = False,
 ) -> StageResult:
     config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path)}
-    key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths], code_version(__name__))
+    key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths],
+                    code_version(__name__))
 
     def reduce_scores(out_dir: Path) -> dict:
         scores = pd.concat([load_scores(path) for path in scores_paths], ignore_index=True)

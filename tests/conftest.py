@@ -166,8 +166,8 @@ def write_bioasq_inputs(directory: Path, limit: int = 4, chunks_per_query: int =
         for retriever, ordered in (("bm25", snippets), ("knn", snippets[::-1])):
             for rank, text in enumerate(ordered, 1):
                 retrieved.append({"query_id": question["id"], "retriever": retriever, "rank": rank,
-                                  "chunk_id": f"{question['id']}-{snippets.index(text)}", "doc_id": question["id"],
-                                  "score": 1.0 / rank, "text": text})
+                                  "chunk_id": f"{question['id']}-{snippets.index(text)}",
+                                  "doc_id": question["id"], "score": 1.0 / rank, "text": text})
     directory.mkdir(parents=True, exist_ok=True)
     queries_path, retrieved_path = directory / "queries.parquet", directory / "retrieved.parquet"
     pd.DataFrame(queries).to_parquet(queries_path, index=False)

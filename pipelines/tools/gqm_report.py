@@ -119,7 +119,8 @@ class GQMConfig(_Strict):
     def tree(self) -> GoalTree:
         return GoalTree(tuple(
             GoalNode(g.id, g.weight, tuple(
-                QuestionNode(q.id, q.component, q.weight, tuple(MetricNode(m.name, m.role, m.weight) for m in q.metrics),
+                QuestionNode(q.id, q.component, q.weight,
+                             tuple(MetricNode(m.name, m.role, m.weight) for m in q.metrics),
                              q.text) for q in g.questions), g.text)
             for g in self.goals), self.renormalize)
 
@@ -161,7 +162,8 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
         frame = frame[~frame["metric"].isin(sources)]  # a metric is taken from its first source only
         frames.append(frame)
         sources.update({m: str(path.relative_to(run_dir)) for m in frame["metric"].unique()})
-    retrieval = _first(run_dir, "retrieval_metrics/retrieval_metrics.parquet", "retrieve/retrieval_metrics.parquet")
+    retrieval = _first(run_dir, "retrieval_metrics/retrieval_metrics.parquet",
+                       "retrieve/retrieval_metrics.parquet")
     if retrieval is not None:
         per_query = pd.read_parquet(retrieval)
         generations = _first(run_dir, "generate/generations.parquet")
@@ -174,12 +176,13 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
             if not systems:
                 pairs["retriever"] = pairs["system"]
         merged = per_query.merge(pairs, on="retriever")
-        frame = merged.rename(columns={"measure": "metric", "value": "score"})[["query_id", "system", "metric", "score"]]
+        frame = merged.rename(columns={"measure": "metric", "value": "score"})[
+            ["query_id", "system", "metric", "score"]]
         frames.append(frame)
         sources.update({m: str(retrieval.relative_to(run_dir)) for m in frame["metric"].unique()})
     if not frames:
-        raise FileNotFoundError(f"{run_dir}: no judge_<suite>/scores.parquet, vera/scores.parquet or retrieval "
-                                "metrics")
+        raise FileNotFoundError(f"{run_dir}: no judge_<suite>/scores.parquet, vera/scores.parquet or "
+                                "retrieval metrics")
     table = pd.concat(frames, ignore_index=True)
     table["query_id"] = table["query_id"].astype(str)
     table["score"] = pd.to_numeric(table["score"], errors="coerce")
@@ -196,7 +199,8 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
 
 
 def resolve_names(config_names: list[str], available: list[str]) -> dict[str, str]:
-    """Config metric name -> column name; 'R@k' matches the run's single 'R@<number>' (largest k if several)."""
+    """Config metric name -> column name; 'R@k' matches the run's single 'R@<number>' \
+(largest k if several)."""
     out = {}
     for name in config_names:
         match = K_PATTERN.match(name)
@@ -247,10 +251,10 @@ def build_report(config: GQMConfig, table: pd.DataFrame, sources: dict[str, str]
     return {
         "config": config.name,
         "renormalize": config.renormalize,
-        "renormalize_note": ("weights renormalized over available metrics/questions/goals; coverage < 1 marks a "
-                             "partial score" if config.renormalize else
-                             "no renormalization: any missing metric makes its question, goal and overall not "
-                             "computable"),
+        "renormalize_note": ("weights renormalized over available metrics/questions/goals; coverage < 1 "
+                             "marks a partial score" if config.renormalize else
+                             "no renormalization: any missing metric makes its question, goal and overall "
+                             "not computable"),
         "systems_order": systems,
         "qtypes": qtypes,
         "metric_columns": {name: resolved.get(name) for name in names},
@@ -344,9 +348,10 @@ def heatmap(report: dict, path: Path, level: str) -> Path:
     if level == "goals":
         rows = [g["id"] for g in first["goals"]]
     else:
-        rows = list(dict.fromkeys(m["name"] for g in first["goals"] for q in g["questions"] for m in q["metrics"]
-                                  if report["metric_columns"].get(m["name"])))
-    fig, axes = plt.subplots(1, len(systems), figsize=(2.2 + 1.1 * len(qtypes) * len(systems), 0.9 + 0.35 * max(1, len(rows))),
+        rows = list(dict.fromkeys(m["name"] for g in first["goals"] for q in g["questions"]
+                                  for m in q["metrics"] if report["metric_columns"].get(m["name"])))
+    fig, axes = plt.subplots(1, len(systems),
+                             figsize=(2.2 + 1.1 * len(qtypes) * len(systems), 0.9 + 0.35 * max(1, len(rows))),
                              squeeze=False)
     for ax, system in zip(axes[0], systems):
         grid = np.full((len(rows), len(qtypes)), np.nan)
@@ -357,7 +362,8 @@ def heatmap(report: dict, path: Path, level: str) -> Path:
             if level == "goals":
                 lookup = {g["id"]: g["score"] for g in entry["goals"]}
             else:
-                lookup = {m["name"]: m["value"] for g in entry["goals"] for q in g["questions"] for m in q["metrics"]}
+                lookup = {m["name"]: m["value"] for g in entry["goals"] for q in g["questions"]
+                          for m in q["metrics"]}
             for i, row in enumerate(rows):
                 if lookup.get(row) is not None:
                     grid[i, j] = lookup[row]
@@ -377,7 +383,8 @@ def heatmap(report: dict, path: Path, level: str) -> Path:
 
 # --- entry points -------------------------------------------------------------------------------------
 
-def write_report(run_dir: str | Path, goals: str | Path | None = None, out_dir: str | Path | None = None) -> tuple[dict, list[Path]]:
+def write_report(run_dir: str | Path, goals: str | Path | None = None,
+                 out_dir: str | Path | None = None) -> tuple[dict, list[Path]]:
     run_dir = Path(run_dir)
     config = load_goals(goals or DEFAULT_GOALS)
     table, sources = load_metric_table(run_dir)
@@ -387,7 +394,8 @@ def write_report(run_dir: str | Path, goals: str | Path | None = None, out_dir: 
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "gqm_report.json"
     json_path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
-    written = [json_path, radar_chart(report, out / "radar.png"), heatmap(report, out / "heatmap_goals.png", "goals"),
+    written = [json_path, radar_chart(report, out / "radar.png"),
+               heatmap(report, out / "heatmap_goals.png", "goals"),
                heatmap(report, out / "heatmap_metrics.png", "metrics")]
     return report, written
 

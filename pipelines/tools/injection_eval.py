@@ -56,7 +56,8 @@ def load_injection_samples(dataset_path: str | Path, limit: int | None = None,
     """The first `limit` questions that have an ideal answer: response = ground truth = that answer,
     context = the question's gold snippets (the passages it lists as relevant), at most `max_chunks`."""
     loaded = load_dataset(DatasetConfig(path=str(dataset_path)))
-    passages = dict(zip(loaded.passages.column("doc_id").to_pylist(), loaded.passages.column("text").to_pylist()))
+    passages = dict(zip(loaded.passages.column("doc_id").to_pylist(),
+                        loaded.passages.column("text").to_pylist()))
     samples = []
     for row in loaded.queries.to_pylist():
         if limit is not None and len(samples) >= limit:
@@ -236,7 +237,8 @@ def shift_cell(frame: pd.DataFrame, metric: str, template: str, placement: str) 
         metric, template, placement, len(pairs), len(both),
         _mean(pairs.llm_score_clean), _mean(pairs.llm_score_inj), _mean(shift),
         _share(shift > 0), _share(shift < 0),
-        _share(pairs.llm_score_clean[ok_clean] == SCALE_MAX), _share(pairs.llm_score_inj[ok_inj] == SCALE_MAX),
+        _share(pairs.llm_score_clean[ok_clean] == SCALE_MAX),
+        _share(pairs.llm_score_inj[ok_inj] == SCALE_MAX),
         int((pairs.status_clean == "failed").sum()), int((pairs.status_inj == "failed").sum()),
         _mean(both.score_inj - both.score_clean), placement in CCRS_METRICS[metric].inputs,
     )
@@ -324,7 +326,8 @@ def plot_shifts(report: InjectionReport, path: Path) -> Path:
             axis.bar(x + (i - (len(report.templates) - 1) / 2) * width, [v or 0.0 for v in values], width,
                      label=template)
         axis.axhline(0.0, color="black", linewidth=0.8)
-        axis.set_xticks(x, [m if placement in CCRS_METRICS[m].inputs else f"{m}\n(not read)" for m in report.metrics])
+        axis.set_xticks(x, [m if placement in CCRS_METRICS[m].inputs else f"{m}\n(not read)"
+                            for m in report.metrics])
         axis.set_title(f"injection in the {placement}")
         axis.set_ylabel("mean shift, injected - clean (0-100)")
     axes.ravel()[-1].legend(fontsize=7, loc="best")
@@ -337,7 +340,8 @@ def plot_shifts(report: InjectionReport, path: Path) -> Path:
 
 def write_outputs(frame: pd.DataFrame, report: InjectionReport, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"judgments": out_dir / "injection_judgments.parquet", "report": out_dir / "injection_report.json",
+    paths = {"judgments": out_dir / "injection_judgments.parquet",
+             "report": out_dir / "injection_report.json",
              "table": out_dir / "injection_report.csv", "plot": out_dir / "injection_shift.png"}
     frame.to_parquet(paths["judgments"], index=False)
     paths["report"].write_text(json.dumps(_json_safe(asdict(report)), indent=2, default=str))

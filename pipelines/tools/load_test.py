@@ -81,7 +81,8 @@ def judge_samples(dataset: str, chunks_per_sample: int) -> list[Sample]:
     """One sample per (question, window of gold snippets): first every question's first window, then
     every question's second window, and so on, so short runs still cover many questions."""
     loaded = load_dataset(DatasetConfig(path=dataset))
-    texts = dict(zip(loaded.passages.column("doc_id").to_pylist(), loaded.passages.column("text").to_pylist()))
+    texts = dict(zip(loaded.passages.column("doc_id").to_pylist(),
+                     loaded.passages.column("text").to_pylist()))
     rounds: dict[int, list[Sample]] = {}
     for query in loaded.queries.to_pylist():
         if not query["answer"]:
@@ -175,15 +176,18 @@ def timed_request(client: LLMClient, judge: JudgeConfig, task: Unit, origin: flo
     except Exception as exc:  # noqa: BLE001 - a load test records failures instead of stopping at one
         ended = time.perf_counter()
         attempts = getattr(exc, "attempts", 0) or 1
-        return {"ok": False, "latency_s": ended - started, "start_s": started - origin, "end_s": ended - origin,
+        return {"ok": False, "latency_s": ended - started, "start_s": started - origin,
+                "end_s": ended - origin,
                 "attempts": attempts, "retries": attempts - 1, "prompt_tokens": 0, "completion_tokens": 0,
-                "parsed": False, "error_kind": error_kind(exc), "status_code": getattr(exc, "status_code", None),
+                "parsed": False, "error_kind": error_kind(exc),
+                "status_code": getattr(exc, "status_code", None),
                 "error": str(exc)[:300]}
     ended = time.perf_counter()
     expect_json = judge.structured_output or judge.justification
     parsed = parse_score(result.text, expect_json=expect_json, scale=metric(task).scale).score is not None
     return {"ok": True, "latency_s": ended - started, "start_s": started - origin, "end_s": ended - origin,
-            "attempts": result.attempts, "retries": result.attempts - 1, "prompt_tokens": result.prompt_tokens,
+            "attempts": result.attempts, "retries": result.attempts - 1,
+            "prompt_tokens": result.prompt_tokens,
             "completion_tokens": result.completion_tokens, "parsed": parsed}
 
 
@@ -271,8 +275,8 @@ def run_level(client: LLMClient, judge: JudgeConfig, drawn: list[tuple[Unit, boo
     with ThreadPoolExecutor(max_workers=level, thread_name_prefix=f"load-{mode}-{level}") as callers:
         futures = [callers.submit(timed_request, client, judge, task, origin) for task, _ in drawn]
         outcomes = [future.result() for future in futures]
-    return [RequestRecord(mode=mode, level=level, client_limit=client_limit, index=i, request_id=request_id(task),
-                          repeated=repeated, **outcome)
+    return [RequestRecord(mode=mode, level=level, client_limit=client_limit, index=i,
+                          request_id=request_id(task), repeated=repeated, **outcome)
             for i, ((task, repeated), outcome) in enumerate(zip(drawn, outcomes))]
 
 
@@ -363,7 +367,8 @@ def write_outputs(result: LoadTestResult, out_dir: Path) -> dict[str, Path]:
     paths["json"].write_text(json.dumps(result_dict(result), indent=2, default=str))
     pd.DataFrame([r.row() for r in result.levels], columns=LEVEL_COLUMNS).to_csv(paths["csv"], index=False)
     pd.DataFrame([asdict(r) for r in result.records]).to_csv(paths["requests"], index=False)
-    plot_levels(result.levels, paths["plot"], f"{result.model}, client limit {result.client['max_concurrency']}")
+    plot_levels(result.levels, paths["plot"],
+                f"{result.model}, client limit {result.client['max_concurrency']}")
     return paths
 
 
@@ -379,10 +384,12 @@ def plot_levels(levels: list[LevelReport], path: Path, title: str) -> Path:
         rows = [r for r in levels if r.mode == mode]
         x = [r.level for r in rows]
         left.plot(x, [r.throughput_rps for r in rows], marker="o", label=mode)
-        right.plot(x, [np.nan if r.latency.p90_s is None else r.latency.p90_s for r in rows], marker="o", label=mode)
+        right.plot(x, [np.nan if r.latency.p90_s is None else r.latency.p90_s for r in rows], marker="o",
+                   label=mode)
     for axis, label in ((left, "throughput (successful requests/s)"), (right, "p90 latency (s)")):
         axis.set_xscale("log", base=2)
-        axis.set_xticks(sorted({r.level for r in levels}), [str(v) for v in sorted({r.level for r in levels})])
+        axis.set_xticks(sorted({r.level for r in levels}),
+                        [str(v) for v in sorted({r.level for r in levels})])
         axis.set_xlabel("offered concurrency (caller threads)")
         axis.set_ylabel(label)
         axis.set_ylim(bottom=0)

@@ -175,7 +175,9 @@ def ccrs_rates(checks: list[dict]) -> dict[str, Any]:
     for c in checks:
         per_metric.setdefault(c["metric"], []).append(c["passed"])
         per_type.setdefault(str(c["test_type"]), []).append(c["passed"])
-    mean = lambda xs: sum(xs) / len(xs)
+    def mean(xs):
+        return sum(xs) / len(xs)
+
     return {"pass_rate": mean([c["passed"] for c in checks]),
             "per_metric": {k: mean(v) for k, v in sorted(per_metric.items())},
             "per_test_type": {k: mean(v) for k, v in sorted(per_type.items(), key=lambda kv: int(kv[0]))}}
@@ -222,7 +224,8 @@ def write_outputs(result: MetaEvalResult, tests: list[UnitTest], out_dir: Path) 
         failures += [{"ccrs_pair": True, **c} for c in result.ccrs["pairs"] if not c["passed"]]
     paths["failures"].write_text("".join(json.dumps(f, default=str) + "\n" for f in failures))
     if result.outcomes:
-        paths["matrix"] = plot_matrix(result.outcomes, out_dir / "matrix.png", f"GroUSE unit tests: {result.model}")
+        paths["matrix"] = plot_matrix(result.outcomes, out_dir / "matrix.png",
+                                      f"GroUSE unit tests: {result.model}")
     return paths
 
 
@@ -230,7 +233,8 @@ def marks_by_test(results: dict) -> dict[str, dict[str, float | None]]:
     """{test_id: {metric: mark}} from a results.json; failed judgments are left out of the metric."""
     marks: dict[str, dict[str, float | None]] = {}
     for outcome in results.get("outcomes", []):
-        marks[outcome["test_id"]] = {m: c["value"] for m, c in outcome["checks"].items() if c["status"] != "failed"}
+        marks[outcome["test_id"]] = {m: c["value"] for m, c in outcome["checks"].items()
+                                     if c["status"] != "failed"}
     return marks
 
 
@@ -278,5 +282,5 @@ def run_meta_eval(tests: list[UnitTest], tests_path: str, judge_kind: str, judge
             outcomes = run_grouse_tests(tests, judge, client, count, on_done)
         if judge_kind in ("ccrs", "both"):
             ccrs = run_ccrs_calibration(tests, judge, client)
-    return MetaEvalResult(judge_kind, judge.model, tests_path, len(tests), pass_rates(outcomes), outcomes, ccrs,
-                          round(time.perf_counter() - started, 2))
+    return MetaEvalResult(judge_kind, judge.model, tests_path, len(tests), pass_rates(outcomes), outcomes,
+                          ccrs, round(time.perf_counter() - started, 2))

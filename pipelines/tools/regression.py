@@ -59,20 +59,24 @@ def _judgments(client, run_id: str, work: Path) -> pd.DataFrame:
     return frame[frame["status"] != "failed"][["query_id", "system", "metric", "score"]]
 
 
-def paired_table(current: pd.DataFrame, baseline: pd.DataFrame, alpha: float, b: int, seed: int) -> pd.DataFrame:
+def paired_table(current: pd.DataFrame, baseline: pd.DataFrame, alpha: float, b: int,
+                 seed: int) -> pd.DataFrame:
     joined = current.merge(baseline, on=["query_id", "system", "metric"], suffixes=("_run", "_base"))
     if joined.empty:
         raise RegressionError("the two runs share no (query, system, metric) judgments")
     rng = np.random.default_rng(seed)
     rows = []
     for (system, metric), cell in joined.groupby(["system", "metric"], sort=True):
-        result = paired_randomization_test(cell["score_run"].to_numpy(), cell["score_base"].to_numpy(), b, rng)
+        result = paired_randomization_test(cell["score_run"].to_numpy(), cell["score_base"].to_numpy(), b,
+                                           rng)
         rows.append({"system": system, "metric": metric, "n": result.n, "mean_run": cell["score_run"].mean(),
-                     "mean_baseline": cell["score_base"].mean(), "diff": result.mean_diff, "p_value": result.p_value})
+                     "mean_baseline": cell["score_base"].mean(), "diff": result.mean_diff,
+                     "p_value": result.p_value})
     table = pd.DataFrame(rows)
     table["adjusted_p"] = holm_adjust(table["p_value"].to_numpy())
     table["significant"] = table["adjusted_p"] < alpha
-    table["verdict"] = np.where(table["significant"], np.where(table["diff"] < 0, "regression", "improvement"), "same")
+    table["verdict"] = np.where(table["significant"],
+                                np.where(table["diff"] < 0, "regression", "improvement"), "same")
     return table
 
 
@@ -85,8 +89,8 @@ def compare_runs(tracking_uri: str, experiment: str, run: str, baseline: str, al
     client = MlflowClient(tracking_uri)
     run_id, baseline_id = _pick_runs(_pipeline_runs(client, experiment), run, baseline)
     with tempfile.TemporaryDirectory() as tmp:
-        table = paired_table(_judgments(client, run_id, Path(tmp)), _judgments(client, baseline_id, Path(tmp)),
-                             alpha, b, seed)
+        table = paired_table(_judgments(client, run_id, Path(tmp)),
+                             _judgments(client, baseline_id, Path(tmp)), alpha, b, seed)
     n_regressions = int((table["verdict"] == "regression").sum())
     markdown = (f"Regression check of run {run_id} against {baseline_id} "
                 f"(paired sign-flip test, B={b}, Holm over {len(table)} cells, alpha={alpha})\n\n"

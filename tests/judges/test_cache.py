@@ -35,8 +35,10 @@ def test_unit_key_is_stable_and_sensitive_to_every_part():
 def test_cache_round_trip_through_parquet(tmp_path):
     cache = JudgmentCache(tmp_path)
     cache.put("k1", "ccrs", [{"metric": "CC", "llm_score": 70, "status": "ok", "raw": "70", "attempts": 1}])
-    cache.put("k2", "grouse", [{"metric": "completeness", "llm_score": None, "status": "failed", "raw": "good"},
-                               {"metric": "usefulness", "llm_score": None, "status": "skipped", "raw": None}])
+    cache.put("k2", "grouse", [
+        {"metric": "completeness", "llm_score": None, "status": "failed", "raw": "good"},
+        {"metric": "usefulness", "llm_score": None, "status": "skipped", "raw": None},
+    ])
     assert cache.flush() == 2
     reloaded = JudgmentCache(tmp_path)
     assert len(reloaded) == 2

@@ -27,7 +27,10 @@ def test_unreachable_server_fails_after_bounded_retries():
     from judges.client import LLMRequestError
 
     cfg = ClientConfig(max_retries=2, backoff_base_s=0.01, backoff_max_s=0.02, timeout_s=2)
-    with LLMClient(cfg, "http://127.0.0.1:9/v1") as client, pytest.raises(LLMRequestError, match="gave up after 3"):
+    with (
+        LLMClient(cfg, "http://127.0.0.1:9/v1") as client,
+        pytest.raises(LLMRequestError, match="gave up after 3"),
+    ):
         client.chat(ChatRequest("m", [{"role": "user", "content": "hi"}]))
 
 
@@ -80,7 +83,8 @@ def test_client_stats_merge_adds_counts_and_error_kinds():
 
     merged = ClientStats.merge([
         {"calls": 2, "ok": 1, "failed": 1, "attempts": 4, "retries": 2, "errors": {"http_500": 2}},
-        {"calls": 1, "ok": 1, "attempts": 2, "retries": 1, "circuit_opens": 1, "errors": {"http_500": 1, "timeout": 1}},
+        {"calls": 1, "ok": 1, "attempts": 2, "retries": 1, "circuit_opens": 1,
+         "errors": {"http_500": 1, "timeout": 1}},
     ])
     assert merged["calls"] == 3 and merged["attempts"] == 6 and merged["circuit_opens"] == 1
     assert merged["errors"] == {"http_500": 3, "timeout": 1}

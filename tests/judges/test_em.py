@@ -7,7 +7,8 @@ from judges.em import exact_match, flatten_answers, normalize_answer
 
 
 def test_normalization_is_squad_style():
-    assert normalize_answer("The  Hemophilia-A, and B!") == "hemophiliaa and b"  # SQuAD drops punctuation without a space
+    # SQuAD drops punctuation without a space
+    assert normalize_answer("The  Hemophilia-A, and B!") == "hemophiliaa and b"
     assert normalize_answer("An apple a day") == "apple day"
 
 

@@ -19,7 +19,9 @@ from judges.grouse import (
 )
 from judges.suite import Judgment, Sample, get_suite, reply_budget
 
-REL, COMP, USE, FAITH = (GROUSE_METRICS[m] for m in ("answer_relevancy", "completeness", "usefulness", "faithfulness"))
+REL, COMP, USE, FAITH = (
+    GROUSE_METRICS[m] for m in ("answer_relevancy", "completeness", "usefulness", "faithfulness")
+)
 
 
 def reply(score, **extra) -> str:
@@ -43,7 +45,8 @@ def test_valid_replies_parse(text, spec, value):
     ('{"answer_2": {"justification": "x"}}', REL, "answer_2 without a score field"),
     (reply(6), REL, "score out of range 1-5: 6"), (reply(0), REL, "score out of range 1-5: 0"),
     (reply(2), FAITH, "score out of range 0-1: 2"), (reply(True), FAITH, "score is not an integer: True"),
-    (reply("five"), REL, "score is not an integer: 'five'"), (reply(4.5), REL, "score is not an integer: 4.5"),
+    (reply("five"), REL, "score is not an integer: 'five'"),
+    (reply(4.5), REL, "score is not an integer: 4.5"),
     ('[1, 2]', REL, "JSON without an answer_2 object"),
     (reply(5) + " trailing words", REL, "not valid JSON"),
 ])
@@ -96,7 +99,9 @@ def test_structured_output_asks_for_a_schema_and_enough_tokens():
     assert schema["properties"]["answer_2"]["properties"]["score"]["type"] == ["integer", "null"]
     assert request.max_tokens == 512 and build_request(FAITH, SAMPLE, JudgeConfig()).extra_body == {}
     # GroUSE's own reply budget and prompt version (judge.grouse), not CCRS's top-level max_tokens
-    assert build_request(FAITH, SAMPLE, JudgeConfig(max_tokens=8, grouse=GrouseOptions(max_tokens=200))).max_tokens == 200
+    assert build_request(
+        FAITH, SAMPLE, JudgeConfig(max_tokens=8, grouse=GrouseOptions(max_tokens=200))
+    ).max_tokens == 200
 
 
 def test_reply_budget_fits_the_window():
@@ -116,8 +121,8 @@ class ScriptedClient:
 
     def chat(self, request):
         prompt = request.messages[0]["content"]
-        metric = next(m for m in ("RELEVANCY", "COMPLETENESS", "USEFULNESS", "FAITHFULNESS") if f"Metric: {m}" in prompt
-                      or f"Metric: ANSWER {m}" in prompt)
+        metric = next(m for m in ("RELEVANCY", "COMPLETENESS", "USEFULNESS", "FAITHFULNESS")
+                      if f"Metric: {m}" in prompt or f"Metric: ANSWER {m}" in prompt)
         self.asked.append(metric)
         self.max_tokens.append(request.max_tokens)
         reply = self.replies[metric].pop(0)
@@ -139,7 +144,8 @@ def test_pipeline_answer_given_skips_usefulness():
 
 
 def test_pipeline_bare_refusal_asks_three_times_and_skips_faithfulness():
-    client = ScriptedClient({"RELEVANCY": [reply(None)], "COMPLETENESS": [reply(None)], "USEFULNESS": [reply(None)]})
+    client = ScriptedClient({"RELEVANCY": [reply(None)], "COMPLETENESS": [reply(None)],
+                             "USEFULNESS": [reply(None)]})
     values = _values(evaluate_sample(client, SAMPLE, JudgeConfig()))
     assert len(client.asked) == 3 and values["faithfulness"] == (None, "skipped")
     assert values["positive_acceptance"] == (1, "ok") and values["negative_rejection"] == (1, "ok")
@@ -158,13 +164,15 @@ def test_invalid_reply_is_reasked_at_most_twice_then_recorded():
                              "FAITHFULNESS": [reply(1)]})
     judgments = {j.metric: j for j in evaluate_sample(client, SAMPLE, JudgeConfig())}
     rel = judgments["answer_relevancy"]
-    assert rel.status == "failed" and rel.attempts == 3 and rel.raw == "nope" and "not valid JSON" in rel.reason
+    assert (rel.status == "failed" and rel.attempts == 3 and rel.raw == "nope"
+            and "not valid JSON" in rel.reason)
     assert judgments["usefulness"].status == "failed" and judgments["positive_acceptance"].status == "failed"
     assert judgments["faithfulness"].llm_score == 1  # still checked: applicability unknown
 
 
 def test_reask_succeeds_and_uses_a_stricter_instruction():
-    client = ScriptedClient({"RELEVANCY": ["5", reply(4)], "COMPLETENESS": [reply(5)], "FAITHFULNESS": [reply(1)]})
+    client = ScriptedClient({"RELEVANCY": ["5", reply(4)], "COMPLETENESS": [reply(5)],
+                             "FAITHFULNESS": [reply(1)]})
     judgments = {j.metric: j for j in evaluate_sample(client, SAMPLE, JudgeConfig())}
     assert judgments["answer_relevancy"].llm_score == 4 and judgments["answer_relevancy"].attempts == 2
 
@@ -181,7 +189,8 @@ def test_reask_repeats_the_dialogue_with_the_stricter_instruction():
     evaluate_sample(client, SAMPLE, JudgeConfig())
     second = seen[1]
     assert [m["role"] for m in second] == ["user", "assistant", "user"] and second[1]["content"] == "5"
-    assert "(JSON without an answer_2 object)" in second[2]["content"] and '"answer_2": {' in second[2]["content"]
+    assert ("(JSON without an answer_2 object)" in second[2]["content"]
+            and '"answer_2": {' in second[2]["content"])
 
 
 def test_reply_budget_is_lowered_to_fit_the_judge_window():
@@ -191,7 +200,8 @@ def test_reply_budget_is_lowered_to_fit_the_judge_window():
     prompts = [render_prompt(spec, SAMPLE, "v1") for spec in (REL, COMP, FAITH)]
     assert client.max_tokens == [max(16, min(512, 3200 - len(p) - 8)) for p in prompts]
     assert all(16 < t < 512 for t in client.max_tokens)  # the window lowered every reply budget
-    unbounded = ScriptedClient({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(5)], "FAITHFULNESS": [reply(1)]})
+    unbounded = ScriptedClient({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(5)],
+                                "FAITHFULNESS": [reply(1)]})
     evaluate_sample(unbounded, SAMPLE, judge)
     assert unbounded.max_tokens == [512, 512, 512]
 
@@ -200,8 +210,10 @@ def test_records_are_the_shared_judgment():
     client = ScriptedClient({"RELEVANCY": [reply(4)], "COMPLETENESS": [reply(3)], "FAITHFULNESS": [reply(0)]})
     judge = JudgeConfig(model="judge-m", prompt_version="ccrs-v", grouse=GrouseOptions(prompt_version="v1"))
     judgments = evaluate_sample(client, SAMPLE, judge)
-    assert all(isinstance(j, Judgment) for j in judgments) and [j.metric for j in judgments] == list(METRIC_ORDER)
-    assert {(j.suite, j.prompt_version, j.judge_model, j.em) for j in judgments} == {("grouse", "v1", "judge-m", None)}
+    assert (all(isinstance(j, Judgment) for j in judgments)
+            and [j.metric for j in judgments] == list(METRIC_ORDER))
+    assert ({(j.suite, j.prompt_version, j.judge_model, j.em) for j in judgments}
+            == {("grouse", "v1", "judge-m", None)})
     by = {j.metric: j for j in judgments}
     assert (by["answer_relevancy"].llm_score, by["answer_relevancy"].score) == (4, 0.75)
     assert (by["completeness"].llm_score, by["completeness"].score) == (3, 0.5)
@@ -214,8 +226,8 @@ def test_records_are_the_shared_judgment():
 
 
 def test_request_failure_ends_the_metric_at_once_and_is_a_transport_failure():
-    client = ScriptedClient({"RELEVANCY": [LLMRequestError("HTTP 503", 503, attempts=5)], "COMPLETENESS": [reply(5)],
-                             "FAITHFULNESS": [reply(1)]})
+    client = ScriptedClient({"RELEVANCY": [LLMRequestError("HTTP 503", 503, attempts=5)],
+                             "COMPLETENESS": [reply(5)], "FAITHFULNESS": [reply(1)]})
     by = {j.metric: j for j in evaluate_sample(client, SAMPLE, JudgeConfig())}
     rel = by["answer_relevancy"]
     assert rel.status == "failed" and rel.reason.startswith("request failed") and rel.attempts == 5
@@ -229,7 +241,9 @@ def test_suite_is_registered_with_six_metrics_in_order():
     suite = get_suite("grouse")
     assert isinstance(suite, GrouseSuite) and list(suite.metrics) == list(METRIC_ORDER)
     assert suite.selected_metrics(JudgeConfig(metrics=["CC"])) == METRIC_ORDER
-    assert suite.prompt_version(JudgeConfig(prompt_version="x", grouse=GrouseOptions(prompt_version="v1"))) == "v1"
+    assert suite.prompt_version(
+        JudgeConfig(prompt_version="x", grouse=GrouseOptions(prompt_version="v1"))
+    ) == "v1"
     judged = [m for m in suite.metrics.values() if m.judged]
     assert [m.name for m in judged] == list(METRIC_ORDER[:4])
     assert all(m.suite == "grouse" and m.templates == (f"{m.name}.txt",) for m in judged)
@@ -249,7 +263,8 @@ def test_plan_is_one_unit_per_sample_with_references_fitted_to_the_window():
     sample = _long_sample()
     roomy = suite.plan(sample, JudgeConfig(context_window=8000), 0, count)
     assert len(roomy) == 1 and roomy[0].metrics == METRIC_ORDER and roomy[0].suite == "grouse"
-    assert roomy[0].plan.references == sample.context and (roomy[0].n_context_chunks, roomy[0].n_context_truncated) == (6, 0)
+    assert (roomy[0].plan.references == sample.context
+            and (roomy[0].n_context_chunks, roomy[0].n_context_truncated) == (6, 0))
     judge = JudgeConfig(context_window=2048)  # 2048 - 512 reply - 64 margin for the completeness prompt
     (unit,) = suite.plan(sample, judge, 0, count)
     kept = unit.plan.references
@@ -257,7 +272,9 @@ def test_plan_is_one_unit_per_sample_with_references_fitted_to_the_window():
     assert (unit.n_context_chunks, unit.n_context_truncated) == (len(kept), 6 - len(kept))
     assert count(render_prompt(COMP, Sample(**{**vars(sample), "context": kept}), "v1")) <= 2048 - 512 - 64
     assert sample.context == _long_sample().context  # the sample itself is not changed
-    smaller = suite.plan(sample, JudgeConfig(context_window=2048, grouse=GrouseOptions(max_tokens=900)), 0, count)[0]
+    smaller = suite.plan(
+        sample, JudgeConfig(context_window=2048, grouse=GrouseOptions(max_tokens=900)), 0, count
+    )[0]
     assert smaller.n_context_chunks < unit.n_context_chunks
 
 
@@ -270,7 +287,8 @@ def test_unit_key_covers_everything_that_determines_the_replies():
 
     assert key() == key(Sample(**vars(SAMPLE)))
     variants = [key(seed=1), key(judge=JudgeConfig(model="other")), key(judge=JudgeConfig(max_reasks=0)),
-                key(judge=JudgeConfig(structured_output=True)), key(judge=JudgeConfig(grouse=GrouseOptions(max_tokens=300))),
+                key(judge=JudgeConfig(structured_output=True)),
+                key(judge=JudgeConfig(grouse=GrouseOptions(max_tokens=300))),
                 key(Sample(**{**vars(SAMPLE), "response": "Another answer."})),
                 key(Sample(**{**vars(SAMPLE), "ground_truth": "Another truth."})),
                 key(Sample(**{**vars(SAMPLE), "context": SAMPLE.context[:1]})),

@@ -17,7 +17,8 @@ DATA = Path(__file__).resolve().parents[2] / "data" / "grouse-bioasq"
 
 @pytest.mark.parametrize("value,condition,expected", [
     (5, "==5", True), (4, "==5", False), (None, "==5", False), (None, "==None", True), (1, "==None", False),
-    (4, "<5", True), (5, "<5", False), (None, "<5", False), (5, "<=5", True), (2, ">1", True), (1, ">=1", True),
+    (4, "<5", True), (5, "<5", False), (None, "<5", False), (5, "<=5", True),
+    (2, ">1", True), (1, ">=1", True),
     (0, "==0", True), (1, "==1", True), (0, "==1", False), (1.0, "== 1", True),
 ])
 def test_conditions(value, condition, expected):
@@ -31,10 +32,14 @@ def test_invalid_conditions(bad):
 
 
 def test_derived_conditions_follow_table_6():
-    assert derived_conditions("==None", "==None") == {"positive_acceptance": "==1", "negative_rejection": "==1"}
-    assert derived_conditions("==None", "==1") == {"positive_acceptance": "==0", "negative_rejection": "==None"}
-    assert derived_conditions("==1", "==None") == {"positive_acceptance": "==None", "negative_rejection": "==0"}
-    assert derived_conditions("<5", "==5") == {"positive_acceptance": "==None", "negative_rejection": "==None"}
+    assert derived_conditions("==None", "==None") == {"positive_acceptance": "==1",
+                                                      "negative_rejection": "==1"}
+    assert derived_conditions("==None", "==1") == {"positive_acceptance": "==0",
+                                                   "negative_rejection": "==None"}
+    assert derived_conditions("==1", "==None") == {"positive_acceptance": "==None",
+                                                   "negative_rejection": "==0"}
+    assert derived_conditions("<5", "==5") == {"positive_acceptance": "==None",
+                                               "negative_rejection": "==None"}
 
 
 PUBLIC_LINE = {"input": "Q?", "actual_output": "A [1].", "expected_output": "R [1].", "references": ["doc"],
@@ -52,7 +57,8 @@ def test_public_format_loads_with_types_from_position(tmp_path):
     tests = load_unit_tests(_write(tmp_path, [PUBLIC_LINE] * 17))
     assert [t.test_type for t in tests[:2]] == [1, 2] and tests[16].test_type == 1
     assert tests[16].set_id == "set2" and tests[0].test_id == "set1-t01"
-    assert tests[0].conditions["completeness"] == "<5" and tests[0].conditions["negative_rejection"] == "==None"
+    assert (tests[0].conditions["completeness"] == "<5"
+            and tests[0].conditions["negative_rejection"] == "==None")
 
 
 @pytest.mark.parametrize("line,message", [
@@ -60,7 +66,8 @@ def test_public_format_loads_with_types_from_position(tmp_path):
     ({k: v for k, v in PUBLIC_LINE.items() if k != "references"}, "missing key 'references'"),
     ({**PUBLIC_LINE, "references": "doc"}, "references must be a list of strings"),
     ({**PUBLIC_LINE, "conditions": {"answer_relevancy_condition": "==5"}}, "conditions without"),
-    ({**PUBLIC_LINE, "conditions": {**PUBLIC_LINE["conditions"], "faithfulness_condition": "~1"}}, "invalid condition"),
+    ({**PUBLIC_LINE, "conditions": {**PUBLIC_LINE["conditions"], "faithfulness_condition": "~1"}},
+     "invalid condition"),
     ([1, 2], "not a JSON object"),
 ])
 def test_bad_lines_are_errors_naming_the_line(tmp_path, line, message):

@@ -27,7 +27,8 @@ def test_bare_integers_parse_exactly_when_in_range(value, padding, period):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(min_value=0, max_value=100), st.text(alphabet=st.characters(categories=["L", "Zs"]), min_size=1))
+@given(st.integers(min_value=0, max_value=100),
+       st.text(alphabet=st.characters(categories=["L", "Zs"]), min_size=1))
 def test_prose_around_a_number_is_invalid_unless_lenient(value, words):
     reply = f"{words.strip() or 'Score'}: {value}"
     assert parse_score(reply).score is None

@@ -21,7 +21,8 @@ def _hello(model: str) -> ChatRequest:
 def test_an_outage_of_each_kind_is_retried_until_the_real_server_answers(llm_endpoint, kind):
     plan = FaultPlan(outage=2, outage_kind=kind, hang_s=8.0)
     with FaultProxy(llm_endpoint.base_url, plan) as proxy:
-        cfg = ClientConfig(max_retries=3, backoff_base_s=0.05, backoff_max_s=0.2, timeout_s=5.0 if kind == "timeout" else 60)
+        cfg = ClientConfig(max_retries=3, backoff_base_s=0.05, backoff_max_s=0.2,
+                           timeout_s=5.0 if kind == "timeout" else 60)
         with LLMClient(cfg, proxy.base_url) as client:
             result = client.chat(_hello(llm_endpoint.judge_model))
             stats = client.stats
@@ -48,15 +49,18 @@ def test_mixed_faults_on_a_share_of_calls_all_end_answered(llm_endpoint):
 def test_retries_are_bounded(llm_endpoint):
     with FaultProxy(llm_endpoint.base_url, FaultPlan(outage=10)) as proxy:
         cfg = ClientConfig(max_retries=2, backoff_base_s=0.01, backoff_max_s=0.05)
-        with LLMClient(cfg, proxy.base_url) as client, pytest.raises(LLMRequestError, match="gave up after 3"):
+        with (
+            LLMClient(cfg, proxy.base_url) as client,
+            pytest.raises(LLMRequestError, match="gave up after 3"),
+        ):
             client.chat(_hello(llm_endpoint.judge_model))
     assert proxy.stats.received == 3
 
 
 def test_the_circuit_stops_hammering_a_dead_endpoint_then_a_probe_closes_it(llm_endpoint):
     with FaultProxy(llm_endpoint.base_url, FaultPlan(outage=3)) as proxy:
-        cfg = ClientConfig(max_retries=5, backoff_base_s=0.01, backoff_max_s=0.02, circuit_failure_threshold=3,
-                           circuit_cooldown_s=1.0)
+        cfg = ClientConfig(max_retries=5, backoff_base_s=0.01, backoff_max_s=0.02,
+                           circuit_failure_threshold=3, circuit_cooldown_s=1.0)
         with LLMClient(cfg, proxy.base_url) as client:
             for _ in range(10):
                 with pytest.raises(CircuitOpenError):

@@ -18,7 +18,8 @@ from tests.conftest import process_state_restored
 E2E_QUESTIONS = 3
 # Planted for the end-to-end run, in the environment and (the last two) in a chmod-600 secrets file; none
 # may reach MLflow (tests/pipelines/test_e2e.py).
-PLANTED_SECRETS = {"CCRS_LLM_API_KEY": "sk-e2e-planted-9f1c27", "OPENSEARCH_PASSWORD": "os-e2e-planted-4b8d11",
+PLANTED_SECRETS = {"CCRS_LLM_API_KEY": "sk-e2e-planted-9f1c27",
+                   "OPENSEARCH_PASSWORD": "os-e2e-planted-4b8d11",
                    "AWS_SECRET_ACCESS_KEY": "aws-e2e-planted-77ae03"}
 FILE_SECRETS = ("OPENSEARCH_PASSWORD", "AWS_SECRET_ACCESS_KEY")
 

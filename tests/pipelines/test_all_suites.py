@@ -47,5 +47,6 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     gqm = json.loads((layout.track_dir / "gqm" / "gqm_report.json").read_text())
     for name in ("grouse", "vera"):  # the suites the thesis goal tree weights besides CCRS
         scored_here = set(pd.read_parquet(layout.scores(name)).metric) & set(gqm["metric_sources"])
-        assert {gqm["metric_sources"][m] for m in scored_here} <= {str(layout.scores(name).relative_to(layout.root))}
+        assert ({gqm["metric_sources"][m] for m in scored_here}
+                <= {str(layout.scores(name).relative_to(layout.root))})
     assert result.tracked["run_id"]

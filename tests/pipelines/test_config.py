@@ -29,7 +29,8 @@ def test_unknown_key_is_an_error_naming_the_key(tmp_path):
 
 
 def test_impossible_values_are_errors(tmp_path):
-    path = _write(tmp_path, "readers: [{name: r1, kind: extractive}]\nchunking: {chunk_tokens: 50, overlap_tokens: 50}\n")
+    path = _write(tmp_path, "readers: [{name: r1, kind: extractive}]\n"
+                            "chunking: {chunk_tokens: 50, overlap_tokens: 50}\n")
     with pytest.raises(ConfigError, match="overlap_tokens"):
         load_config(path)
     path = _write(tmp_path, "readers: [{name: r1, kind: extractive}, {name: r1, kind: extractive}]\n")

@@ -32,7 +32,8 @@ def test_parent_run_holds_statistics_samples_config_and_provenance(e2e_run):
     assert plots and all(path.endswith(".png") for path in plots)
     stats_path = client.download_artifacts(parent.info.run_id, "stats/stats.json")
     stats = json.loads(open(stats_path).read())
-    assert {"n_queries", "systems", "metrics", "per_metric", "correlations", "b", "seed", "alpha"} <= set(stats)
+    assert ({"n_queries", "systems", "metrics", "per_metric", "correlations", "b", "seed", "alpha"}
+            <= set(stats))
     assert stats["systems"] == list("ABCDEF") and stats["metrics"] == CCRS
     params = parent.data.params
     for key in ("provenance.git_commit", "provenance.seeds.client", "provenance.seeds.stats",
@@ -46,8 +47,8 @@ def test_artifacts_land_in_s3(e2e_run, s3_endpoint):
 
     config, result = e2e_run
     url, _ = s3_endpoint
-    s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id="moto-test", aws_secret_access_key="moto-test",
-                      region_name="us-east-1")
+    s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id="moto-test",
+                      aws_secret_access_key="moto-test", region_name="us-east-1")
     keys = [item["Key"] for item in s3.list_objects_v2(Bucket="ccrs-artifacts").get("Contents", [])]
     assert any(key.endswith(f"{result.tracked['run_id']}/artifacts/stats/stats.json") for key in keys)
 

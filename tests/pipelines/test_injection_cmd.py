@@ -41,11 +41,12 @@ def test_tiny_real_run_prints_the_table_and_logs_to_mlflow(tmp_path, llm_endpoin
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     out = tmp_path / "out"
     args = ["injection-eval", "--limit", "1", "--templates", "score_dictation", "--placements", "response",
-            "--metrics", "QR", "--max-chunks", "1", "--llm-base-url", llm_endpoint.base_url, "--out", str(out),
-            "--tracking-uri", uri, "--no-progress"]
+            "--metrics", "QR", "--max-chunks", "1", "--llm-base-url", llm_endpoint.base_url,
+            "--out", str(out), "--tracking-uri", uri, "--no-progress"]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "score_dictation@response" in printed and "clean (mean score)" in printed and "MLflow run" in printed
+    assert ("score_dictation@response" in printed and "clean (mean score)" in printed
+            and "MLflow run" in printed)
     report = json.loads((out / "injection_report.json").read_text())
     assert report["judgments"] == 2 and report["templates"] == ["score_dictation"]
     assert {p.name for p in out.iterdir()} == {"injection_judgments.parquet", "injection_report.json",

@@ -22,13 +22,16 @@ def _render(url: str, tmp_path: Path, screenshot: Path | None = None) -> str:
     profile = tmp_path / f"chromium-{len(list(tmp_path.iterdir()))}"
     base = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}"]
     if screenshot:
-        subprocess.run([*base, f"--screenshot={screenshot}", url], capture_output=True, timeout=180, check=True)
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180, check=True).stdout
+        subprocess.run([*base, f"--screenshot={screenshot}", url], capture_output=True, timeout=180,
+                       check=True)
+    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180,
+                         check=True).stdout
     text = re.sub(r"<style.*?</style>|<script.*?</script>", " ", dom, flags=re.S)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless chromium not installed (make test installs it as root)")
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="headless chromium not installed (make test installs it as root)")
 def test_mlflow_ui_lists_systems_metrics_and_plots(e2e_run, tmp_path):
     config, result = e2e_run
     client = MlflowClient(config.mlflow.tracking_uri)

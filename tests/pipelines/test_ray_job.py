@@ -28,14 +28,14 @@ def ray_head(tmp_path):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
     temp_dir = Path("/tmp") / f"ccrs-ray-{dashboard_port}"
-    start = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={free_port()}",
-             "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}", "--num-cpus=8",
-             "--disable-usage-stats", f"--temp-dir={temp_dir}",
+    start = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+             f"--port={free_port()}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
+             "--num-cpus=8", "--disable-usage-stats", f"--temp-dir={temp_dir}",
              # Every agent port explicit: the defaults (e.g. 52365) are taken by the session's own Ray.
              f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
              f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
-    head = subprocess.Popen(start, env=env, stdout=open(tmp_path / "ray_head.log", "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    head = subprocess.Popen(start, env=env, stdout=open(tmp_path / "ray_head.log", "wb"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
     address = f"http://127.0.0.1:{dashboard_port}"
     try:
         wait_http(f"{address}/api/version", 180)

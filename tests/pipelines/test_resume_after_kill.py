@@ -73,7 +73,9 @@ def _checkpointed_judgments(run_dir: Path) -> int:
 
 def _results(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     judgments = pd.read_parquet(RunLayout(run_dir).judgments("ccrs"))[COMPARED]
-    generations = pd.read_parquet(run_dir / "generate" / "generations.parquet")[["query_id", "system", "answer"]]
+    generations = pd.read_parquet(run_dir / "generate" / "generations.parquet")[
+        ["query_id", "system", "answer"]
+    ]
     stats = json.loads((run_dir / "reduce" / "stats.json").read_text())
     return judgments, generations, {m: block["means"] for m, block in stats["per_metric"].items()}
 
@@ -94,7 +96,8 @@ def test_a_killed_run_resumes_between_and_inside_stages_with_identical_results(t
     # 2. killed inside the judging stage, once some shards are checkpointed
     _kill_when(killed_dir, killed_cfg, cache, lambda: _checkpointed_judgments(run_dir) >= 8,
                "8 checkpointed judgments")
-    assert (run_dir / "generate" / "_STAGE.json").stat().st_mtime_ns == generate_manifest  # reused, not redone
+    # reused, not redone
+    assert (run_dir / "generate" / "_STAGE.json").stat().st_mtime_ns == generate_manifest
     assert not (RunLayout(run_dir).judge_dir("ccrs") / "_STAGE.json").exists()
     saved = _checkpointed_judgments(run_dir)
     # 3. the rerun finishes, asking the judge only about what the checkpoint lacks

@@ -44,7 +44,8 @@ def test_unknown_keys_are_rejected(tmp_path):
 
 
 def test_flags_override_the_file():
-    args = _parse("retrieve", ["--config", str(EXAMPLE), "--dataset", "/data/bioasq", "--limit", "7", "--top-k", "5"])
+    args = _parse("retrieve", ["--config", str(EXAMPLE), "--dataset", "/data/bioasq", "--limit", "7",
+                               "--top-k", "5"])
     config = apply_overrides(load_command_config(args.config), args)
     assert (config.dataset.path, config.dataset.limit, config.retrieval.top_k) == ("/data/bioasq", 7, 5)
     assert config.chunking == load_command_config(EXAMPLE).chunking
@@ -59,7 +60,8 @@ def test_metrics_table():
     table = format_metrics({"bm25": {"R@20": 0.5, "RR@20": 0.25}, "knn": {"R@20": 0.75, "RR@20": 1.0}})
     lines = table.splitlines()
     assert lines[0].split() == ["retriever", "R@20", "RR@20"]
-    assert lines[1].split() == ["bm25", "0.5000", "0.2500"] and lines[2].split() == ["knn", "0.7500", "1.0000"]
+    assert (lines[1].split() == ["bm25", "0.5000", "0.2500"]
+            and lines[2].split() == ["knn", "0.7500", "1.0000"])
 
 
 def test_bad_config_exits_2(tmp_path, capsys):
@@ -72,7 +74,8 @@ def test_bad_config_exits_2(tmp_path, capsys):
 def test_index_then_retrieve(tmp_path, capsys):
     config = tmp_path / "bm25.yaml"
     config.write_text(
-        yaml.safe_dump({"dataset": {"path": str(REPO / "data" / "bioasq-sample")}, "retrieval": {"retrievers": ["bm25"]}})
+        yaml.safe_dump({"dataset": {"path": str(REPO / "data" / "bioasq-sample")},
+                        "retrieval": {"retrievers": ["bm25"]}})
     )
     common = ["--config", str(config), "--run-dir", str(tmp_path / "run"), "--limit", "3", "--no-progress"]
     assert cli.main(["index", *common]) == 0
@@ -87,7 +90,8 @@ def test_index_then_retrieve(tmp_path, capsys):
 
 def test_dataset_error_is_reported_without_traceback(tmp_path, capsys):
     bad = tmp_path / "bad.json"
-    bad.write_text('{"questions": [{"id": "q1", "body": "What is concizumab?", "snippets": [{"text": "x"}]}]}')
+    bad.write_text('{"questions": [{"id": "q1", "body": "What is concizumab?", '
+                   '"snippets": [{"text": "x"}]}]}')
     code = cli.main(["index", "--dataset", str(bad), "--run-dir", str(tmp_path / "run"), "--no-progress"])
     assert code == 1
     err = capsys.readouterr().err.strip()

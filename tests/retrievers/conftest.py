@@ -31,4 +31,6 @@ def sample_chunks(sample_dataset):
     from retrievers.chunking import chunk_passages
     from retrievers.tokenization import load_tokenizer
 
-    return chunk_passages(sample_dataset.passages, load_tokenizer("mistral-common:tokenizer.model.v1"), 300, 60)
+    return chunk_passages(
+        sample_dataset.passages, load_tokenizer("mistral-common:tokenizer.model.v1"), 300, 60
+    )

@@ -21,7 +21,8 @@ def test_token_windows_overlap():
 
 def test_chunks_are_spans_of_their_passage(sample_dataset, sample_chunks):
     assert sample_chunks.schema == CHUNKS_SCHEMA
-    texts = dict(zip(sample_dataset.passages.column("doc_id").to_pylist(), sample_dataset.passages.column("text").to_pylist()))
+    texts = dict(zip(sample_dataset.passages.column("doc_id").to_pylist(),
+                     sample_dataset.passages.column("text").to_pylist()))
     for chunk in sample_chunks.to_pylist():
         assert chunk["text"] == texts[chunk["doc_id"]][chunk["start_char"] : chunk["end_char"]]
         assert chunk["text"] == chunk["text"].strip() and chunk["text"]
@@ -46,7 +47,9 @@ def test_long_passage_windows_share_60_tokens(sample_dataset):
 
 
 def test_chunk_ids_are_deterministic_and_unique(sample_dataset, sample_chunks):
-    again = chunk_passages(sample_dataset.passages, load_tokenizer("mistral-common:tokenizer.model.v1"), 300, 60)
+    again = chunk_passages(
+        sample_dataset.passages, load_tokenizer("mistral-common:tokenizer.model.v1"), 300, 60
+    )
     assert again.equals(sample_chunks)
     ids = sample_chunks.column("chunk_id").to_pylist()
     assert len(set(ids)) == len(ids)

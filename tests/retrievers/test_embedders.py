@@ -35,7 +35,9 @@ def test_e5_mistral_instruction_format():
     assert format_queries(config, ["Concizumab is used for which diseases?"]) == [
         f"Instruct: {task}\nQuery: Concizumab is used for which diseases?"
     ]
-    assert format_passages(config, ["Concizumab is a monoclonal antibody."]) == ["Concizumab is a monoclonal antibody."]
+    assert format_passages(config, ["Concizumab is a monoclonal antibody."]) == [
+        "Concizumab is a monoclonal antibody."
+    ]
 
 
 def test_l2_normalize():
@@ -50,9 +52,11 @@ def test_backends_are_registered():
 
 def test_heavy_backends_are_imported_lazily():
     code = (
-        "import sys, retrievers.embedders, retrievers.indexes, retrievers.opensearch_index, retrievers.loaders, "
+        "import sys, retrievers.embedders, retrievers.indexes, retrievers.opensearch_index, "
+        "retrievers.loaders, "
         "retrievers.chunking, retrievers.metrics, retrievers.backends, retrievers.methods, retrievers.types; "
-        "print(sorted(m for m in ('vllm', 'torch', 'sentence_transformers', 'opensearchpy', 'ray') if m in sys.modules))"
+        "print(sorted(m for m in ('vllm', 'torch', 'sentence_transformers', 'opensearchpy', 'ray') "
+        "if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
@@ -83,7 +87,8 @@ def test_minilm_embeds_normalized_vectors(minilm, sample_questions):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("CCRS_TEST_VLLM_EMBED") != "1", reason="set CCRS_TEST_VLLM_EMBED=1 (starts vLLM, ~40 s)")
+@pytest.mark.skipif(os.environ.get("CCRS_TEST_VLLM_EMBED") != "1",
+                    reason="set CCRS_TEST_VLLM_EMBED=1 (starts vLLM, ~40 s)")
 def test_vllm_pooling_runner_matches_sentence_transformers(minilm, sample_questions, monkeypatch):
     """The production code path (vLLM `runner="pooling"`, `LLM.embed`) on the CPU build of vLLM, with the
     BERT model shipped in the wheel standing in for e5-mistral-7b-instruct."""

@@ -27,7 +27,8 @@ def index_dir(tmp_path_factory, sample_chunks, vectors):
 
 
 def lucene_bm25(query: list[str], docs: list[list[str]], doc: int, k1: float, b: float) -> float:
-    """Lucene's BM25Similarity: idf = ln(1 + (N - n + 0.5) / (n + 0.5)); tf / (tf + k1 (1 - b + b dl/avgdl))."""
+    """Lucene's BM25Similarity: idf = ln(1 + (N - n + 0.5) / (n + 0.5));
+    tf / (tf + k1 (1 - b + b dl/avgdl))."""
     n_docs, avgdl = len(docs), sum(map(len, docs)) / len(docs)
     score = 0.0
     for term in set(query):
@@ -65,7 +66,9 @@ def test_bm25_parameters_come_from_config(tmp_path, sample_chunks, sample_questi
     row_of = {cid: i for i, cid in enumerate(sample_chunks.column("chunk_id").to_pylist())}
     question = sample_questions[3]["body"]
     top = index.search_bm25([question], 1)[0][0]
-    assert top.score == pytest.approx(lucene_bm25(bm25_tokens([question], config)[0], docs, row_of[top.chunk_id], 0.9, 0.4), rel=1e-4)
+    assert top.score == pytest.approx(
+        lucene_bm25(bm25_tokens([question], config)[0], docs, row_of[top.chunk_id], 0.9, 0.4), rel=1e-4
+    )
     with pytest.raises(IndexBackendError, match="without vectors"):
         index.search_knn(np.zeros((1, 32), dtype=np.float32), 5)
 

@@ -26,7 +26,8 @@ def test_sample_corpus_is_the_unique_snippets(sample_dataset, sample_questions):
     assert sample_dataset.passages.num_rows == len(unique)
     assert sample_dataset.counts["n_passages"] == len(unique)
     assert sample_dataset.counts["n_empty_skipped"] == 0
-    texts = set(zip(sample_dataset.passages.column("doc_id").to_pylist(), sample_dataset.passages.column("text").to_pylist()))
+    texts = set(zip(sample_dataset.passages.column("doc_id").to_pylist(),
+                    sample_dataset.passages.column("text").to_pylist()))
     assert {(snippet_doc_id(pmid_from_url(d), t), t) for d, t in unique} == texts
 
 
@@ -51,7 +52,9 @@ def test_sample_queries(sample_dataset, sample_questions):
         expected_exact = json.loads(row["exact_answer"]) if row["exact_answer"] is not None else None
         assert expected_exact == question.get("exact_answer")
         assert set(row["relevant_doc_ids"]) <= corpus_ids
-        expected = {snippet_doc_id(pmid_from_url(s["document"]), s["text"].strip()) for s in question["snippets"]}
+        expected = {
+            snippet_doc_id(pmid_from_url(s["document"]), s["text"].strip()) for s in question["snippets"]
+        }
         assert set(row["relevant_doc_ids"]) == expected
         assert {pmid_from_url(d) for d in question["documents"]} <= set(row["relevant_pmids"])
 
@@ -168,7 +171,8 @@ def test_rag_mini_sharded_folders_and_string_ids(tmp_path, sample_dataset):
     pq.write_table(corpus.slice(0, 300), tmp_path / "text-corpus" / "part-0.parquet")
     pq.write_table(corpus.slice(300), tmp_path / "text-corpus" / "part-1.parquet")
     as_strings = qa.set_column(
-        2, "relevant_passage_ids", pa.array([json.dumps(v) for v in qa.column("relevant_passage_ids").to_pylist()])
+        2, "relevant_passage_ids",
+        pa.array([json.dumps(v) for v in qa.column("relevant_passage_ids").to_pylist()]),
     )
     pq.write_table(as_strings, tmp_path / "question-answer-passages" / "part-0.parquet")
     loaded = load_dataset(DatasetConfig(path=str(tmp_path), format="rag-mini-bioasq"))
@@ -202,7 +206,8 @@ def test_rag_mini_missing_column_names_the_file(tmp_path, sample_dataset):
     corpus, qa = _rag_mini_tables(sample_dataset)
     pq.write_table(corpus, tmp_path / "text-corpus.parquet")
     pq.write_table(qa.drop(["answer"]), tmp_path / "question-answer-passages.parquet")
-    with pytest.raises(DatasetError, match=r"question-answer-passages\.parquet: missing columns \['answer'\]"):
+    with pytest.raises(DatasetError,
+                       match=r"question-answer-passages\.parquet: missing columns \['answer'\]"):
         load_dataset(DatasetConfig(path=str(tmp_path)))
 
 

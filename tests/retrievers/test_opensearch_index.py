@@ -31,7 +31,8 @@ def _config(url: str, name: str, **kwargs) -> OpenSearchConfig:
 
 
 def test_index_body_shape():
-    config = OpenSearchConfig(bm25_k1=0.9, bm25_b=0.4, knn_engine="lucene", knn_space_type="cosinesimil", hnsw_m=24)
+    config = OpenSearchConfig(bm25_k1=0.9, bm25_b=0.4, knn_engine="lucene", knn_space_type="cosinesimil",
+                              hnsw_m=24)
     body = osi.index_body(config, 384)
     assert body["settings"]["index"]["knn"] is True
     assert body["settings"]["index"]["similarity"] == {"ccrs_bm25": {"type": "BM25", "k1": 0.9, "b": 0.4}}
@@ -122,7 +123,8 @@ def test_unreachable_server_names_the_host(sample_chunks):
 
 @pytest.fixture(scope="module")
 def built(opensearch_url, sample_chunks):
-    config = IndexConfig(backend="opensearch", opensearch=_config(opensearch_url, "ccrs-test", bm25_k1=1.1, bm25_b=0.7))
+    config = IndexConfig(backend="opensearch",
+                         opensearch=_config(opensearch_url, "ccrs-test", bm25_k1=1.1, bm25_b=0.7))
     vectors = np.random.default_rng(0).normal(size=(sample_chunks.num_rows, 16)).astype(np.float32)
     summary = build_index(config, sample_chunks, vectors, None)
     return config, summary

@@ -8,7 +8,8 @@ from stats.gqm import GoalNode, GoalTree, MetricNode, QuestionNode, aggregate, a
 
 
 def tree(renormalize=False):
-    q1 = QuestionNode("Q1", "generator", 1.0, (MetricNode("A", "primary", 1.0), MetricNode("B", "secondary", 0.5)))
+    q1 = QuestionNode("Q1", "generator", 1.0,
+                      (MetricNode("A", "primary", 1.0), MetricNode("B", "secondary", 0.5)))
     q2 = QuestionNode("Q2", "retriever", 1.0, (MetricNode("C", "primary", 0.8),))
     q3 = QuestionNode("Q3", "system", 1.0, (MetricNode("D", "supporting", 0.2),))
     return GoalTree((GoalNode("G1", 1.0, (q1, q2)), GoalNode("G2", 0.5, (q3,))), renormalize)

@@ -40,7 +40,8 @@ def write(tmp_path, text) -> Path:
         "hypotheses:\n  - {name: H1, pairs: [[A, B]], metrics: [CC], colour: red}\n",  # unknown key
         "hypotheses:\n  - {name: H1, pairs: [[A, A]], metrics: [CC]}\n",
         "hypotheses:\n  - {name: H1, pairs: [[A, B]], metrics: [CC], direction: up}\n",
-        "hypotheses:\n  - {name: H1, pairs: [[A, B]], metrics: [CC]}\n  - {name: H1, pairs: [[A, B]], metrics: [QR]}\n",
+        "hypotheses:\n  - {name: H1, pairs: [[A, B]], metrics: [CC]}\n"
+        "  - {name: H1, pairs: [[A, B]], metrics: [QR]}\n",
         "hypotheses: [\n",
         "[]\n",
     ],

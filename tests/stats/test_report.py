@@ -103,7 +103,8 @@ def test_hypotheses_evaluated(scores):
 
 def test_metric_order_is_the_given_order_first_then_sorted_whatever_the_row_order():
     order = ("CC", "QR", "ID", "AC", "IR")
-    assert compute_all(make_scores(metrics=("IR", "CC", "AC")), b=20, metric_order=order)["metrics"] == ["CC", "AC", "IR"]
+    assert compute_all(make_scores(metrics=("IR", "CC", "AC")), b=20,
+                       metric_order=order)["metrics"] == ["CC", "AC", "IR"]
     assert compute_all(make_scores(metrics=("zeta", "CC", "alpha")), b=20,
                        metric_order=order)["metrics"] == ["CC", "alpha", "zeta"]
     assert compute_all(make_scores(metrics=("IR", "CC", "AC")), b=20)["metrics"] == ["AC", "CC", "IR"]

@@ -37,8 +37,8 @@ def judged_inputs(tmp_path_factory):
 
 def _judge(run_dir: Path, inputs, base_url: str, judge_model: str, **client) -> tuple[pd.DataFrame, dict]:
     cfg = ClientConfig(**{"max_concurrency": 4, **client})
-    out = run_judging(run_dir, *inputs, JudgeConfig(model=judge_model, cache=False, structured_output=True), cfg, base_url, top_k=3,
-                      progress=False)
+    judge = JudgeConfig(model=judge_model, cache=False, structured_output=True)
+    out = run_judging(run_dir, "ccrs", *inputs, judge, cfg, base_url, top_k=3, progress=False)
     return pd.read_parquet(out.judgments_path), {**out.summary, "scores_path": out.scores_path}
 
 

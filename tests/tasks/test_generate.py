@@ -18,7 +18,9 @@ def test_generation_prompt_is_figure_1():
     prompt = generation_prompt("Q?", ["c1", "c2"])
     assert prompt.startswith("Please answer the given question based on the context. <context>")
     assert "<content>c1</content> <content>c2</content> </context>" in prompt
-    assert prompt.endswith("Question: Q?\nPlease answer the question and tag your answer with <answer></answer>.")
+    assert prompt.endswith(
+        "Question: Q?\nPlease answer the question and tag your answer with <answer></answer>."
+    )
 
 
 @pytest.mark.parametrize("reply,answer,tagged", [
@@ -54,18 +56,20 @@ def test_build_items_uses_top_k_in_rank_order(bioasq_inputs):
     assert len(items) == 2 * 2 * len(queries)
     assert {i.system for i in items} == {"A", "B", "C", "D"}
     first = next(i for i in items if i.system == "A")
-    top = retrieved[(retrieved.query_id == first.query_id) & (retrieved.retriever == "bm25")].sort_values("rank")
+    top = retrieved[
+        (retrieved.query_id == first.query_id) & (retrieved.retriever == "bm25")
+    ].sort_values("rank")
     assert first.chunks == top["text"].head(2).tolist()
 
 
 def test_extractive_only_run_needs_no_server(tmp_path, bioasq_inputs):
     readers = [ReaderConfig(name="x", kind="extractive")]
-    out = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1", top_k=3,
-                         progress=False)
+    out = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
+                         top_k=3, progress=False)
     frame = pd.read_parquet(out.path)
     assert set(frame.system) == {"A", "B"} and (frame.status == "ok").all()
-    again = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1", top_k=3,
-                           progress=False)
+    again = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
+                           top_k=3, progress=False)
     assert again.reused
 
 

@@ -44,14 +44,15 @@ def test_empty_responses_score_zero_without_a_judge_call(tmp_path, bioasq_inputs
 
 
 @pytest.mark.llm
-def test_every_metric_is_scored_or_recorded_as_failure(tmp_path, bioasq_inputs, llm_endpoint, judge_cache_dir):
+def test_every_metric_is_scored_or_recorded_as_failure(tmp_path, bioasq_inputs, llm_endpoint,
+                                                       judge_cache_dir):
     gens_path = _extractive_generations(tmp_path, bioasq_inputs)
     gens = _with_empty_and_failed(gens_path)
     gens = gens.head(4)
     gens.to_parquet(gens_path, index=False)
     judge = JudgeConfig(model=llm_endpoint.judge_model)
-    out = run_judging(tmp_path / "run", "ccrs", *bioasq_inputs, gens_path, judge, ClientConfig(max_concurrency=16),
-                      llm_endpoint.base_url, top_k=3, progress=False)
+    out = run_judging(tmp_path / "run", "ccrs", *bioasq_inputs, gens_path, judge,
+                      ClientConfig(max_concurrency=16), llm_endpoint.base_url, top_k=3, progress=False)
     assert out.judgments_path == RunLayout(tmp_path / "run").judgments("ccrs")
     frame = pd.read_parquet(out.judgments_path)
     assert len(frame) == 4 * 5 and set(frame.metric) == {"CC", "QR", "ID", "AC", "IR"}
@@ -112,7 +113,9 @@ def test_injected_responses_and_contexts_are_flagged_not_dropped(tmp_path, bioas
     assert len(frame) == len(samples) and frame["suspicious"].sum() == 2
 
 
-def test_every_suite_records_empty_responses_and_failed_generations_one_row_per_metric(tmp_path, bioasq_inputs):
+def test_every_suite_records_empty_responses_and_failed_generations_one_row_per_metric(
+    tmp_path, bioasq_inputs
+):
     from judges.suite import suites
     from tasks.judge import check_complete, failed_generation_judgments, judgments_frame
 

@@ -71,7 +71,9 @@ def test_outputs(first):
     assert all(0.0 <= v <= 1.0 for values in first.metrics_summary.values() for v in values.values())
     assert first.counts["n_queries"] == 32 and first.counts["n_passages"] == 685
     assert first.counts["n_empty_skipped"] == 0 and first.counts["n_chunks"] >= 685
-    assert [s.name for s in first.stages] == ["ingest", "chunk", "embed", "index", "retrieve", "retrieval_metrics"]
+    assert [s.name for s in first.stages] == [
+        "ingest", "chunk", "embed", "index", "retrieve", "retrieval_metrics"
+    ]
 
 
 def test_retrieval_finds_relevant_snippets(first):
@@ -150,7 +152,8 @@ def test_opensearch_backend_bm25_against_osmem(tmp_path, ray_session):
     from osmem_server import OsmemServer
 
     with OsmemServer.start(freeze=False, japanese=False, addr="127.0.0.1:0") as server:
-        index = IndexConfig(backend="opensearch", opensearch=OpenSearchConfig(hosts=[server.url], index_name="ccrs-stage"))
+        index = IndexConfig(backend="opensearch",
+                            opensearch=OpenSearchConfig(hosts=[server.url], index_name="ccrs-stage"))
         outputs = _run(tmp_path, index=index, retrieval=RetrievalConfig(retrievers=["bm25"]))
         server.request("DELETE", "/ccrs-stage")
         rebuilt = _run(tmp_path, index=index, retrieval=RetrievalConfig(retrievers=["bm25"]))
@@ -194,8 +197,9 @@ def test_opensearch_down_at_start_is_named_before_any_work(tmp_path):
     preflight_index(IndexConfig())  # the embedded index has nothing to reach
 
 
-def test_opensearch_down_mid_run_keeps_finished_stages_and_the_rerun_rebuilds(tmp_path, ray_session, monkeypatch,
-                                                                              request):
+def test_opensearch_down_mid_run_keeps_finished_stages_and_the_rerun_rebuilds(
+    tmp_path, ray_session, monkeypatch, request
+):
     """The server dies after the index is built: the search fails naming the address, the finished
     ingest/chunk/index stages stay on disk; a new (empty, in-memory) server on the same address gets the
     index rebuilt on the rerun, which then finishes with the same retrieval results."""
@@ -207,8 +211,9 @@ def test_opensearch_down_mid_run_keeps_finished_stages_and_the_rerun_rebuilds(tm
     server = OsmemServer.start(freeze=False, japanese=False, addr="127.0.0.1:0")
     request.addfinalizer(server.close)  # stopped even when the test fails before the planned outage
     address = server.url.removeprefix("http://")
-    index = IndexConfig(backend="opensearch", opensearch=OpenSearchConfig(hosts=[server.url], index_name="ccrs-outage",
-                                                                          timeout_s=5))
+    index = IndexConfig(backend="opensearch",
+                        opensearch=OpenSearchConfig(hosts=[server.url], index_name="ccrs-outage",
+                                                    timeout_s=5))
     retrieval = RetrievalConfig(retrievers=["bm25"])
     real_index_stage = stages.index_stage
 
@@ -226,7 +231,8 @@ def test_opensearch_down_mid_run_keeps_finished_stages_and_the_rerun_rebuilds(tm
     monkeypatch.undo()
 
     with OsmemServer.start(freeze=False, japanese=False, addr=address):
-        rerun = _run(tmp_path, dataset=DatasetConfig(path=str(SAMPLE), limit=4), index=index, retrieval=retrieval)
+        rerun = _run(tmp_path, dataset=DatasetConfig(path=str(SAMPLE), limit=4), index=index,
+                     retrieval=retrieval)
     reused = {s.name: s.reused for s in rerun.stages}
     assert reused["ingest"] and reused["chunk"] and not reused["index"]
     retrieved = pd.read_parquet(rerun.retrieved_path)

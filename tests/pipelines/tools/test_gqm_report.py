@@ -29,13 +29,15 @@ def make_run(root: Path, with_retrieval: bool = True) -> Path:
     (root / "retrieve").mkdir(parents=True)
     queries.to_parquet(root / "retrieve" / "queries.parquet")
     systems = {"bm25+r": "bm25", "knn+r": "knn"}
-    rows = [(q, s, m, float(rng.uniform())) for q in queries.query_id for s in systems for m in ["CC", "QR", "ID", "AC", "IR"]]
+    rows = [(q, s, m, float(rng.uniform()))
+            for q in queries.query_id for s in systems for m in ["CC", "QR", "ID", "AC", "IR"]]
     layout = RunLayout(root)
     layout.judge_dir("ccrs").mkdir()
     pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"]).to_parquet(layout.scores("ccrs"))
     (root / "generate").mkdir()
     pd.DataFrame([{"query_id": q, "system": s, "retriever": r, "reader": "r", "answer": "x"}
-                  for q in queries.query_id for s, r in systems.items()]).to_parquet(root / "generate" / "generations.parquet")
+                  for q in queries.query_id for s, r in systems.items()]).to_parquet(
+        root / "generate" / "generations.parquet")
     if with_retrieval:
         (root / "retrieval_metrics").mkdir()
         pd.DataFrame([(q, r, m, float(rng.uniform())) for q in queries.query_id for r in systems.values()
@@ -77,7 +79,8 @@ def test_report_traceability_per_qtype_and_missing_metrics(tmp_path):
     entry = report["systems"]["bm25+r"]["all"]
     assert set(report["systems"]["bm25+r"]["by_qtype"]) == set(QTYPES)
     assert entry["n_queries"] == 8
-    total = sum(m["to_overall"] for g in entry["goals"] for q in g["questions"] for m in q["metrics"] if m["available"])
+    total = sum(m["to_overall"] for g in entry["goals"] for q in g["questions"] for m in q["metrics"]
+                if m["available"])
     assert total == pytest.approx(entry["overall"]["score"])
     # Q1.1: only CC and AC present -> renormalized (coverage 1.2 / 3.1)
     q11 = entry["goals"][0]["questions"][0]
@@ -106,10 +109,12 @@ def test_without_renormalization_goals_are_not_computable_with_reason(tmp_path):
 def test_write_report_files(tmp_path):
     run = make_run(tmp_path / "run", with_retrieval=False)
     report, files = write_report(run, out_dir=tmp_path / "out")
-    assert [f.name for f in files] == ["gqm_report.json", "radar.png", "heatmap_goals.png", "heatmap_metrics.png"]
+    assert [f.name for f in files] == ["gqm_report.json", "radar.png", "heatmap_goals.png",
+                                       "heatmap_metrics.png"]
     for f in files[1:]:
         assert f.read_bytes()[:4] == b"\x89PNG"
-    q21 = report["systems"]["knn+r"]["all"]["goals"][1]["questions"][0]  # retriever question, nothing measured
+    # retriever question, nothing measured
+    q21 = report["systems"]["knn+r"]["all"]["goals"][1]["questions"][0]
     assert q21["score"] is None and "none of its metrics" in q21["reason"]
 
 

@@ -73,8 +73,8 @@ def test_report_pairs_clean_and_injected_per_question():
 def test_dead_endpoint_still_gives_one_failed_row_per_judgment(tmp_path, ray_session):
     samples = load_injection_samples(DATASET, limit=1, max_chunks=2)
     client = ClientConfig(max_retries=0, timeout_s=5)
-    result = run_injection_eval(samples, ["append_override"], ["response"], JudgeConfig(metrics=METRICS), client,
-                                "http://127.0.0.1:9/v1", tmp_path / "out")
+    result = run_injection_eval(samples, ["append_override"], ["response"], JudgeConfig(metrics=METRICS),
+                                client, "http://127.0.0.1:9/v1", tmp_path / "out")
     frame = result.frame
     assert len(frame) == 1 * 2 * 2 and (frame.status == "failed").all() and frame.reason.notna().all()
     assert result.report.cells[0].failures_injected == 1 and result.report.cells[0].mean_shift is None

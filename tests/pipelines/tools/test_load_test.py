@@ -87,7 +87,8 @@ def test_error_kinds_name_the_status_or_what_the_retries_gave_up_on():
     assert error_kind(LLMRequestError("HTTP 400: bad", 400, 1)) == "HTTP 400"
     assert error_kind(LLMRequestError("gave up after 5 attempts: ReadTimeout: timed out", attempts=5)) \
         == "gave up: ReadTimeout"
-    assert error_kind(LLMRequestError("gave up after 5 attempts: HTTP 503: busy", attempts=5)) == "gave up: HTTP 503"
+    assert error_kind(LLMRequestError("gave up after 5 attempts: HTTP 503: busy", attempts=5)) \
+        == "gave up: HTTP 503"
     assert error_kind(ValueError("x")) == "ValueError"
 
 
@@ -214,8 +215,10 @@ def test_whole_test_runs_each_level_limited_then_raised_on_fresh_requests(stub):
 
 def test_outputs_are_written(tmp_path):
     records = [_record(0.0, 1.0, tokens=5), _record(0.0, 2.0, tokens=5)]
-    levels = [summarize_level(records, mode, level, 2) for mode in ("limited", "unlimited") for level in (1, 2)]
-    result = LoadTestResult("m", "http://x/v1", {"levels": [1, 2]}, {"max_concurrency": 2, "api_key_env": "K"},
+    levels = [summarize_level(records, mode, level, 2)
+              for mode in ("limited", "unlimited") for level in (1, 2)]
+    result = LoadTestResult("m", "http://x/v1", {"levels": [1, 2]},
+                            {"max_concurrency": 2, "api_key_env": "K"},
                             {"cpu_cores": 2}, 10, [], levels, records, 3.0)
     paths = write_outputs(result, tmp_path / "out")
     assert all(p.exists() and p.stat().st_size > 0 for p in paths.values())

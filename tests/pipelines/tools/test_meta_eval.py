@@ -1,4 +1,7 @@
-"""Meta-evaluation: condition checking, pass rates, CCRS pairs, outputs, agreement, MLflow; a small real run."""
+(
+    """Meta-evaluation: condition checking, pass rates, CCRS pairs, outputs, agreement, MLflow; """
+    """a small real run."""
+)
 import json
 from pathlib import Path
 
@@ -29,8 +32,8 @@ def _judgments(test, values: dict, failed=()):
     for metric in METRIC_ORDER:
         status = "failed" if metric in failed else "ok"
         mark = values.get(metric)
-        out.append(Judgment(test.test_id, "unit-test", "grouse", metric, normalize(metric, mark), mark, None, status,
-                            "bad" if status == "failed" else None, "raw text", 1, 0, 0, "v1", "m",
+        out.append(Judgment(test.test_id, "unit-test", "grouse", metric, normalize(metric, mark), mark, None,
+                            status, "bad" if status == "failed" else None, "raw text", 1, 0, 0, "v1", "m",
                             detail=detail_json(justification=f"why {metric}")))
     return out
 
@@ -44,9 +47,11 @@ def test_perfect_marks_pass_every_condition():
 
 
 def test_wrong_mark_and_failed_judgment_fail_their_condition():
-    outcome = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4}, failed=("faithfulness",)))
+    outcome = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4},
+                                              failed=("faithfulness",)))
     assert not outcome.checks["completeness"]["passed"] and not outcome.checks["faithfulness"]["passed"]
-    assert outcome.checks["faithfulness"]["raw"] == "raw text" and outcome.checks["answer_relevancy"]["passed"]
+    assert (outcome.checks["faithfulness"]["raw"] == "raw text"
+            and outcome.checks["answer_relevancy"]["passed"])
 
 
 def test_checks_hold_the_raw_mark_and_the_justification():
@@ -74,8 +79,9 @@ def test_pass_rates_per_metric_and_overall():
 
 def test_ccrs_pairs_compare_variants_with_the_correct_answer_of_their_set():
     pairs = ccrs_pairs(TRAIN)
-    assert {(v.test_type, m) for _, v, m in pairs} == {(16, "AC"), (16, "CC"), (8, "QR"), (8, "ID"), (10, "IR"),
-                                                        (11, "AC"), (11, "IR"), (11, "QR"), (12, "AC"), (12, "IR")}
+    assert {(v.test_type, m) for _, v, m in pairs} == {(16, "AC"), (16, "CC"), (8, "QR"), (8, "ID"),
+                                                        (10, "IR"), (11, "AC"), (11, "IR"), (11, "QR"),
+                                                        (12, "AC"), (12, "IR")}
     assert all(b.test_type == 1 and b.references == v.references for b, v, _ in pairs)
 
 
@@ -110,7 +116,8 @@ class FakeJudge:
 def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions():
     from pipelines.tools.meta_eval import run_grouse_tests
 
-    client = FakeJudge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": None}, None)
+    client = FakeJudge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": None},
+                       None)
     judge = JudgeConfig(model="m", grouse=GrouseOptions(max_tokens=200))
     done = []
     (outcome,) = run_grouse_tests(TRAIN[:1], judge, client, on_done=done.append)
@@ -119,7 +126,8 @@ def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions():
     assert {r.max_tokens for r in client.requests} == {200}
     prompt = client.requests[1].messages[0]["content"]  # completeness: the test's references, its two answers
     assert all(ref[:40] in prompt for ref in TRAIN[0].references)
-    assert (_block(prompt, "answer_1"), _block(prompt, "answer_2")) == (TRAIN[0].expected_answer, TRAIN[0].answer)
+    assert ((_block(prompt, "answer_1"), _block(prompt, "answer_2"))
+            == (TRAIN[0].expected_answer, TRAIN[0].answer))
     assert prompt.index("<answer_1>") < prompt.index("<answer_2>")
 
 
@@ -133,15 +141,19 @@ def test_ccrs_calibration_scores_each_needed_judgment_once_against_the_correct_a
     client = FakeJudge({}, lambda prompt: 90 if _block(prompt, "response") == base.answer else 40)
     result = run_ccrs_calibration(tests, JudgeConfig(model="m"), client)
     assert result["judgments"] == 4 and result["judgments_failed"] == 0 and len(client.requests) == 4
-    assert [(p["test_type"], p["metric"], p["passed"]) for p in result["pairs"]] == [(16, "AC", True), (16, "CC", True)]
+    assert ([(p["test_type"], p["metric"], p["passed"]) for p in result["pairs"]]
+            == [(16, "AC", True), (16, "CC", True)])
     cc = result["pairs"][1]
-    assert (cc["correct_score"], cc["variant_score"], cc["correct_raw"], cc["variant_raw"]) == (0.9, 0.4, "90", "40")
+    assert ((cc["correct_score"], cc["variant_score"], cc["correct_raw"], cc["variant_raw"])
+            == (0.9, 0.4, "90", "40"))
     ac = result["pairs"][0]  # AC = 0.7 EM + 0.3 LLM: the correct answer is the ground truth (EM 1)
-    assert ac["correct_score"] == pytest.approx(0.7 + 0.3 * 0.9) and ac["variant_score"] == pytest.approx(0.3 * 0.4)
+    assert (ac["correct_score"] == pytest.approx(0.7 + 0.3 * 0.9)
+            and ac["variant_score"] == pytest.approx(0.3 * 0.4))
     assert result["pass_rate"] == 1.0 and result["per_metric"] == {"AC": 1.0, "CC": 1.0}
     prompts = [r.messages[0]["content"] for r in client.requests]
     assert sorted(_block(p, "response") for p in prompts) == sorted([base.answer, variant.answer] * 2)
-    assert [_block(p, "ground_truth") for p in prompts if "<ground_truth>" in p] == [base.answer] * 2  # the AC asks
+    # the AC asks
+    assert [_block(p, "ground_truth") for p in prompts if "<ground_truth>" in p] == [base.answer] * 2
     assert all(_block(p, "context").count("<chunk rank=") == len(base.references) for p in prompts)
 
 
@@ -178,7 +190,8 @@ def test_mlflow_run_holds_pass_rates_and_artifacts(tmp_path, monkeypatch):
     assert {"meta_eval/results.json", "meta_eval/matrix.png", "meta_eval/failures.jsonl"} <= names
 
 
-def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_path, bioasq_inputs, judge_cache_dir):
+def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_path, bioasq_inputs,
+                                                                           judge_cache_dir):
     from tasks.generate import run_generation
     from tasks.judge import run_judging
 
@@ -202,14 +215,16 @@ def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_p
 
 # --- against the real CPU judge ---------------------------------------------------------------------------
 
-SMALL_JUDGE = {"max_reasks": 0, "grouse": GrouseOptions(max_tokens=128), "structured_output": True, "cache": False}
+SMALL_JUDGE = {"max_reasks": 0, "grouse": GrouseOptions(max_tokens=128), "structured_output": True,
+               "cache": False}
 
 
 @pytest.mark.llm
 def test_real_ccrs_calibration_on_one_pair_of_variants(llm_endpoint):
     tests = [t for t in TRAIN if t.test_type in (1, 16)]
     judge = JudgeConfig(model=llm_endpoint.judge_model, cache=False)
-    result = run_meta_eval(tests, "train", "ccrs", judge, ClientConfig(max_concurrency=8), llm_endpoint.base_url)
+    result = run_meta_eval(tests, "train", "ccrs", judge, ClientConfig(max_concurrency=8),
+                           llm_endpoint.base_url)
     assert result.outcomes == [] and result.ccrs["judgments"] == 4
     pairs = result.ccrs["pairs"]
     assert [(p["test_type"], p["metric"]) for p in pairs] == [(16, "AC"), (16, "CC")]
