@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--dataset", help="BioASQ JSON file/folder or rag-mini-bioasq folder")
     parser.add_argument("--limit", type=int, help="use only the first N questions")
     parser.add_argument("--run-dir", help="where stage outputs go (default: runs/<name>)")
+    parser.add_argument("--judges", type=_names, help="comma-separated judge suites to run, replacing the "
+                        "config's `judges` (see `ccrs metrics`), e.g. ccrs,grouse,vera,ragchecker")
     parser.add_argument("--from-stage", choices=STAGES, help="recompute this stage and all later ones")
     parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint "
                         "(e.g. the RayService) instead of deploying the Serve app")
@@ -54,12 +56,16 @@ def main(args: argparse.Namespace) -> int:
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Failures with a clear message of their own (data, index, LLM endpoint, MLflow, statistics)."""
     from judges.client import LLMRequestError
-    from retrievers.indexes import IndexBackendError
     from retrievers.schema import DatasetError
+    from retrievers.types import IndexBackendError
     from stats.errors import StatsInputError
     from tasks.tracking import TrackingError
 
     return (DatasetError, IndexBackendError, LLMRequestError, StatsInputError, TrackingError, TimeoutError)
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _overrides(args: argparse.Namespace) -> dict:
@@ -70,6 +76,8 @@ def _overrides(args: argparse.Namespace) -> dict:
         overrides["dataset.limit"] = args.limit
     if args.llm_base_url:
         overrides["serving"] = {"profile": "external", "base_url": args.llm_base_url}
+    if args.judges:
+        overrides["judges"] = args.judges
     if args.run_dir:
         overrides["run_dir"] = str(Path(args.run_dir).resolve())
     return overrides

@@ -27,13 +27,15 @@ from judges.readers import (
     reader_request,
 )
 from judges.tokens import token_counter
+from retrievers.methods import RETRIEVAL_METHODS
 from tasks.fanout import fan_out, fan_out_report
 from tasks.layout import GENERATIONS_FILE
 from tasks.stage import StageCheckpoint, code_version, file_fingerprint, run_stage, stage_key
 
 __all__ = ["fan_out", "run_generation", "system_label", "top_k_contexts"]
 
-RETRIEVER_ORDER = ("bm25", "knn")
+# System letters: reader-major over the registered retrieval methods (A = reader 1 x bm25, B = x knn, ...).
+RETRIEVER_ORDER = tuple(RETRIEVAL_METHODS)
 GENERATION_COLUMNS = [
     "query_id", "system", "retriever", "reader", "prompt", "response_raw", "answer", "tagged",
     "n_chunks_used", "n_chunks_truncated", "chunk_ids", "prompt_tokens", "completion_tokens", "status",

@@ -50,3 +50,12 @@ def test_dotted_overrides_apply(tmp_path):
     config = load_config(path, {"dataset.limit": 3, "run_dir": str(tmp_path / "r")})
     assert config.dataset.limit == 3
     assert config.resolved_run_dir() == tmp_path / "r"
+
+
+def test_judges_flag_replaces_the_configs_suites_and_is_checked_against_the_registry(capsys):
+    from pipelines.cli import main
+
+    assert main(["run", "--judges", "ccrs, grouse,vera,ragchecker", "--check-config"]) == 0
+    assert "config OK" in capsys.readouterr().out
+    assert main(["run", "--judges", "ccrs,nosuch", "--check-config"]) == 2
+    assert "nosuch" in capsys.readouterr().err
