@@ -7,12 +7,17 @@ import pytest
 
 from judges.config import JudgeConfig
 from judges.suite import get_suite, suites
+from pipelines.config import RunConfig
 from pipelines.pipeline import run_pipeline
 from tasks.layout import RunLayout
 from tests.pipelines.conftest import e2e_config
 
 QUESTIONS = 2
-SYSTEMS = 6
+# Two extractive readers (4 systems, deterministic generations) and at most 3 claims per answer keep the
+# four suites' ~300 judge calls within a few CPU minutes; every suite still runs through every stage.
+READERS = [{"name": "extractive-top1", "kind": "extractive", "max_sentences": 1},
+           {"name": "extractive-top3", "kind": "extractive", "max_sentences": 3}]
+SYSTEMS = 2 * len(READERS)
 
 
 @pytest.mark.llm
@@ -21,7 +26,8 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
                                                                           judge_cache_dir):
     config = e2e_config(tmp_path / "run", llm_endpoint.base_url, f"sqlite:///{tmp_path / 'mlflow.db'}",
                         experiment="ccrs-all-suites")
-    config = config.model_copy(update={"judges": list(suites())})
+    config = RunConfig.model_validate({**config.model_dump(), "judges": list(suites()), "readers": READERS})
+    config.judge.ragchecker.max_claims = 3
     config.dataset.limit = QUESTIONS
     config.stats.b = 200
     config.stats.hypotheses = None
