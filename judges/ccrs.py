@@ -34,10 +34,11 @@ SUITE = "ccrs"
 # Canonical input order of the shared-prefix layout: the long context first, so that CC, ID, AC and IR
 # of one sample share the (context, response) prefix in vLLM's prefix cache.
 CANONICAL_ORDER = ("context", "response", "question", "ground_truth")
-INPUT_LABELS = {"question": "QUESTION", "context": "CONTEXT", "response": "RESPONSE",
-                "ground_truth": "GROUND TRUTH"}
 INPUT_TAGS = {"question": "question", "context": "context", "response": "response",
               "ground_truth": "ground_truth"}
+# How a version shows its inputs (its `_common.txt` [input_format]): `tagged` (v1) puts each between its
+# own tags, untrusted text neutralized; `plain` (paper) shows a label and the text as it is.
+INPUT_FORMATS = ("tagged", "plain")
 EM_COMBINED = frozenset({"AC"})  # AC = lambda * EM + (1 - lambda) * LLM
 
 
@@ -63,44 +64,80 @@ def load_template(version: str, filename: str) -> dict[str, str]:
     return templates.load_template(SUITE, version, filename)
 
 
-def render_input(name: str, value: str | list[str]) -> str:
+def prompt_versions() -> tuple[str, ...]:
+    """The selectable `JudgeConfig.prompt_version`s: the folders under judges/prompts/ccrs/."""
+    return templates.versions(SUITE)
+
+
+def check_prompt_version(cfg: JudgeConfig) -> None:
+    """A version that does not exist, or a layout it does not offer, is a config error before any work."""
+    if cfg.prompt_version not in prompt_versions():
+        raise ValueError(f"judge.prompt_version {cfg.prompt_version!r} is not a CCRS prompt version; "
+                         f"choose from {list(prompt_versions())}")
+    if cfg.shared_prefix:
+        _require_shared_prefix_layout(cfg, load_template(cfg.prompt_version, "_common.txt"))
+
+
+def _require_shared_prefix_layout(cfg: JudgeConfig, common: dict[str, str]) -> None:
+    if "shared_intro" not in common:
+        raise ValueError(f"judge.shared_prefix reorders the inputs, which prompt_version "
+                         f"{cfg.prompt_version!r} does not allow (it keeps the paper's input order); "
+                         f"set shared_prefix: false or use a version with a shared-prefix layout")
+
+
+def input_labels(common: dict[str, str]) -> dict[str, str]:
+    """The [labels] section: one `input: label` line per input."""
+    pairs = (line.split(":", 1) for line in common["labels"].splitlines() if line.strip())
+    return {name.strip(): label.strip() for name, label in pairs}
+
+
+def render_input(name: str, value: str | list[str], common: dict[str, str]) -> str:
+    label = input_labels(common)[name]
+    chunks = value if isinstance(value, list) else [value]
+    if common["input_format"] == "plain":
+        return f"{label}:\n" + "\n\n".join(str(chunk) for chunk in chunks)
     tag = INPUT_TAGS[name]
     if name == "context":
-        chunks = value if isinstance(value, list) else [value]
         body = "\n".join(
             f'<chunk rank="{i}">\n{neutralize(chunk)}\n</chunk>' for i, chunk in enumerate(chunks, 1)
         )
     else:
         body = neutralize(str(value))
-    return f"{INPUT_LABELS[name]}:\n<{tag}>\n{body}\n</{tag}>"
+    return f"{label}:\n<{tag}>\n{body}\n</{tag}>"
 
 
 def _output_instruction(cfg: JudgeConfig, common: dict[str, str]) -> str | None:
     if cfg.justification:
         return common["justification"]
     if cfg.structured_output:
-        return 'Output: reply with a JSON object {"score": <integer 0-100>} and nothing else.'
+        return common["structured"]
     return None
 
 
 def render_prompt(spec: Metric, values: dict[str, Any], cfg: JudgeConfig) -> str:
-    """The user message for one construct. Paper layout: intro, inputs in the paper's order, task.
-    Shared-prefix layout: generic intro and inputs in CANONICAL_ORDER first, the construct's text last."""
+    """The user message for one construct. Default layout: intro, inputs in the paper's order, task.
+    Shared-prefix layout: generic intro and inputs in CANONICAL_ORDER first, the construct's text last.
+    The untrusted-data preamble is there only in versions that have one (v1, not paper)."""
     template = load_template(cfg.prompt_version, spec.templates[0])
     common = load_template(cfg.prompt_version, "_common.txt")
+    if common["input_format"] not in INPUT_FORMATS:
+        raise ValueError(f"ccrs/{cfg.prompt_version}/_common.txt: [input_format] must be one of "
+                         f"{INPUT_FORMATS}, got {common['input_format']!r}")
     task = template["task"]
     output = _output_instruction(cfg, common)
     if output:
         task = re.sub(r"^Output:.*$", output, task, flags=re.MULTILINE)
+    preamble = [common["preamble"]] if "preamble" in common else []
     if cfg.shared_prefix:
+        _require_shared_prefix_layout(cfg, common)
         order = [name for name in CANONICAL_ORDER if name in spec.inputs]
-        head = [common["shared_intro"], common["preamble"]]
+        head = [common["shared_intro"], *preamble]
         tail = [template["intro"], task]
     else:
         order = list(spec.inputs)
-        head = [template["intro"], common["preamble"]]
+        head = [template["intro"], *preamble]
         tail = [task]
-    blocks = [render_input(name, values[name]) for name in order]
+    blocks = [render_input(name, values[name], common) for name in order]
     return "\n\n".join(head + blocks + tail)
 
 

@@ -86,7 +86,8 @@ class JudgeConfig(_Strict):
     em_use_exact_answer_synonyms: bool = False
     max_reasks: int = Field(default=2, ge=0)
     max_tokens: int = Field(default=8, ge=1)
-    prompt_version: str = "v1"
+    prompt_version: str = Field(default="v1", description="CCRS templates, a folder under "
+                                "judges/prompts/ccrs/: paper (Appendix B exactly) or v1 (injection-hardened)")
     shared_prefix: bool = False
     structured_output: bool = False
     justification: bool = False

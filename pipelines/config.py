@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infra.serving import ServingConfig
+from judges import ccrs, templates
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite, suites
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
@@ -81,6 +82,17 @@ class RunConfig(_Strict):
             wrong = [m for m in chosen if m not in known]
             if wrong:
                 raise ValueError(f"judge metrics {wrong} are not {suite} metrics; choose from {list(known)}")
+        return self
+
+    @model_validator(mode="after")
+    def _existing_prompt_versions(self) -> "RunConfig":
+        for name in self.judges:
+            version = get_suite(name).prompt_version(self.judge)
+            if version not in templates.versions(name):
+                raise ValueError(f"{name} prompt version {version!r} does not exist; "
+                                 f"choose from {list(templates.versions(name))}")
+        if "ccrs" in self.judges:
+            ccrs.check_prompt_version(self.judge)
         return self
 
     @model_validator(mode="after")

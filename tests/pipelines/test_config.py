@@ -59,3 +59,15 @@ def test_judges_flag_replaces_the_configs_suites_and_is_checked_against_the_regi
     assert "config OK" in capsys.readouterr().out
     assert main(["run", "--judges", "ccrs,nosuch", "--check-config"]) == 2
     assert "nosuch" in capsys.readouterr().err
+
+
+def test_prompt_versions_are_checked_against_the_template_folders(tmp_path):
+    assert load_config(ROOT / "configs" / "paper-bioasq.yaml").judge.prompt_version == "paper"
+    assert load_config(ROOT / "configs" / "cpu-demo.yaml").judge.prompt_version == "v1"
+    readers = "readers: [{name: r1, kind: extractive}]\n"
+    with pytest.raises(ConfigError, match="v9"):
+        load_config(_write(tmp_path, readers + "judge: {prompt_version: v9}\n"))
+    with pytest.raises(ConfigError, match="input order"):
+        load_config(_write(tmp_path, readers + "judge: {prompt_version: paper, shared_prefix: true}\n"))
+    with pytest.raises(ConfigError, match="grouse prompt version"):
+        load_config(_write(tmp_path, readers + "judges: [grouse]\njudge: {grouse: {prompt_version: v9}}\n"))
