@@ -27,6 +27,7 @@ def main(args: argparse.Namespace) -> int:
     from stats.hypotheses import load_hypotheses
     from judges.suite import metric_order
     from stats.report import compute_all, load_scores, write_outputs
+    from tasks.reduce import suite_membership
 
     try:
         scores = load_scores(args.scores)
@@ -34,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
         with _progress(scores["metric"].nunique(), disabled=args.no_progress) as advance:
             result = compute_all(
                 scores, hypotheses, b=args.b, seed=args.seed, alpha=args.alpha, on_metric=advance,
-                metric_order=metric_order(),
+                metric_order=metric_order(), metric_suites=suite_membership(),
             )
         written = write_outputs(result, scores, args.out)
     except StatsInputError as error:
@@ -45,6 +46,17 @@ def main(args: argparse.Namespace) -> int:
         return 2
     _print_summary(result, written, args.out)
     return 0
+
+
+def _print_comparison(rows: list[dict]) -> None:
+    """One line per suite, metrics by discriminative power (the CCRS paper's Table 3)."""
+    by_suite: dict[str, list[str]] = {}
+    for row in rows:
+        power = row["discriminative_power"]
+        shown = "n/a" if power is None else f"{power:.3f}"
+        by_suite.setdefault(row["suite"] or "(no suite)", []).append(f"{row['metric']} {shown}")
+    for suite, metrics in by_suite.items():
+        print(f"  discriminative power, {suite}: {', '.join(metrics)}")
 
 
 class _progress:
@@ -78,6 +90,7 @@ def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:
             f"  {metric}: n_used={entry['n_used']} n_dropped={entry['n_dropped']} "
             f"discriminative power={shown}"
         )
+    _print_comparison(result["discriminative_power_comparison"])
     for name, entry in result["hypotheses"].items():
         verdict = "significant" if entry["significant"] else "not significant"
         print(f"  {name}: raw p={entry['raw_p']:.4g} adjusted p={entry['adjusted_p']:.4g} -> {verdict}")

@@ -25,6 +25,7 @@ class PopulationStats:
     geo_mean: float
     median: float
     midhinge: float
+    iqr: float
     variance: float
     skewness: float
     kurtosis: float
@@ -56,18 +57,21 @@ def bound_counts(values: np.ndarray) -> tuple[int, int]:
 
 
 def population_stats(values: np.ndarray) -> PopulationStats:
-    """Mean, geometric mean (0 when any score is 0), median, midhinge ((Q1 + Q3) / 2), sample variance
-    (ddof=1), skewness and excess kurtosis (Fisher, biased moment estimators as in scipy), min, max."""
+    """Mean, geometric mean (0 when any score is 0), median, midhinge ((Q1 + Q3) / 2), interquartile range
+    (Q3 - Q1), sample variance (ddof=1), skewness and excess kurtosis (Fisher, biased moment estimators as
+    in scipy), min, max. Quartiles are numpy's default linear interpolation (Hyndman-Fan type 7), the same
+    as scipy.stats.iqr's default."""
     values = _finite_vector(values)
     if len(values) == 0:
         nan = float("nan")
-        return PopulationStats(nan, nan, nan, nan, nan, nan, nan, nan, nan)
+        return PopulationStats(nan, nan, nan, nan, nan, nan, nan, nan, nan, nan)
     q1, median, q3 = np.percentile(values, [25.0, 50.0, 75.0])
     return PopulationStats(
         mean=float(values.mean()),
         geo_mean=_geometric_mean(values),
         median=float(median),
         midhinge=float((q1 + q3) / 2.0),
+        iqr=float(q3 - q1),
         variance=float(values.var(ddof=1)) if len(values) > 1 else float("nan"),
         skewness=_moment_stat(scipy_stats.skew, values),
         kurtosis=_moment_stat(scipy_stats.kurtosis, values),

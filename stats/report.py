@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from stats.bootstrap import bootstrap_mean_ci
+from stats.comparison import discriminative_power_comparison
 from stats.descriptive import (
     CORRELATION_METHODS,
     bound_counts,
@@ -46,11 +47,14 @@ def compute_all(
     *,
     on_metric: Callable[[str], None] | None = None,
     metric_order: Sequence[str] = (),
+    metric_suites: Mapping[str, Sequence[str]] | None = None,
 ) -> dict:
     """Every statistic of the stats.json contract, JSON-serializable, null (with a note) where undefined.
 
     on_metric, if given, is called with each metric's name once its tests are done (progress reporting).
     metric_order: the metrics to report first, in that order (the rest follow sorted by name).
+    metric_suites: {suite: [metric, ...]}, which suite judged which metric (plain data: the caller reads
+    its registry); it groups the discriminative power comparison. Metrics of no suite form a last group.
     """
     _check_options(b, seed, alpha)
     cube = build_cube(validate_scores(scores), metric_order)
@@ -78,6 +82,7 @@ def compute_all(
         "alpha": alpha,
         "ci_level": CI_LEVEL,
         "per_metric": per_metric,
+        "discriminative_power_comparison": discriminative_power_comparison(per_metric, metric_suites or {}),
         "correlations": _correlations(cube),
         "hypotheses": _hypotheses_entry(hypotheses, hsd_by_metric, cube.systems, alpha),
     }

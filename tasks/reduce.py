@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from judges.suite import metric_order
+from judges.suite import metric_order, suites
 from stats.hypotheses import load_hypotheses
 from stats.report import compute_all, load_scores, write_outputs
 from tasks.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
@@ -20,7 +20,9 @@ def run_reduce(
     hypotheses_path: str | None = None,
     force: bool = False,
 ) -> StageResult:
-    config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path)}
+    membership = suite_membership()
+    config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path),
+              "suites": membership}
     key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths],
                     code_version(__name__))
 
@@ -28,7 +30,7 @@ def run_reduce(
         scores = pd.concat([load_scores(path) for path in scores_paths], ignore_index=True)
         hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None
         result = compute_all(scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha,
-                             metric_order=metric_order())
+                             metric_order=metric_order(), metric_suites=membership)
         written = write_outputs(result, scores, out_dir)
         return {
             "n_queries": result["n_queries"],
@@ -39,6 +41,12 @@ def run_reduce(
         }
 
     return run_stage(run_dir, "reduce", key, reduce_scores, force=force)
+
+
+def suite_membership() -> dict[str, list[str]]:
+    """{suite: its metric names} from the judge registry, as plain data for stats/ (which imports nothing
+    of the project): it groups the discriminative power comparison (the CCRS paper's Table 3)."""
+    return {name: list(suite.metrics) for name, suite in suites().items()}
 
 
 def _hypotheses_text(path: str | None) -> str | None:

@@ -48,7 +48,12 @@ def test_stats_command_writes_outputs(tmp_path, paper_like_scores, capsys):
     assert set(result["hypotheses"]) == {"H1", "H2", "H3"}
     assert result["hypotheses"]["H1"]["significant"]
     assert (out / "plots" / "asl_curves.png").is_file() and (out / "tables" / "hypotheses.md").is_file()
-    assert "H1" in capsys.readouterr().out
+    assert result["per_metric"]["QR"]["population"]["A"]["iqr"] is not None
+    rows = result["discriminative_power_comparison"]
+    assert [(row["suite"], row["rank"]) for row in rows] == [("ccrs", rank) for rank in range(1, 6)]
+    assert (out / "tables" / "discriminative_power_comparison.md").is_file()
+    printed = capsys.readouterr().out
+    assert "H1" in printed and "discriminative power, ccrs: " in printed
 
 
 def test_same_seed_same_stats_json(tmp_path, paper_like_scores):

@@ -44,6 +44,17 @@ def test_population_stats_against_numpy_and_scipy():
     assert (result.min, result.max) == (0.2, 1.0)
 
 
+def test_iqr_by_hand_with_linear_quartiles():
+    # sorted 0, 0.2, 0.3, 1.0 (n = 4): Q1 at position 0.75 -> 0.15, Q3 at 2.25 -> 0.3 + 0.25 * 0.7 = 0.475
+    values = np.array([1.0, 0.0, 0.3, 0.2])
+    result = population_stats(values)
+    assert result.iqr == pytest.approx(0.325)
+    assert result.iqr == pytest.approx(scipy_stats.iqr(values))  # scipy's default: linear interpolation
+    assert result.midhinge == pytest.approx((0.15 + 0.475) / 2)
+    assert population_stats(np.array([0.5, 0.5, 0.5])).iqr == 0.0
+    assert np.isnan(population_stats(np.array([])).iqr)
+
+
 def test_population_stats_edge_cases():
     assert population_stats(np.array([0.0, 0.5])).geo_mean == 0.0
     constant = population_stats(np.array([0.3, 0.3, 0.3]))

@@ -34,6 +34,7 @@ def test_contract_shape(scores):
             "geo_mean",
             "median",
             "midhinge",
+            "iqr",
             "variance",
             "skewness",
             "kurtosis",

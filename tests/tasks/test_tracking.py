@@ -33,3 +33,23 @@ def test_unreachable_tracking_server_is_a_clear_error_naming_the_address():
         port = sock.getsockname()[1]
     with pytest.raises(TrackingError, match=f"127.0.0.1:{port}"):
         check_tracking_reachable(f"http://127.0.0.1:{port}", timeout_s=2)
+
+
+def test_comparison_table_is_logged_as_an_mlflow_table():
+    from tasks.tracking import COMPARISON_TABLE_ARTIFACT, log_comparison_table
+
+    class RecordingMlflow:
+        def __init__(self):
+            self.tables = {}
+
+        def log_table(self, data, artifact_file):
+            self.tables[artifact_file] = data
+
+    rows = [{"suite": "ccrs", "metric": "QR", "rank": 1, "discriminative_power": 0.9333},
+            {"suite": "ragchecker", "metric": "rc_recall", "rank": 1, "discriminative_power": 0.8}]
+    mlflow = RecordingMlflow()
+    log_comparison_table(mlflow, {"discriminative_power_comparison": rows})
+    assert mlflow.tables[COMPARISON_TABLE_ARTIFACT].to_dict("records") == rows
+    empty = RecordingMlflow()
+    log_comparison_table(empty, {"discriminative_power_comparison": []})
+    assert empty.tables == {}

@@ -1,0 +1,55 @@
+"""The reducer over a CCRS and a RAGChecker-style scores file (no LLM): the paper's Table 3 comparison."""
+import json
+
+import numpy as np
+import pandas as pd
+
+from tasks.layout import RunLayout
+from tasks.reduce import run_reduce, suite_membership
+from tests.conftest import BIOASQ_SAMPLE
+
+CCRS = ("CC", "QR", "ID", "AC", "IR")
+RAGCHECKER = ("rc_precision", "rc_recall", "rc_faithfulness")
+
+
+def _scores(metrics, query_ids, seed) -> pd.DataFrame:
+    """Scores on a 0.05 grid for systems A-F, the Mistral systems (A, B) planted 0.2 higher."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for query_id in query_ids:
+        difficulty = rng.random()
+        for system in "ABCDEF":
+            for metric in metrics:
+                score = 0.5 * difficulty + 0.3 * rng.random() + (0.2 if system in "AB" else 0.0)
+                rows.append((query_id, system, metric, round(min(score, 1.0) * 20) / 20))
+    return pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"])
+
+
+def test_reduce_writes_the_comparison_of_ccrs_and_ragchecker(tmp_path):
+    query_ids = [q["id"] for q in json.loads(BIOASQ_SAMPLE.read_text())["questions"]]
+    layout = RunLayout(tmp_path / "run")
+    for suite, metrics, seed in (("ccrs", CCRS, 0), ("ragchecker", RAGCHECKER, 1)):
+        layout.judge_dir(suite).mkdir(parents=True)
+        _scores(metrics, query_ids, seed).to_parquet(layout.scores(suite))
+
+    result = run_reduce(layout.root, [layout.scores("ccrs"), layout.scores("ragchecker")], b=200, seed=0,
+                        alpha=0.05)
+
+    stats = json.loads(layout.stats_json.read_text())
+    rows = stats["discriminative_power_comparison"]
+    assert [row["suite"] for row in rows] == ["ccrs"] * 5 + ["ragchecker"] * 3
+    assert sorted(row["metric"] for row in rows[:5]) == sorted(CCRS)
+    assert sorted(row["metric"] for row in rows[5:]) == sorted(RAGCHECKER)
+    for row in rows:
+        assert row["discriminative_power"] == stats["per_metric"][row["metric"]]["discriminative_power"]
+        assert (row["pairs"], row["n_used"]) == (15, len(query_ids))
+    table = pd.read_csv(result.out_dir / "tables" / "discriminative_power_comparison.csv")
+    assert list(table["metric"]) == [row["metric"] for row in rows]
+    markdown = (result.out_dir / "tables" / "discriminative_power_comparison.md").read_text()
+    assert markdown.startswith("| suite | metric | rank |") and "rc_faithfulness" in markdown
+    assert stats["per_metric"]["CC"]["population"]["A"]["iqr"] is not None
+
+
+def test_suite_membership_is_the_registry():
+    membership = suite_membership()
+    assert list(membership["ccrs"]) == list(CCRS) and set(membership["ragchecker"]) == set(RAGCHECKER)
