@@ -6,7 +6,8 @@ judges/prompts/vera/<version>/; scores.parquet columns vera_faithfulness, vera_r
 vera_retrieval_precision, vera_answer_relevance (+ vera_answer_grounding when selected), each in
 [0, 1]:
 - faithfulness: the judge splits the answer into statements, then gives a yes/no verdict per statement
-  against the context; score = share of "yes".
+  against the context (v2, paper appendix 8.1: a short explanation before each verdict); score = share
+  of "yes".
 - retrieval_recall (paper appendix 8.1): the ground truth's sentences (split here, no LLM) are each
   labelled [Supported by Context] / [Not Supported by Context] (a short reason first); score = share
   supported. Needs a ground truth (prompt_version v2 on; v1 has no recall template).
@@ -143,11 +144,52 @@ def parse_verdicts(text: str | None, expected: int) -> list[bool] | None:
     return verdicts if len(verdicts) == expected else None
 
 
-def verdicts_parser(expected: int) -> Callable[[str | None], Parsed]:
+_VERDICT = re.compile(r"\bverdict\b[\s*:_-]*(yes|no)\b", re.IGNORECASE)
+_FINAL_LINE = re.compile(r"^[\s*#]*final\b", re.IGNORECASE)
+
+
+def parse_explained_verdicts(text: str | None, expected: int) -> list[bool] | None:
+    """The "Verdict: Yes|No" that closes each statement's explanation ("1. Explanation: ... Verdict: No"),
+    in order; a closing "Final verdict ..." summary line is ignored. None unless exactly `expected`."""
+    body = "\n".join(line for line in (text or "").splitlines() if not _FINAL_LINE.match(line))
+    verdicts = [match.group(1).lower() == "yes" for match in _VERDICT.finditer(body)]
+    return verdicts if len(verdicts) == expected else None
+
+
+@dataclass(frozen=True)
+class VerdictReply:
+    """How a verdicts.txt version asks the judge to reply: its parser, the rule it states and the re-ask."""
+
+    parse: Callable[[str | None, int], list[bool] | None]
+    rule: str
+    reask: str  # `{n}` is the number of statements
+
+
+# A verdicts.txt declares its reply in a `[reply]` section (absent: "yes-no").
+VERDICT_REPLIES: dict[str, VerdictReply] = {
+    "yes-no": VerdictReply(parse_verdicts, "yes/no verdict lines",
+                           "Reply with exactly {n} lines, each like '1. yes' or '1. no'."),
+    "explained": VerdictReply(
+        parse_explained_verdicts, "statements, each an explanation closed by 'Verdict: Yes' or 'Verdict: No'",
+        "Reply with exactly {n} lines, each like '1. Explanation: <one short sentence> Verdict: Yes' "
+        "(or 'Verdict: No')."),
+}
+
+
+def verdict_reply(version: str) -> VerdictReply:
+    name = load_template(version, "verdicts.txt").get("reply", "yes-no")
+    if name not in VERDICT_REPLIES:
+        raise ValueError(f"VERA {version}/verdicts.txt: unknown [reply] {name!r}; choose from "
+                         f"{sorted(VERDICT_REPLIES)}")
+    return VERDICT_REPLIES[name]
+
+
+def verdicts_parser(expected: int, reply: VerdictReply = VERDICT_REPLIES["yes-no"]
+                    ) -> Callable[[str | None], Parsed]:
     def parse(text: str | None) -> Parsed:
-        verdicts = parse_verdicts(text, expected)
+        verdicts = reply.parse(text, expected)
         if verdicts is None:
-            return Parsed(False, reason=f"expected {expected} yes/no verdict lines")
+            return Parsed(False, reason=f"expected {expected} {reply.rule}")
         return Parsed(True, verdicts)
 
     return parse
@@ -274,10 +316,11 @@ def judgment(sample: Sample, judge: JudgeConfig, metric: str, value: float | Non
 
 def _verdict_share(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan, metric: str,
                    statements: list[str], usage: Usage, count: Count | None, **detail: Any) -> Judgment:
-    prompt = render(judge.vera.prompt_version, "verdicts.txt", context=plan.context,
-                    statements=numbered(statements))
-    answer = _ask(client, judge, prompt, verdicts_parser(len(statements)),
-                  f"Reply with exactly {len(statements)} lines, each like '1. yes' or '1. no'.", usage, count)
+    version, n = judge.vera.prompt_version, len(statements)
+    prompt = render(version, "verdicts.txt", context=plan.context, statements=numbered(statements))
+    reply = verdict_reply(version)
+    answer = _ask(client, judge, prompt, verdicts_parser(n, reply), reply.reask.replace("{n}", str(n)), usage,
+                  count)
     value = float(np.mean(answer.value)) if answer.ok else None
     return judgment(sample, judge, metric, value, answer.reason, usage, answer.raw, statements=statements,
                     verdicts=answer.value, **detail)
@@ -474,6 +517,8 @@ def check_templates(version: str, metrics: Sequence[str]) -> None:
                     " (v1 scored the answer's sentences under that name: select 'answer_grounding' to "
                     "reproduce it, or use prompt_version v2)")
                 raise ValueError(f"VERA prompt_version {version!r} has no {filename} for {metric}{hint}")
+    if VERDICT_METRICS & set(metrics):
+        verdict_reply(version)  # an unknown [reply] fails here, before any call
 
 
 def empty_judgment(sample: Sample, judge: JudgeConfig, metric: str) -> Judgment:

@@ -20,6 +20,7 @@ from judges.vera import (
     faithfulness,
     parse_numbered,
     parse_support_labels,
+    parse_explained_verdicts,
     parse_verdicts,
     precision_from_extracted,
     render,
@@ -64,6 +65,11 @@ SAMPLE = Sample("q1", "s", "What does aspirin inhibit?", "Aspirin inhibits COX-1
                  "Ibuprofen is an NSAID."])
 PAPER_METRICS = ("vera_faithfulness", "vera_retrieval_recall", "vera_retrieval_precision",
                  "vera_answer_relevance")
+# v2 verdicts (paper appendix 8.1): an explanation before each verdict; "no" inside an explanation and the
+# closing summary line must not count as verdicts
+EXPLAINED_REPLY = ("1. Explanation: The context says aspirin irreversibly inhibits COX-1. Verdict: Yes\n"
+                   "2. Explanation: There is no mention of Paris in the context.\n**Verdict:** No.\n"
+                   "Final verdict for each statement in order: Yes. No.")
 RECALL_REPLY = ("1. Only COX-1 is in the context. [Not Supported by Context]\n"
                 "2. The year is stated. [Supported by Context]\n"
                 "3. The context says irreversibly. So [Supported by Context]")
@@ -92,20 +98,43 @@ def test_parsers():
     assert parse_support_labels("1. supported\n2. [Supported by Context]", 2) is None
 
 
+def test_explained_verdicts_v2_only():
+    parse = parse_explained_verdicts
+    assert parse(EXPLAINED_REPLY, 2) == [True, False]
+    # the paper's layout: statement restated, explanation and verdict on their own lines
+    paper_like = ("1. It is sold in Paris.\nExplanation: No place of sale is named.\nVerdict: No.\n\n"
+                  "2. Aspirin inhibits COX-1. **Explanation:** The context states it. **Verdict:** Yes.")
+    assert parse(paper_like, 2) == [False, True]
+    # malformed: no "Verdict:" marker (v1's bare form), or a verdict that is neither yes nor no
+    assert parse("1. yes\n2. no", 2) is None
+    assert parse("1. Explanation: unclear. Verdict: maybe\n2. Explanation: x. Verdict: No", 2) is None
+    # a statement's verdict missing: the count does not match, the parser says what it expected
+    missing = "1. Explanation: stated. Verdict: Yes\n2. Explanation: Paris is not in the context."
+    assert parse(missing, 2) is None
+    reply = vera.verdict_reply("v2")
+    assert reply is vera.VERDICT_REPLIES["explained"] and vera.verdict_reply("v1").parse is parse_verdicts
+    parsed = vera.verdicts_parser(2, reply)(missing)
+    assert not parsed.ok and "Verdict: Yes" in parsed.reason
+    assert "Explanation" in render("v2", "verdicts.txt", context="c", statements="1. s")
+    assert "Explanation" not in render("v1", "verdicts.txt", context="c", statements="1. s")
+
+
 def test_templates_neutralize_tags():
     prompt = render("v1", "statements.txt", question="q</question>", answer="a")
     assert "</question>" in prompt and prompt.count("</question>") == 1 and "[/question]" in prompt
 
 
 def test_faithfulness_with_reask():
-    client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.", "1. yes", "1. yes\n2. no"])
+    client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.", "1. yes\n2. no",
+                         EXPLAINED_REPLY])
     score = faithfulness(client, CFG, SAMPLE, PLAN)
     assert score.metric == "vera_faithfulness" and score.score == 0.5 and score.status == "ok"
     assert score.suite == "vera" and score.llm_score is None and score.em is None
     assert score.attempts == 3 and score.prompt_tokens == 30 and "exactly 2 lines" in client.prompts[-1]
     detail = json.loads(score.detail)
     assert detail["statements"] == ["Aspirin inhibits COX-1.", "It is sold in Paris."]
-    assert detail["verdicts"] == [True, False] and detail["raw"] == "1. yes\n2. no" == score.raw
+    assert detail["verdicts"] == [True, False] and detail["raw"] == EXPLAINED_REPLY == score.raw
+    assert "Verdict: Yes" in client.prompts[-1]  # the re-ask states the explained form
 
 
 def test_failure_is_none_with_reason():
@@ -135,7 +164,7 @@ def test_retrieval_recall_attributes_the_ground_truth_to_the_context():
 
 
 def test_answer_grounding_is_v1s_recall_under_its_own_name():
-    g = answer_grounding(FakeClient(["1. yes\n2. no"]), CFG, SAMPLE, PLAN)
+    g = answer_grounding(FakeClient([EXPLAINED_REPLY]), CFG, SAMPLE, PLAN)
     assert g.metric == "vera_answer_grounding" and g.score == 0.5 and g.attempts == 1
     assert "vera_answer_grounding" not in SUITE.selected_metrics(JudgeConfig())
     v1 = JudgeConfig(vera=VeraOptions(prompt_version="v1", metrics=["answer_grounding"]))
@@ -189,7 +218,7 @@ def test_one_unit_per_sample_evaluates_every_selected_metric():
     (unit,) = SUITE.plan(SAMPLE, CFG, 0, count)
     assert unit.metrics == PAPER_METRICS and unit.suite == "vera"
     client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.",  # faithfulness: statements
-                         "1. yes\n2. no",  # faithfulness: verdicts
+                         EXPLAINED_REPLY,  # faithfulness: verdicts
                          RECALL_REPLY,  # recall
                          "Aspirin irreversibly inhibits COX-1.",  # precision
                          "1. What does aspirin inhibit?"])  # relevance
@@ -211,7 +240,7 @@ def test_embedder_is_loaded_lazily_once_per_process(monkeypatch):
     suite = VeraSuite()
     cfg = JudgeConfig(vera=VeraOptions(metrics=["faithfulness"]))
     (unit,) = suite.plan(SAMPLE, cfg, 0, count)
-    suite.evaluate(FakeClient(["1. a", "1. yes"]), unit, cfg, count)
+    suite.evaluate(FakeClient(["1. a", "1. Explanation: e. Verdict: Yes"]), unit, cfg, count)
     assert made == []  # faithfulness needs no embedding
     cfg = JudgeConfig(vera=VeraOptions(metrics=["retrieval_precision"]))
     (unit,) = suite.plan(SAMPLE, cfg, 0, count)
@@ -240,8 +269,9 @@ def test_empty_answer_and_registry():
 def test_enrich_answer_has_meaning_and_value():
     text = enrich_answer("Aspirin inhibits COX.", {"vera_faithfulness": 0.7, "answer_relevance": None,
                                                     "retrieval_recall": float("nan")})
-    assert text.startswith("The actual answer to the following question is: Aspirin inhibits COX.")
-    assert "faithfulness score is: 0.7." in text and "relevancy" not in text and "recall" not in text
+    assert text.startswith("Answer the system gave to this question: Aspirin inhibits COX.")
+    assert text.endswith("Faithfulness score of this answer, given the question and the context: 0.7.")
+    assert "relevancy" not in text and "recall" not in text
 
 
 @pytest.fixture(scope="module")
