@@ -55,9 +55,11 @@ class GrouseOptions(_Strict):
 
 
 class VeraOptions(_Strict):
-    """VERA suite settings (vera-paper section 3.1)."""
+    """VERA suite settings (vera-paper section 3.1). The default metrics are the paper's four;
+    "answer_grounding" (ours: the answer's sentences against the context, v1's "retrieval recall") is
+    opt-in. prompt_version v1 has no template for the paper's retrieval recall."""
 
-    prompt_version: str = "v1"
+    prompt_version: str = "v2"
     metrics: list[str] = ["faithfulness", "retrieval_recall", "retrieval_precision", "answer_relevance"]
     max_tokens: int = Field(default=192, ge=8)
     max_reasks: int = Field(default=1, ge=0)

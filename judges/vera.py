@@ -3,11 +3,16 @@
 
 LLM metrics, asked through the one ask / parse / re-ask loop (judges/suite.py), templates in
 judges/prompts/vera/<version>/; scores.parquet columns vera_faithfulness, vera_retrieval_recall,
-vera_retrieval_precision, vera_answer_relevance, each in [0, 1]:
+vera_retrieval_precision, vera_answer_relevance (+ vera_answer_grounding when selected), each in
+[0, 1]:
 - faithfulness: the judge splits the answer into statements, then gives a yes/no verdict per statement
-  against the context; score = share of "yes".
-- retrieval_recall: the answer's sentences (split here, no LLM) get a yes/no verdict "supported by the
-  context"; score = share supported.
+  against the context (v2, paper appendix 8.1: a short explanation before each verdict); score = share
+  of "yes".
+- retrieval_recall (paper appendix 8.1): the ground truth's sentences (split here, no LLM) are each
+  labelled [Supported by Context] / [Not Supported by Context] (a short reason first); score = share
+  supported. Needs a ground truth (prompt_version v2 on; v1 has no recall template).
+- answer_grounding (ours, not selected by default; v1's "retrieval recall"): the answer's sentences get a
+  yes/no verdict "inferable from the context" (verdicts.txt); score = share yes.
 - retrieval_precision: the judge copies the context sentences needed to answer ("Insufficient Information"
   when none); a context sentence counts as relevant when its embedding cosine to an extracted sentence is
   >= precision_threshold; score = relevant context sentences / all sentences of the context the judge saw.
@@ -18,13 +23,14 @@ window (whole chunks, lowest-ranked dropped first) against the longest VERA prom
 that cannot be computed (unparseable reply after re-asks, failed request) has score None, status "failed"
 and the reason; it is never 0. An empty response scores 0 on every metric without a call.
 
-Cross-encoder aggregate (not a suite metric; pipelines/tools/vera.py uses it): the answer is enriched with
-one statement per metric (meaning + value, paper appendix) and scored against the question by a
-sentence-transformers CrossEncoder; logit and sigmoid.
+Cross-encoder aggregate (not a suite metric; pipelines/tools/vera.py uses it, off unless a trained
+cross-encoder is named): the answer is enriched with one statement per metric (meaning + value, paper
+appendix) and scored against the question by a sentence-transformers CrossEncoder; logit and sigmoid.
 This module imports no retrievers/, tasks/ or Ray code.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -55,7 +61,9 @@ from judges.suite import (
 )
 
 SUITE = "vera"
-UNTRAINED_MINILM = "minilm-untrained-head"
+# Demo / test only: all-MiniLM-L6-v2 with a freshly initialised, UNTRAINED 1-label head. Its scores are noise;
+# they are written under DEMO_AGGREGATE, a name no goal tree uses.
+UNTRAINED_DEMO_HEAD = "untrained-demo-head"
 EMBEDDER_ID = "all-MiniLM-L6-v2"  # the embedder of precision and relevance (part of the cache key)
 INSUFFICIENT = "insufficient information"
 EMPTY_REASON = "empty response scores 0 without calling the judge"
@@ -73,8 +81,8 @@ VERA_METRICS: dict[str, Metric] = {
         "faithfulness", ("question", "response", "context"), ("statements.txt", "verdicts.txt"),
         "VERA faithfulness: share of the answer's statements (judge-extracted) inferable from the context"),
     "vera_retrieval_recall": _metric(
-        "retrieval_recall", ("context", "response"), ("verdicts.txt",),
-        "VERA retrieval recall: share of the answer's sentences supported by the context"),
+        "retrieval_recall", ("context", "ground_truth"), ("recall.txt",),
+        "VERA retrieval recall: share of the ground truth's sentences supported by the context"),
     "vera_retrieval_precision": _metric(
         "retrieval_precision", ("question", "context"), ("precision.txt",),
         "VERA retrieval precision: share of context sentences matching (MiniLM cosine) a sentence the judge "
@@ -82,9 +90,13 @@ VERA_METRICS: dict[str, Metric] = {
     "vera_answer_relevance": _metric(
         "answer_relevance", ("response",), ("questions.txt",),
         "VERA answer relevance: mean MiniLM cosine of judge-written questions to the question, clipped"),
+    "vera_answer_grounding": _metric(
+        "answer_grounding", ("context", "response"), ("verdicts.txt",),
+        "Answer grounding (ours, not a VERA metric; v1's retrieval recall): share of the answer's sentences "
+        "inferable from the context"),
 }
 EMBEDDING_METRICS = frozenset({"vera_retrieval_precision", "vera_answer_relevance"})
-VERDICT_METRICS = frozenset({"vera_faithfulness", "vera_retrieval_recall"})
+VERDICT_METRICS = frozenset({"vera_faithfulness", "vera_answer_grounding"})
 
 
 def metric_name(short: str) -> str:
@@ -132,12 +144,78 @@ def parse_verdicts(text: str | None, expected: int) -> list[bool] | None:
     return verdicts if len(verdicts) == expected else None
 
 
-def verdicts_parser(expected: int) -> Callable[[str | None], Parsed]:
+_VERDICT = re.compile(r"\bverdict\b[\s*:_-]*(yes|no)\b", re.IGNORECASE)
+_FINAL_LINE = re.compile(r"^[\s*#]*final\b", re.IGNORECASE)
+
+
+def parse_explained_verdicts(text: str | None, expected: int) -> list[bool] | None:
+    """The "Verdict: Yes|No" that closes each statement's explanation ("1. Explanation: ... Verdict: No"),
+    in order; a closing "Final verdict ..." summary line is ignored. None unless exactly `expected`."""
+    body = "\n".join(line for line in (text or "").splitlines() if not _FINAL_LINE.match(line))
+    verdicts = [match.group(1).lower() == "yes" for match in _VERDICT.finditer(body)]
+    return verdicts if len(verdicts) == expected else None
+
+
+@dataclass(frozen=True)
+class VerdictReply:
+    """How a verdicts.txt version asks the judge to reply: its parser, the rule it states and the re-ask."""
+
+    parse: Callable[[str | None, int], list[bool] | None]
+    rule: str
+    reask: str  # `{n}` is the number of statements
+
+
+# A verdicts.txt declares its reply in a `[reply]` section (absent: "yes-no").
+VERDICT_REPLIES: dict[str, VerdictReply] = {
+    "yes-no": VerdictReply(parse_verdicts, "yes/no verdict lines",
+                           "Reply with exactly {n} lines, each like '1. yes' or '1. no'."),
+    "explained": VerdictReply(
+        parse_explained_verdicts, "statements, each an explanation closed by 'Verdict: Yes' or 'Verdict: No'",
+        "Reply with exactly {n} lines, each like '1. Explanation: <one short sentence> Verdict: Yes' "
+        "(or 'Verdict: No')."),
+}
+
+
+def verdict_reply(version: str) -> VerdictReply:
+    name = load_template(version, "verdicts.txt").get("reply", "yes-no")
+    if name not in VERDICT_REPLIES:
+        raise ValueError(f"VERA {version}/verdicts.txt: unknown [reply] {name!r}; choose from "
+                         f"{sorted(VERDICT_REPLIES)}")
+    return VERDICT_REPLIES[name]
+
+
+def verdicts_parser(expected: int, reply: VerdictReply = VERDICT_REPLIES["yes-no"]
+                    ) -> Callable[[str | None], Parsed]:
     def parse(text: str | None) -> Parsed:
-        verdicts = parse_verdicts(text, expected)
+        verdicts = reply.parse(text, expected)
         if verdicts is None:
-            return Parsed(False, reason=f"expected {expected} yes/no verdict lines")
+            return Parsed(False, reason=f"expected {expected} {reply.rule}")
         return Parsed(True, verdicts)
+
+    return parse
+
+
+_LABEL = re.compile(r"\[\s*(not\s+)?supported\s+by\s+(?:the\s+)?context\s*\]", re.IGNORECASE)
+
+
+def parse_support_labels(text: str | None, expected: int) -> list[bool] | None:
+    """The last [Supported by Context] / [Not Supported by Context] label of each line that has one;
+    None unless exactly `expected` labelled lines are found."""
+    labels = []
+    for line in (text or "").splitlines():
+        found = _LABEL.findall(line)
+        if found:
+            labels.append(not found[-1].strip())
+    return labels if len(labels) == expected else None
+
+
+def labels_parser(expected: int) -> Callable[[str | None], Parsed]:
+    def parse(text: str | None) -> Parsed:
+        labels = parse_support_labels(text, expected)
+        if labels is None:
+            return Parsed(False, reason=f"expected {expected} lines labelled [Supported by Context] or "
+                                        "[Not Supported by Context]")
+        return Parsed(True, labels)
 
     return parse
 
@@ -161,23 +239,29 @@ def numbered(items: Sequence[str]) -> str:
 @dataclass(frozen=True)
 class VeraPlan:
     """What every metric of one sample shares: the fitted chunks and their text as the prompts show it,
-    the sentences of exactly those chunks (precision's denominator), and the answer's sentences (recall's
-    statements)."""
+    the sentences of exactly those chunks (precision's denominator), the answer's sentences (answer
+    grounding's statements) and the ground truth's sentences (retrieval recall's)."""
 
     chunks: tuple[str, ...]
     context: str
     context_sentences: tuple[str, ...]
     answer_sentences: tuple[str, ...]
+    ground_truth_sentences: tuple[str, ...] = ()
 
 
 def answer_sentences(sample: Sample, judge: JudgeConfig) -> list[str]:
     return split_sentences(sample.response)[: judge.vera.max_statements]
 
 
+def ground_truth_sentences(sample: Sample, judge: JudgeConfig) -> list[str]:
+    return split_sentences(sample.ground_truth)[: judge.vera.max_statements]
+
+
 def make_plan(sample: Sample, judge: JudgeConfig, chunks: Sequence[str]) -> VeraPlan:
     chunks = tuple(chunks)
     sentences = tuple(s for chunk in chunks for s in split_sentences(chunk))
-    return VeraPlan(chunks, context_text(chunks), sentences, tuple(answer_sentences(sample, judge)))
+    return VeraPlan(chunks, context_text(chunks), sentences, tuple(answer_sentences(sample, judge)),
+                    tuple(ground_truth_sentences(sample, judge)))
 
 
 def context_prompts(sample: Sample, judge: JudgeConfig, metrics: Sequence[str],
@@ -189,6 +273,9 @@ def context_prompts(sample: Sample, judge: JudgeConfig, metrics: Sequence[str],
     if VERDICT_METRICS & set(metrics):
         statements = answer_sentences(sample, judge) or [sample.response]
         prompts.append(render(version, "verdicts.txt", context=context, statements=numbered(statements)))
+    if "vera_retrieval_recall" in metrics:
+        truth = numbered(ground_truth_sentences(sample, judge))
+        prompts.append(render(version, "recall.txt", context=context, ground_truth=truth))
     if "vera_retrieval_precision" in metrics:
         prompts.append(render(version, "precision.txt", question=sample.question, context=context))
     return prompts
@@ -229,10 +316,11 @@ def judgment(sample: Sample, judge: JudgeConfig, metric: str, value: float | Non
 
 def _verdict_share(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan, metric: str,
                    statements: list[str], usage: Usage, count: Count | None, **detail: Any) -> Judgment:
-    prompt = render(judge.vera.prompt_version, "verdicts.txt", context=plan.context,
-                    statements=numbered(statements))
-    answer = _ask(client, judge, prompt, verdicts_parser(len(statements)),
-                  f"Reply with exactly {len(statements)} lines, each like '1. yes' or '1. no'.", usage, count)
+    version, n = judge.vera.prompt_version, len(statements)
+    prompt = render(version, "verdicts.txt", context=plan.context, statements=numbered(statements))
+    reply = verdict_reply(version)
+    answer = _ask(client, judge, prompt, verdicts_parser(n, reply), reply.reask.replace("{n}", str(n)), usage,
+                  count)
     value = float(np.mean(answer.value)) if answer.ok else None
     return judgment(sample, judge, metric, value, answer.reason, usage, answer.raw, statements=statements,
                     verdicts=answer.value, **detail)
@@ -259,7 +347,24 @@ def faithfulness(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: Ve
 
 def retrieval_recall(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
                      count: Count | None = None, embed: Embed | None = None) -> Judgment:
-    metric, usage = "vera_retrieval_recall", Usage()
+    """Share of the ground truth's sentences the context supports (paper appendix 8.1)."""
+    metric, usage, sentences = "vera_retrieval_recall", Usage(), list(plan.ground_truth_sentences)
+    if not sentences:
+        return judgment(sample, judge, metric, None, "no ground truth sentence to attribute", usage)
+    prompt = render(judge.vera.prompt_version, "recall.txt", context=plan.context,
+                    ground_truth=numbered(sentences))
+    answer = _ask(client, judge, prompt, labels_parser(len(sentences)),
+                  f"Reply with exactly {len(sentences)} lines, each ending in [Supported by Context] or "
+                  "[Not Supported by Context].", usage, count)
+    value = float(np.mean(answer.value)) if answer.ok else None
+    return judgment(sample, judge, metric, value, answer.reason, usage, answer.raw, sentences=sentences,
+                    supported=answer.value)
+
+
+def answer_grounding(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
+                     count: Count | None = None, embed: Embed | None = None) -> Judgment:
+    """Share of the answer's sentences inferable from the context (ours; v1's "retrieval recall")."""
+    metric, usage = "vera_answer_grounding", Usage()
     if not plan.answer_sentences:
         return judgment(sample, judge, metric, None, "answer has no sentence", usage)
     return _verdict_share(client, judge, sample, plan, metric, list(plan.answer_sentences), usage, count)
@@ -336,6 +441,7 @@ METRIC_FUNCTIONS: dict[str, Callable[..., Judgment]] = {
     "vera_retrieval_recall": retrieval_recall,
     "vera_retrieval_precision": retrieval_precision,
     "vera_answer_relevance": answer_relevance,
+    "vera_answer_grounding": answer_grounding,
 }
 
 
@@ -363,6 +469,7 @@ class VeraSuite:
         from judges.readers import fit_chunks
 
         metrics = self.selected_metrics(judge)
+        check_templates(judge.vera.prompt_version, metrics)
         chunks = sample.context if any("context" in VERA_METRICS[m].inputs for m in metrics) else []
 
         def longest(kept: list[str]) -> str:
@@ -375,6 +482,7 @@ class VeraSuite:
             "metrics": metrics, "model": judge.model, "prompt_version": version, "seed": seed,
             "templates": {f: load_template(version, f) for m in metrics for f in VERA_METRICS[m].templates},
             "question": sample.question, "response": sample.response, "context": plan.context,
+            "ground_truth": sample.ground_truth if "vera_retrieval_recall" in metrics else None,
             "options": judge.vera.model_dump(exclude={"metrics"}), "window": judge.context_window,
             "tokenizer": judge.tokenizer,
             "embedder": EMBEDDER_ID if EMBEDDING_METRICS & set(metrics) else None,
@@ -398,6 +506,19 @@ class VeraSuite:
             j.status = status
             out.append(j)
         return out
+
+
+def check_templates(version: str, metrics: Sequence[str]) -> None:
+    """Every selected metric's templates exist in the prompt version (v1 has no recall.txt)."""
+    for metric in metrics:
+        for filename in VERA_METRICS[metric].templates:
+            if not (templates.PROMPTS_ROOT / SUITE / version / filename).exists():
+                hint = "" if metric != "vera_retrieval_recall" else (
+                    " (v1 scored the answer's sentences under that name: select 'answer_grounding' to "
+                    "reproduce it, or use prompt_version v2)")
+                raise ValueError(f"VERA prompt_version {version!r} has no {filename} for {metric}{hint}")
+    if VERDICT_METRICS & set(metrics):
+        verdict_reply(version)  # an unknown [reply] fails here, before any call
 
 
 def empty_judgment(sample: Sample, judge: JudgeConfig, metric: str) -> Judgment:
@@ -476,6 +597,25 @@ def enrich_answer(answer: str, metrics: dict[str, float], version: str = "v1") -
     return "\n\n".join(parts)
 
 
+class CrossEncoderUnavailable(RuntimeError):
+    """No trained cross-encoder can be loaded from what was named."""
+
+
+def check_trained_head(path: str) -> None:
+    """A local folder must hold a sequence-classification checkpoint: a bare encoder (e.g. the MiniLM
+    embedder) would get a freshly initialised head, i.e. noise. Hub ids are checked by loading."""
+    config = Path(path) / "config.json"
+    if not Path(path).is_dir():
+        return
+    if not config.exists():
+        raise CrossEncoderUnavailable(f"{path}: no config.json, not a transformers checkpoint")
+    architectures = json.loads(config.read_text()).get("architectures") or []
+    if not any(a.endswith("ForSequenceClassification") for a in architectures):
+        raise CrossEncoderUnavailable(
+            f"{path}: architectures {architectures} have no trained classification head (a cross-encoder "
+            "checkpoint is *ForSequenceClassification); its aggregate would be noise")
+
+
 @dataclass(frozen=True)
 class AggregateScore:
     logit: float
@@ -485,21 +625,30 @@ class AggregateScore:
 class CrossEncoderAggregator:
     """sentence-transformers CrossEncoder over (question, enriched answer).
 
-    model: a hub id or local folder of a trained cross-encoder (e.g. cross-encoder/ms-marco-MiniLM-L-12-v2,
-    the paper's), or UNTRAINED_MINILM: the local all-MiniLM-L6-v2 encoder with a freshly initialised
-    (seeded, UNTRAINED) 1-label head. The latter proves the mechanics only; its numbers mean nothing."""
+    model: a local folder of a TRAINED cross-encoder (a sequence-classification checkpoint, e.g. the
+    paper's cross-encoder/ms-marco-MiniLM-L-12-v2 copied to disk), or a hub id already in the local
+    cache (the hub is not reached: HF_HUB_OFFLINE). UNTRAINED_DEMO_HEAD (demo / tests only) is the local
+    all-MiniLM-L6-v2 encoder with a freshly initialised, seeded, UNTRAINED 1-label head: it proves the
+    mechanics; its numbers mean nothing."""
 
-    def __init__(self, model: str = UNTRAINED_MINILM, max_length: int = 512, seed: int = 0):
+    def __init__(self, model: str, max_length: int = 512, seed: int = 0):
         import os
 
         import torch
         from sentence_transformers import CrossEncoder
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        self.untrained = model == UNTRAINED_MINILM
+        self.untrained = model == UNTRAINED_DEMO_HEAD
         path = minilm_path() if self.untrained else model
+        if not self.untrained:
+            check_trained_head(path)
         torch.manual_seed(seed)  # the untrained head's initialisation must be reproducible
-        self.model = CrossEncoder(path, num_labels=1, max_length=max_length, device="cpu")
+        try:
+            self.model = CrossEncoder(path, num_labels=1, max_length=max_length, device="cpu")
+        except (OSError, ValueError) as exc:
+            raise CrossEncoderUnavailable(
+                f"cross-encoder {model!r} could not be loaded: {exc}. Name a local folder of a trained "
+                "cross-encoder (the hub is not reached), or leave the aggregate off") from exc
         self.model_name = model
 
     def score(self, questions: Sequence[str], enriched: Sequence[str]) -> list[AggregateScore]:

@@ -1,13 +1,14 @@
 """VERA bootstrap statistics (vera-paper section 3.3-3.4), pure numpy.
 
 - bootstrap_metric: B bootstrap samples of size n (settable, default = number of observations) drawn with
-  replacement from one metric's per-query values; mean, standard error (std of the bootstrap means) and
-  percentile interval.
+  replacement from one metric's per-query values; mean of the bootstrap means, their variance (section 3.3:
+  1/(B-1) * sum of squared deviations of the bootstrap means from their mean), standard error (its square
+  root) and percentile interval.
 - convergence: standard error and interval width as B grows (nested prefixes of one draw of max(B)
   resamples), with the first B after which the SE changes by less than `tol` (relative).
 - topicality: positive vs negative query sets on one repository; bootstrap distributions of both means,
   the distribution of their difference, its percentile interval and a verdict.
-Reuses stats/bootstrap.py when n equals the number of observations.
+Reuses stats/bootstrap.py's draw when n equals the number of observations.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ _MAX_CELLS = 8_000_000
 class BootstrapStats:
     mean: float  # mean of the bootstrap means
     observed_mean: float
-    se: float  # standard deviation of the bootstrap means
-    variance: float  # mean of the bootstrap sample variances (VERA's variability estimate)
+    se: float  # standard deviation of the bootstrap means (ddof=1)
+    variance: float  # variance of the bootstrap means (ddof=1), VERA section 3.3's sigma^2(M)
     low: float
     high: float
     n: int  # bootstrap sample size
@@ -69,33 +70,29 @@ def _values(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     return values
 
 
-def bootstrap_samples(
-    scores, b: int, rng: np.random.Generator, n: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(b,) means and (b,) sample variances of b resamples of size n drawn with replacement."""
+def bootstrap_samples(scores, b: int, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
+    """(b,) means of b resamples of size n drawn with replacement."""
     values = _values(scores)
     if b < 1:
         raise StatsInputError(f"B must be >= 1, got {b}")
     n = values.size if n is None else int(n)
     if n < 1:
         raise StatsInputError(f"sample size n must be >= 1, got {n}")
-    means, variances = np.empty(b), np.empty(b)
+    means = np.empty(b)
     chunk = max(1, _MAX_CELLS // n)
     for start in range(0, b, chunk):
         size = min(b, start + chunk) - start
-        draw = values[rng.integers(0, values.size, size=(size, n))]
-        means[start:start + size] = draw.mean(axis=1)
-        variances[start:start + size] = draw.var(axis=1, ddof=1) if n > 1 else 0.0
-    return means, variances
+        means[start:start + size] = values[rng.integers(0, values.size, size=(size, n))].mean(axis=1)
+    return means
 
 
-def _summary(values: np.ndarray, means: np.ndarray, variances: np.ndarray, n: int, b: int,
-             confidence: float) -> BootstrapStats:
+def summarize_means(values: np.ndarray, means: np.ndarray, n: int, confidence: float) -> BootstrapStats:
+    """The statistics of one bootstrap distribution of means (VERA section 3.3)."""
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(means, [tail, 100.0 - tail])
-    se = float(means.std(ddof=1)) if b > 1 else 0.0
-    return BootstrapStats(float(means.mean()), float(values.mean()), se, float(variances.mean()), float(low),
-                          float(high), n, values.size, b, confidence)
+    variance = float(means.var(ddof=1)) if means.size > 1 else 0.0
+    return BootstrapStats(float(means.mean()), float(values.mean()), float(np.sqrt(variance)), variance,
+                          float(low), float(high), n, values.size, means.size, confidence)
 
 
 def bootstrap_metric(scores, b: int, rng: np.random.Generator, n: int | None = None,
@@ -104,14 +101,13 @@ def bootstrap_metric(scores, b: int, rng: np.random.Generator, n: int | None = N
     n = values.size if n is None else int(n)
     if not 0 < confidence < 1:
         raise StatsInputError(f"confidence must be in (0, 1), got {confidence}")
-    if n == values.size:  # stats/bootstrap.py's draw: row counts @ [v, v^2] gives means and variances
-        moments = bootstrap_means(np.column_stack([values, values ** 2]), b, rng)
-        means = moments[:, 0]
-        variances = (moments[:, 1] - means ** 2) * n / (n - 1) if n > 1 else np.zeros(b)
-        variances = np.maximum(variances, 0.0)
+    if b < 1:
+        raise StatsInputError(f"B must be >= 1, got {b}")
+    if n == values.size:  # stats/bootstrap.py's draw (row counts @ values)
+        means = bootstrap_means(values[:, None], b, rng)[:, 0]
     else:
-        means, variances = bootstrap_samples(values, b, rng, n)
-    return _summary(values, means, variances, n, b, confidence)
+        means = bootstrap_samples(values, b, rng, n)
+    return summarize_means(values, means, n, confidence)
 
 
 def convergence(scores, b_values: Sequence[int], rng: np.random.Generator, n: int | None = None,
@@ -120,7 +116,7 @@ def convergence(scores, b_values: Sequence[int], rng: np.random.Generator, n: in
     grid = sorted({int(b) for b in b_values})
     if not grid or grid[0] < 2:
         raise StatsInputError("convergence needs B values >= 2")
-    means, _ = bootstrap_samples(scores, grid[-1], rng, n)
+    means = bootstrap_samples(scores, grid[-1], rng, n)
     # SE of every prefix at once from cumulative sums.
     k = np.arange(1, means.size + 1, dtype=np.float64)
     csum, csq = np.cumsum(means), np.cumsum(means ** 2)
@@ -146,10 +142,10 @@ def topicality(positive, negative, b: int, rng: np.random.Generator, n: int | No
     """Contrast an on-topic query set with off-topic controls on the same repository (higher = more
     topical). Both sets are resampled independently with the same n and B."""
     pos_vals, neg_vals = _values(positive), _values(negative)
-    pos_means, pos_var = bootstrap_samples(pos_vals, b, rng, n)
-    neg_means, neg_var = bootstrap_samples(neg_vals, b, rng, n)
-    pos = _summary(pos_vals, pos_means, pos_var, n or pos_vals.size, b, confidence)
-    neg = _summary(neg_vals, neg_means, neg_var, n or neg_vals.size, b, confidence)
+    pos_means = bootstrap_samples(pos_vals, b, rng, n)
+    neg_means = bootstrap_samples(neg_vals, b, rng, n)
+    pos = summarize_means(pos_vals, pos_means, n or pos_vals.size, confidence)
+    neg = summarize_means(neg_vals, neg_means, n or neg_vals.size, confidence)
     diff = pos_means - neg_means
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(diff, [tail, 100.0 - tail])

@@ -10,12 +10,17 @@ from judges.client import ChatResult, LLMRequestError
 from judges.config import JudgeConfig, VeraOptions
 from judges.suite import Sample, get_suite
 from judges.vera import (
+    UNTRAINED_DEMO_HEAD,
     VERA_METRICS,
+    CrossEncoderUnavailable,
     VeraSuite,
+    answer_grounding,
     answer_relevance,
     enrich_answer,
     faithfulness,
     parse_numbered,
+    parse_support_labels,
+    parse_explained_verdicts,
     parse_verdicts,
     precision_from_extracted,
     render,
@@ -54,9 +59,20 @@ def count(text):
     return len(text) // 4
 
 
-SAMPLE = Sample("q1", "s", "What does aspirin inhibit?", "Aspirin inhibits COX-1. It is sold in Paris.", "",
+SAMPLE = Sample("q1", "s", "What does aspirin inhibit?", "Aspirin inhibits COX-1. It is sold in Paris.",
+                "Aspirin inhibits COX-1 and COX-2. It was synthesised in 1897. Its effect is irreversible.",
                 ["Aspirin irreversibly inhibits COX-1. It was first synthesised in 1897.",
                  "Ibuprofen is an NSAID."])
+PAPER_METRICS = ("vera_faithfulness", "vera_retrieval_recall", "vera_retrieval_precision",
+                 "vera_answer_relevance")
+# v2 verdicts (paper appendix 8.1): an explanation before each verdict; "no" inside an explanation and the
+# closing summary line must not count as verdicts
+EXPLAINED_REPLY = ("1. Explanation: The context says aspirin irreversibly inhibits COX-1. Verdict: Yes\n"
+                   "2. Explanation: There is no mention of Paris in the context.\n**Verdict:** No.\n"
+                   "Final verdict for each statement in order: Yes. No.")
+RECALL_REPLY = ("1. Only COX-1 is in the context. [Not Supported by Context]\n"
+                "2. The year is stated. [Supported by Context]\n"
+                "3. The context says irreversibly. So [Supported by Context]")
 CFG = JudgeConfig(vera=VeraOptions(max_reasks=1))
 SUITE = VeraSuite(embed=bag_embed)
 
@@ -75,6 +91,32 @@ def test_parsers():
     assert parse_verdicts("1. yes\n2. no\n", 2) == [True, False]
     assert parse_verdicts("1. yes", 2) is None and parse_verdicts("1. yes or no\n2. no", 2) is None
     assert split_sentences("One here. Two there! three") == ["One here.", "Two there! three"]
+    assert parse_support_labels(RECALL_REPLY, 3) == [False, True, True]
+    # the last label of a line decides; lines without a label are ignored; the count must match
+    assert parse_support_labels("x\n1. not [Supported by context] but [not supported by the context]", 1) == [
+        False]
+    assert parse_support_labels("1. supported\n2. [Supported by Context]", 2) is None
+
+
+def test_explained_verdicts_v2_only():
+    parse = parse_explained_verdicts
+    assert parse(EXPLAINED_REPLY, 2) == [True, False]
+    # the paper's layout: statement restated, explanation and verdict on their own lines
+    paper_like = ("1. It is sold in Paris.\nExplanation: No place of sale is named.\nVerdict: No.\n\n"
+                  "2. Aspirin inhibits COX-1. **Explanation:** The context states it. **Verdict:** Yes.")
+    assert parse(paper_like, 2) == [False, True]
+    # malformed: no "Verdict:" marker (v1's bare form), or a verdict that is neither yes nor no
+    assert parse("1. yes\n2. no", 2) is None
+    assert parse("1. Explanation: unclear. Verdict: maybe\n2. Explanation: x. Verdict: No", 2) is None
+    # a statement's verdict missing: the count does not match, the parser says what it expected
+    missing = "1. Explanation: stated. Verdict: Yes\n2. Explanation: Paris is not in the context."
+    assert parse(missing, 2) is None
+    reply = vera.verdict_reply("v2")
+    assert reply is vera.VERDICT_REPLIES["explained"] and vera.verdict_reply("v1").parse is parse_verdicts
+    parsed = vera.verdicts_parser(2, reply)(missing)
+    assert not parsed.ok and "Verdict: Yes" in parsed.reason
+    assert "Explanation" in render("v2", "verdicts.txt", context="c", statements="1. s")
+    assert "Explanation" not in render("v1", "verdicts.txt", context="c", statements="1. s")
 
 
 def test_templates_neutralize_tags():
@@ -83,14 +125,16 @@ def test_templates_neutralize_tags():
 
 
 def test_faithfulness_with_reask():
-    client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.", "1. yes", "1. yes\n2. no"])
+    client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.", "1. yes\n2. no",
+                         EXPLAINED_REPLY])
     score = faithfulness(client, CFG, SAMPLE, PLAN)
     assert score.metric == "vera_faithfulness" and score.score == 0.5 and score.status == "ok"
     assert score.suite == "vera" and score.llm_score is None and score.em is None
     assert score.attempts == 3 and score.prompt_tokens == 30 and "exactly 2 lines" in client.prompts[-1]
     detail = json.loads(score.detail)
     assert detail["statements"] == ["Aspirin inhibits COX-1.", "It is sold in Paris."]
-    assert detail["verdicts"] == [True, False] and detail["raw"] == "1. yes\n2. no" == score.raw
+    assert detail["verdicts"] == [True, False] and detail["raw"] == EXPLAINED_REPLY == score.raw
+    assert "Verdict: Yes" in client.prompts[-1]  # the re-ask states the explained form
 
 
 def test_failure_is_none_with_reason():
@@ -103,9 +147,42 @@ def test_request_failure_keeps_its_prefix_for_the_requeue():
     assert score.status == "failed" and score.transport_failed and score.attempts == 3
 
 
+def test_retrieval_recall_attributes_the_ground_truth_to_the_context():
+    client = FakeClient(["1. [Supported by Context]", RECALL_REPLY])
+    r = retrieval_recall(client, CFG, SAMPLE, PLAN)
+    assert r.metric == "vera_retrieval_recall" and r.score == pytest.approx(2 / 3) and r.attempts == 2
+    prompt = client.prompts[0]
+    assert "1. Aspirin inhibits COX-1 and COX-2.\n2. It was synthesised in 1897." in prompt
+    assert "sold in Paris" not in prompt  # the answer is not an input of retrieval recall
+    assert prompt.index("<context>") < prompt.index("<ground_truth>")  # the paper's order
+    assert "exactly 3 lines" in client.prompts[1]
+    detail = json.loads(r.detail)
+    assert detail["supported"] == [False, True, True] and len(detail["sentences"]) == 3
+    no_truth = Sample("q3", "s", SAMPLE.question, SAMPLE.response, "", SAMPLE.context)
+    r = retrieval_recall(FakeClient([]), CFG, no_truth, plan_of(no_truth).plan)
+    assert r.score is None and r.status == "failed" and "ground truth" in r.reason
+
+
+def test_answer_grounding_is_v1s_recall_under_its_own_name():
+    g = answer_grounding(FakeClient([EXPLAINED_REPLY]), CFG, SAMPLE, PLAN)
+    assert g.metric == "vera_answer_grounding" and g.score == 0.5 and g.attempts == 1
+    assert "vera_answer_grounding" not in SUITE.selected_metrics(JudgeConfig())
+    v1 = JudgeConfig(vera=VeraOptions(prompt_version="v1", metrics=["answer_grounding"]))
+    (unit,) = SUITE.plan(SAMPLE, v1, 0, count)
+    (j,) = SUITE.evaluate(FakeClient(["1. yes\n2. no"]), unit, v1, count)
+    assert j.score == 0.5 and j.prompt_version == "v1"
+    with pytest.raises(ValueError, match="answer_grounding"):
+        SUITE.plan(SAMPLE, JudgeConfig(vera=VeraOptions(prompt_version="v1")), 0, count)
+
+
+def test_the_ground_truth_is_part_of_the_cache_key_only_where_read():
+    other = Sample(SAMPLE.query_id, "s", SAMPLE.question, SAMPLE.response, "Something else.", SAMPLE.context)
+    assert plan_of(other).key != plan_of().key
+    relevance = JudgeConfig(vera=VeraOptions(metrics=["answer_relevance"]))
+    assert plan_of(other, relevance).key == plan_of(SAMPLE, relevance).key
+
+
 def test_recall_precision_relevance():
-    r = retrieval_recall(FakeClient(["1. yes\n2. no"]), CFG, SAMPLE, PLAN)
-    assert r.score == 0.5 and r.attempts == 1
     p = retrieval_precision(FakeClient(["Aspirin irreversibly inhibits COX-1."]), CFG, SAMPLE, PLAN,
                             embed=bag_embed)
     assert p.score == pytest.approx(1 / 3)  # 1 of 3 context sentences
@@ -139,15 +216,15 @@ def test_context_is_fitted_to_the_window_and_precision_counts_only_what_the_judg
 
 def test_one_unit_per_sample_evaluates_every_selected_metric():
     (unit,) = SUITE.plan(SAMPLE, CFG, 0, count)
-    assert unit.metrics == tuple(VERA_METRICS) and unit.suite == "vera"
+    assert unit.metrics == PAPER_METRICS and unit.suite == "vera"
     client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.",  # faithfulness: statements
-                         "1. yes\n2. no",  # faithfulness: verdicts
-                         "1. yes\n2. yes",  # recall
+                         EXPLAINED_REPLY,  # faithfulness: verdicts
+                         RECALL_REPLY,  # recall
                          "Aspirin irreversibly inhibits COX-1.",  # precision
                          "1. What does aspirin inhibit?"])  # relevance
     judgments = SUITE.evaluate(client, unit, CFG, count)
-    assert [j.metric for j in judgments] == list(VERA_METRICS)
-    assert [j.score for j in judgments] == pytest.approx([0.5, 1.0, 1 / 3, 1.0])
+    assert [j.metric for j in judgments] == list(PAPER_METRICS)
+    assert [j.score for j in judgments] == pytest.approx([0.5, 2 / 3, 1 / 3, 1.0])
     assert [j.attempts for j in judgments] == [2, 1, 1, 1] and {j.status for j in judgments} == {"ok"}
     only = JudgeConfig(vera=VeraOptions(metrics=["answer_relevance"]))
     (unit,) = SUITE.plan(SAMPLE, only, 0, count)
@@ -163,7 +240,7 @@ def test_embedder_is_loaded_lazily_once_per_process(monkeypatch):
     suite = VeraSuite()
     cfg = JudgeConfig(vera=VeraOptions(metrics=["faithfulness"]))
     (unit,) = suite.plan(SAMPLE, cfg, 0, count)
-    suite.evaluate(FakeClient(["1. a", "1. yes"]), unit, cfg, count)
+    suite.evaluate(FakeClient(["1. a", "1. Explanation: e. Verdict: Yes"]), unit, cfg, count)
     assert made == []  # faithfulness needs no embedding
     cfg = JudgeConfig(vera=VeraOptions(metrics=["retrieval_precision"]))
     (unit,) = suite.plan(SAMPLE, cfg, 0, count)
@@ -177,12 +254,12 @@ def test_empty_answer_and_registry():
     empty = Sample("q", "s", "q?", "  ", "", ["c"])
     suite = get_suite("vera")
     assert isinstance(suite, VeraSuite) and suite.metrics is VERA_METRICS
-    assert suite.selected_metrics(JudgeConfig()) == tuple(VERA_METRICS) and suite.prompt_version(CFG) == "v1"
+    assert suite.selected_metrics(JudgeConfig()) == PAPER_METRICS and suite.prompt_version(CFG) == "v2"
     assert all(m.suite == "vera" and m.scale == (0, 1) and m.name.startswith("vera_")
                for m in VERA_METRICS.values())
     for scores in (suite.not_judged(empty, CFG, "empty_response", "empty"),
                    SUITE.evaluate(FakeClient([]), plan_of(empty), CFG, count)):
-        assert [s.metric for s in scores] == list(VERA_METRICS)
+        assert [s.metric for s in scores] == list(PAPER_METRICS)
         assert all(s.score == 0.0 and s.status == "empty_response" and s.attempts == 0 for s in scores)
     failed = suite.not_judged(empty, CFG, "failed", "generation failed: HTTP 500")
     assert all(s.score is None and s.status == "failed" and s.reason.startswith("generation failed")
@@ -192,15 +269,16 @@ def test_empty_answer_and_registry():
 def test_enrich_answer_has_meaning_and_value():
     text = enrich_answer("Aspirin inhibits COX.", {"vera_faithfulness": 0.7, "answer_relevance": None,
                                                     "retrieval_recall": float("nan")})
-    assert text.startswith("The actual answer to the following question is: Aspirin inhibits COX.")
-    assert "faithfulness score is: 0.7." in text and "relevancy" not in text and "recall" not in text
+    assert text.startswith("Answer the system gave to this question: Aspirin inhibits COX.")
+    assert text.endswith("Faithfulness score of this answer, given the question and the context: 0.7.")
+    assert "relevancy" not in text and "recall" not in text
 
 
 @pytest.fixture(scope="module")
 def aggregator():
     from judges.vera import CrossEncoderAggregator
 
-    return CrossEncoderAggregator()  # local MiniLM + UNTRAINED head: mechanics only
+    return CrossEncoderAggregator(UNTRAINED_DEMO_HEAD)  # local MiniLM + UNTRAINED head: mechanics only
 
 
 def test_cross_encoder_aggregate_mechanics(aggregator):
@@ -212,6 +290,17 @@ def test_cross_encoder_aggregate_mechanics(aggregator):
         assert math.isfinite(s.logit) and s.sigmoid == pytest.approx(1 / (1 + math.exp(-s.logit)))
     again = aggregator.score(["What does aspirin inhibit?"], [enrich_answer("COX.", {"faithfulness": 1.0})])
     assert again[0].logit == pytest.approx(scores[0].logit, abs=1e-5)
+
+
+def test_no_cross_encoder_without_a_trained_head(tmp_path):
+    from judges.vera import CrossEncoderAggregator, minilm_path
+
+    with pytest.raises(TypeError):
+        CrossEncoderAggregator()  # no default model: the aggregate is opt-in
+    with pytest.raises(CrossEncoderUnavailable, match="no trained classification head"):
+        CrossEncoderAggregator(minilm_path())  # a bare encoder would get a random head
+    with pytest.raises(CrossEncoderUnavailable, match="could not be loaded"):
+        CrossEncoderAggregator(str(tmp_path / "missing-model"))
 
 
 @pytest.mark.llm
@@ -233,9 +322,8 @@ def test_vera_on_real_bioasq_questions(llm_endpoint, judge_cache_dir, tmp_path):
                        llm_endpoint.base_url, top_k=3, b=200)
     judgments = pd.read_parquet(layout.vera_dir / "judgments.parquet")
     assert summary["n_samples"] == 2 and summary["calls"] > 0
-    assert set(judgments.metric) == {"vera_faithfulness", "vera_retrieval_recall", "vera_retrieval_precision",
-                                     "vera_answer_relevance", "vera_aggregate"}
-    assert len(judgments) == 2 * 5 and set(judgments.suite) == {"vera"}
+    assert set(judgments.metric) == set(PAPER_METRICS)  # the aggregate is off without a trained model
+    assert len(judgments) == 2 * 4 and set(judgments.suite) == {"vera"}
     for row in judgments.itertuples():  # every metric either scored in [0, 1] or failed with a reason
         assert (pd.notna(row.score) and 0 <= row.score <= 1) or (row.status == "failed" and row.reason)
     assert (layout.vera_dir / "bootstrap.json").exists()

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from stats.errors import StatsInputError
-from stats.vera import bootstrap_metric, bootstrap_samples, convergence, topicality
+from stats.vera import bootstrap_metric, bootstrap_samples, convergence, summarize_means, topicality
 
 
 def test_bootstrap_metric_matches_theory():
@@ -11,8 +11,23 @@ def test_bootstrap_metric_matches_theory():
     assert r.n == 200 and r.b == 4000 and r.observed_mean == pytest.approx(values.mean())
     assert r.mean == pytest.approx(values.mean(), abs=0.005)
     assert r.se == pytest.approx(values.std(ddof=0) / np.sqrt(200), rel=0.08)
-    assert r.variance == pytest.approx(values.var(ddof=1), rel=0.02)
+    # variance of the bootstrap means (section 3.3), not the variance within a resample
+    assert r.variance == pytest.approx(r.se ** 2) == pytest.approx(values.var(ddof=0) / 200, rel=0.16)
     assert r.low < values.mean() < r.high
+
+
+def test_variance_is_that_of_the_bootstrap_means_by_hand():
+    # values {0, 1}; three resamples of size 2 with means 0, 0.5, 1: M = 0.5,
+    # sigma^2 = ((0 - 0.5)^2 + 0 + (1 - 0.5)^2) / (3 - 1) = 0.25 (the within-resample variances average 1/6)
+    r = summarize_means(np.array([0.0, 1.0]), np.array([0.0, 0.5, 1.0]), n=2, confidence=0.5)
+    assert (r.mean, r.observed_mean, r.variance, r.se, r.b) == (0.5, 0.5, 0.25, 0.5, 3)
+    assert (r.low, r.high) == (0.25, 0.75)
+    # the same definition on a seeded draw: rng.integers picks the rows, here replayed by hand
+    values = np.array([0.2, 0.4, 1.0])
+    picks = np.random.default_rng(5).integers(0, 3, size=(4, 2))
+    means = values[picks].mean(axis=1)
+    r = bootstrap_metric(values, 4, np.random.default_rng(5), n=2)
+    assert r.variance == pytest.approx(((means - means.mean()) ** 2).sum() / 3)
 
 
 def test_sample_size_n_sets_the_standard_error():
@@ -25,8 +40,8 @@ def test_sample_size_n_sets_the_standard_error():
 
 def test_seeded_and_reproducible():
     v = [0.1, 0.5, 0.9, 0.4]
-    a = bootstrap_samples(v, 50, np.random.default_rng(7), n=10)[0]
-    b = bootstrap_samples(v, 50, np.random.default_rng(7), n=10)[0]
+    a = bootstrap_samples(v, 50, np.random.default_rng(7), n=10)
+    b = bootstrap_samples(v, 50, np.random.default_rng(7), n=10)
     assert np.array_equal(a, b)
 
 

@@ -131,3 +131,23 @@ def test_grouse_scores_of_a_ccrs_and_grouse_run_reach_the_report(tmp_path):
     assert not set(grouse) & set(report["missing_metrics"])
     assert {report["metric_sources"][m] for m in grouse} == {str(layout.scores("grouse").relative_to(root))}
     assert report["metric_sources"]["CC"] == str(layout.scores("ccrs").relative_to(root))
+
+
+def test_g5_renormalizes_without_the_vera_aggregate_and_ignores_the_untrained_demo_head(tmp_path):
+    """No trained cross-encoder: `ccrs vera score` writes no vera_aggregate, and the demo head's
+    vera_aggregate_untrained is not a goal-tree metric; Q5.1 is renormalized over AC, RR@k, ID."""
+    root = make_run(tmp_path / "run")
+    layout = RunLayout(root)
+    layout.vera_dir.mkdir()
+    rows = [(f"q{i}", s, "vera_aggregate_untrained", 1.0) for i in range(8) for s in ("bm25+r", "knn+r")]
+    pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"]).to_parquet(
+        layout.vera_dir / "scores.parquet")
+    table, sources = load_metric_table(root)
+    report = build_report(load_goals(DEFAULT_GOALS), table, sources)
+    assert "vera_aggregate" in report["missing_metrics"]
+    q51 = report["systems"]["bm25+r"]["all"]["goals"][4]["questions"][0]
+    assert q51["coverage"] == pytest.approx((0.8 + 0.2 + 0.2) / 1.6)
+    assert [m["name"] for m in q51["metrics"] if m["available"]] == ["AC", "RR@k", "ID"]
+    means = {m: table[(table.system == "bm25+r") & (table.metric == m)].score.mean()
+             for m in ("AC", "RR@10", "ID")}
+    assert q51["score"] == pytest.approx((0.8 * means["AC"] + 0.2 * means["RR@10"] + 0.2 * means["ID"]) / 1.2)
