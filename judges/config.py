@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from judges import templates
 
 
 class _Strict(BaseModel):
@@ -48,10 +50,23 @@ class ReaderConfig(_Strict):
 
 
 class GrouseOptions(_Strict):
-    """GroUSE suite settings (the judge model, window, re-asks and structured output are shared)."""
+    """GroUSE suite settings (the judge model, window, re-asks and structured output are shared).
+    prompt_version: a folder of judges/prompts/grouse/ (`paper`: the paper's construct; `v1`: the first
+    version, kept for reproducibility, see its README)."""
 
-    prompt_version: str = "v1"
-    max_tokens: int = Field(default=512, ge=16, description="JSON with chain of thought for two answers")
+    prompt_version: str = "paper"
+    max_tokens: int = Field(default=512, ge=16, description="reply budget of the relevancy, completeness "
+                            "and usefulness calls (JSON with chain of thought for two answers)")
+    faithfulness_max_tokens: int = Field(default=2048, ge=16, description="reply budget of the faithfulness "
+                                         "call: a sentence-by-sentence analysis of both answers")
+
+    @field_validator("prompt_version")
+    @classmethod
+    def _known_version(cls, version: str) -> str:
+        known = templates.versions("grouse")
+        if version not in known:
+            raise ValueError(f"unknown GroUSE prompt version {version!r} (known: {', '.join(known)})")
+        return version
 
 
 class VeraOptions(_Strict):

@@ -2,11 +2,13 @@
 relevancy, completeness, usefulness, faithfulness, and the derived positive acceptance and negative
 rejection of a grounded answer.
 
-Each judged metric has its versioned prompt template (judges/prompts/grouse/<version>/). Every prompt shows
-the reference answer first (answer_1) and the answer to grade second (answer_2) and asks for a JSON object
-with chain-of-thought keys, a justification and a score per answer; only answer_2's score is kept. The
-calls of one sample depend on each other (Figure 4), so the suite plans ONE unit per sample; the shared
-loop (judges/suite.py `ask`) asks, parses and re-asks; the stage (tasks/judge.py) fans the units out.
+Each judged metric has its versioned prompt template (judges/prompts/grouse/<version>/; `paper` follows
+the paper's Appendix C construct, `v1` is the first version). Every prompt shows the expected answer first
+(answer_1) and the answer to grade second (answer_2) and asks for a JSON object with chain-of-thought keys,
+a justification and a score per answer; only answer_2's score is kept. A version's `[layout]` names how
+its prompt shows the sample and what its reply holds (`LAYOUTS`). The calls of one sample depend on each
+other (Figure 4), so the suite plans ONE unit per sample; the shared loop (judges/suite.py `ask`) asks,
+parses and re-asks; the stage (tasks/judge.py) fans the units out.
 """
 from __future__ import annotations
 
@@ -36,15 +38,16 @@ from judges.suite import (
 )
 
 SUITE = "grouse"
-# Structured output caps the free-text fields so that a weak judge cannot ramble to the token limit.
-MAX_TEXT_CHARS = 160
 METRIC_ORDER = ("answer_relevancy", "completeness", "usefulness", "faithfulness",
                 "positive_acceptance", "negative_rejection")
 JUDGED_METRICS = METRIC_ORDER[:4]
 DERIVED_METRICS = METRIC_ORDER[4:]
 
-_ANSWERS = ("question", "ground_truth", "response")  # question, ANSWER 1 (reference), ANSWER 2 (graded)
-_WITH_REFERENCES = ("question", "context", "ground_truth", "response")
+# Each metric's inputs in the order of the paper's prompt (Figures 7-10): answer 1 is the expected answer
+# (`ground_truth`), answer 2 the graded `response`; the references are the `context` chunks.
+_ANSWERS = ("question", "ground_truth", "response")
+_COMPLETENESS_INPUTS = ("context", "question", "ground_truth", "response")
+_FAITHFULNESS_INPUTS = ("context", "ground_truth", "response")
 
 
 def _judged(name: str, inputs: tuple[str, ...], scale: tuple[int, int], description: str) -> Metric:
@@ -59,13 +62,13 @@ GROUSE_METRICS: dict[str, Metric] = {
     "answer_relevancy": _judged("answer_relevancy", _ANSWERS, (1, 5),
                                 "Answer relevancy: the answer addresses the question "
                                 "(null: it declines to answer)"),
-    "completeness": _judged("completeness", _WITH_REFERENCES, (1, 5),
+    "completeness": _judged("completeness", _COMPLETENESS_INPUTS, (1, 5),
                             "Completeness: the answer covers what the references hold "
                             "(null: they hold no answer)"),
     "usefulness": _judged("usefulness", _ANSWERS, (0, 1),
                           "Usefulness: a refusal that adds useful related information "
                           "(null unless a refusal)"),
-    "faithfulness": _judged("faithfulness", _WITH_REFERENCES, (0, 1),
+    "faithfulness": _judged("faithfulness", _FAITHFULNESS_INPUTS, (0, 1),
                             "Faithfulness: every fact is supported by its cited reference "
                             "(null: bare refusal)"),
     "positive_acceptance": _derived("positive_acceptance",
@@ -76,21 +79,64 @@ GROUSE_METRICS: dict[str, Metric] = {
                                    "(derived, Table 6)"),
 }
 
-# GroUSE-private parsing facts of the judged metrics: the chain-of-thought keys the JSON reply carries for
-# each answer (they steer the reasoning; only `score` is required) and which metrics may be null.
-_COT_KEYS: dict[str, tuple[str, ...]] = {
-    "answer_relevancy": ("answer_says_no_document_answers",),
-    "completeness": ("references_answer_the_question",),
-    "usefulness": ("answer_says_no_document_answers", "has_additional_information"),
-    "faithfulness": ("sentence_analysis",),
-}
 _NULLABLE = frozenset(JUDGED_METRICS)
+# One entry of the paper layout's per-sentence faithfulness analysis: the sentence, then one explanation per
+# criterion (a citation follows it; the cited reference is where the information comes from; the content
+# is not distorted).
+SENTENCE_FIELDS = ("sentence", "citation_follows", "citation_is_right", "content_unchanged")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a prompt version shows the sample and what its reply holds for each answer. `keys`: per judged
+    metric, the chain-of-thought keys written before the justification, each with its kind (boolean,
+    text, or sentences: a list of SENTENCE_FIELDS objects); `placeholders`: each kind's stand-in in the
+    JSON skeleton (and the justification's); `text_chars`: the longest free text structured output
+    allows; `question_everywhere`: the question is shown first in every prompt, otherwise each metric
+    shows its own inputs in their order."""
+
+    question_everywhere: bool
+    keys: dict[str, tuple[tuple[str, str], ...]]
+    placeholders: dict[str, str]
+    text_chars: int
+
+
+_SENTENCE_SKELETON = "[{" + ", ".join(f'"{f}": "<text>"' for f in SENTENCE_FIELDS) + "}, ...]"
+LAYOUTS: dict[str, Layout] = {
+    # v1: the question in every prompt; short free text (160 characters) so that a weak judge cannot
+    # ramble to the token limit; the faithfulness analysis is one string.
+    "v1": Layout(True, {"answer_relevancy": (("answer_says_no_document_answers", "boolean"),),
+                        "completeness": (("references_answer_the_question", "boolean"),),
+                        "usefulness": (("answer_says_no_document_answers", "boolean"),
+                                       ("has_additional_information", "boolean")),
+                        "faithfulness": (("sentence_analysis", "text"),)},
+                 {"boolean": "...", "text": "...", "justification": '"<short text>"'}, 160),
+    # paper (Appendix C): the chain-of-thought keys of Figures 7-10 (completeness has none); faithfulness
+    # is analysed sentence by sentence, so free text is only loosely capped.
+    "paper": Layout(False, {"answer_relevancy": (("answer_says_no_document_answers", "boolean"),),
+                            "completeness": (),
+                            "usefulness": (("answer_says_no_document_answers", "boolean"),
+                                           ("answer_adds_related_information", "boolean")),
+                            "faithfulness": (("answer_only_says_no_document_answers", "boolean"),
+                                             ("sentence_analysis", "sentences"))},
+                    {"boolean": "<true or false>", "text": '"<text>"', "sentences": _SENTENCE_SKELETON,
+                     "justification": '"<text>"'}, 600),
+}
 
 
 # --- templates ---------------------------------------------------------------------------------------
 
 def load_template(version: str, filename: str) -> dict[str, str]:
     return templates.load_template(SUITE, version, filename)
+
+
+def layout_of(version: str) -> Layout:
+    """The layout named by the version's `_common.txt` `[layout]` section."""
+    name = load_template(version, "_common.txt").get("layout")
+    if name not in LAYOUTS:
+        raise ValueError(f"GroUSE prompt version {version!r}: unknown [layout] {name!r} "
+                         f"(known: {', '.join(LAYOUTS)})")
+    return LAYOUTS[name]
 
 
 def render_references(references: list[str]) -> str:
@@ -101,29 +147,42 @@ def render_references(references: list[str]) -> str:
     return f"<references>\n{body}\n</references>"
 
 
-def json_skeleton(spec: Metric) -> str:
+def json_skeleton(spec: Metric, layout: Layout) -> str:
     low, high = spec.scale
     values = f"<integer {low}-{high}" + (" or null>" if spec.name in _NULLABLE else ">")
-    keys = ", ".join(f'"{key}": ...' for key in _COT_KEYS[spec.name])
-    one = "{" + keys + f', "justification": "<short text>", "score": {values}' + "}"
+    parts = [f'"{key}": {layout.placeholders[kind]}' for key, kind in layout.keys[spec.name]]
+    parts += [f'"justification": {layout.placeholders["justification"]}', f'"score": {values}']
+    one = "{" + ", ".join(parts) + "}"
     return '{"answer_1": ' + one + ', "answer_2": ' + one + "}"
 
 
+def shown_inputs(spec: Metric, layout: Layout) -> list[str]:
+    """The sample blocks of a prompt ("question", "context") in the order they are shown."""
+    shown = [name for name in spec.inputs if name in ("question", "context")]
+    if layout.question_everywhere:
+        return ["question"] + [name for name in shown if name != "question"]
+    return shown
+
+
+def _sample_block(name: str, sample: Sample, common: dict[str, str]) -> str:
+    if name == "question":
+        return f"{common['question_heading']}\n<question>\n{neutralize(sample.question)}\n</question>"
+    return f"{common['references_heading']}\n{render_references(sample.context)}"
+
+
 def render_prompt(spec: Metric, sample: Sample, prompt_version: str) -> str:
-    """Task introduction (citation format), metric instructions, JSON format, sample, the two answers:
-    the expected answer (`ground_truth`) as ANSWER 1, the graded `response` as ANSWER 2, the `context`
-    chunks as the numbered references."""
+    """Task introduction (citation format), [untrusted-data preamble, v1], [the two answers to grade,
+    paper], metric instructions, JSON format, the sample blocks (`shown_inputs`), the two answers: the
+    expected answer (`ground_truth`) as answer 1, the graded `response` as answer 2; the `context` chunks
+    are the numbered references."""
     common = load_template(prompt_version, "_common.txt")
+    layout = layout_of(prompt_version)
     metric = load_template(prompt_version, spec.templates[0])
-    blocks = [common["intro"], common["preamble"], metric["instructions"],
-              common["output"].replace("{skeleton}", json_skeleton(spec))]
-    # Every prompt shows the question (the paper's faithfulness prompt does not; it costs little here).
-    blocks.append(f"QUESTION:\n<question>\n{neutralize(sample.question)}\n</question>")
-    if "context" in spec.inputs:
-        blocks.append("REFERENCES:\n" + render_references(sample.context))
-    blocks.append("ANSWER 1 (reference answer, for comparison):\n"
-                  f"<answer_1>\n{neutralize(sample.ground_truth)}\n</answer_1>")
-    blocks.append(f"ANSWER 2 (the answer to grade):\n<answer_2>\n{neutralize(sample.response)}\n</answer_2>")
+    blocks = [common[name] for name in ("intro", "preamble", "answers_intro") if name in common]
+    blocks += [metric["instructions"], common["output"].replace("{skeleton}", json_skeleton(spec, layout))]
+    blocks += [_sample_block(name, sample, common) for name in shown_inputs(spec, layout)]
+    blocks.append(f"{common['answer_1_heading']}\n<answer_1>\n{neutralize(sample.ground_truth)}\n</answer_1>")
+    blocks.append(f"{common['answer_2_heading']}\n<answer_2>\n{neutralize(sample.response)}\n</answer_2>")
     blocks.append(common["closing"])
     return "\n\n".join(blocks)
 
@@ -132,8 +191,8 @@ def reask_message(spec: Metric, reason: str, prompt_version: str) -> str:
     text = load_template(prompt_version, "_common.txt")["reask"]
     low, high = spec.scale
     allowed = f"an integer from {low} to {high}" + (" or null" if spec.name in _NULLABLE else "")
-    return (text.replace("{reason}", reason).replace("{skeleton}", json_skeleton(spec))
-            .replace("{allowed}", allowed))
+    skeleton = json_skeleton(spec, layout_of(prompt_version))
+    return text.replace("{reason}", reason).replace("{skeleton}", skeleton).replace("{allowed}", allowed)
 
 
 # --- parsing -------------------------------------------------------------------------------------------
@@ -150,9 +209,10 @@ class ParsedMark:
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 
 
-def parse_mark(text: str | None, spec: Metric) -> ParsedMark:
+def parse_mark(text: str | None, spec: Metric, layout: Layout) -> ParsedMark:
     """The reply must be one JSON object (a surrounding ``` fence is tolerated) holding `answer_2` with a
-    `score` that is an integer within the metric's scale, or null where the metric is nullable."""
+    `score` that is an integer within the metric's scale, or null where the metric is nullable. Where the
+    layout asks for a per-sentence analysis, a mark (not null) needs a well-formed, non-empty one."""
     stripped = (text or "").strip()
     if not stripped:
         return ParsedMark(False, reason="empty reply")
@@ -168,14 +228,37 @@ def parse_mark(text: str | None, spec: Metric) -> ParsedMark:
     second = obj["answer_2"]
     if "score" not in second:
         return ParsedMark(False, reason="answer_2 without a score field")
-    return _check_value(second, spec)
+    mark = _check_value(second, spec, layout)
+    if mark.ok and mark.value is not None:
+        for key, kind in layout.keys[spec.name]:
+            problem = sentence_analysis_problem(second.get(key)) if kind == "sentences" else None
+            if problem:
+                return ParsedMark(False, reason=f"{key}: {problem}")
+    return mark
 
 
-def _check_value(second: dict, spec: Metric) -> ParsedMark:
+def sentence_analysis_problem(analysis: Any) -> str | None:
+    """Why a per-sentence analysis is unusable (None: it is a non-empty list of objects whose
+    SENTENCE_FIELDS are all strings)."""
+    if analysis is None:
+        return "missing; a mark needs the sentence-by-sentence analysis"
+    if not isinstance(analysis, list):
+        return f"not a list of sentence entries: {type(analysis).__name__}"
+    if not analysis:
+        return "empty; a mark needs at least one analysed sentence"
+    for i, entry in enumerate(analysis, 1):
+        fields = entry if isinstance(entry, dict) else {}
+        missing = [f for f in SENTENCE_FIELDS if not isinstance(fields.get(f), str)]
+        if missing:
+            return f"entry {i} lacks the text field(s) {', '.join(missing)}"
+    return None
+
+
+def _check_value(second: dict, spec: Metric, layout: Layout) -> ParsedMark:
     value = second["score"]
     justification = second.get("justification")
     justification = justification if isinstance(justification, str) else None
-    details = {k: second[k] for k in _COT_KEYS[spec.name] if k in second}
+    details = {key: second[key] for key, _ in layout.keys[spec.name] if key in second}
     if value is None:
         if spec.name in _NULLABLE:
             return ParsedMark(True, None, None, justification, details)
@@ -192,31 +275,41 @@ def _check_value(second: dict, spec: Metric) -> ParsedMark:
     return ParsedMark(True, value, None, justification, details)
 
 
-def score_schema(spec: Metric) -> dict[str, Any]:
+def score_schema(spec: Metric, layout: Layout) -> dict[str, Any]:
     low, high = spec.scale
-    cot_keys = _COT_KEYS[spec.name]
     score = {"type": ["integer", "null"] if spec.name in _NULLABLE else "integer", "minimum": low,
              "maximum": high}
-    text = {"type": "string", "maxLength": MAX_TEXT_CHARS}
-    cot = {key: (text if key == "sentence_analysis" else {"type": "boolean"}) for key in cot_keys}
+    text = {"type": "string", "maxLength": layout.text_chars}
+    entry = {"type": "object", "properties": {f: text for f in SENTENCE_FIELDS},
+             "required": list(SENTENCE_FIELDS)}
+    sentences = {"type": "array", "items": entry}
+    kinds = {"boolean": {"type": "boolean"}, "text": text, "sentences": sentences}
+    cot = {key: kinds[kind] for key, kind in layout.keys[spec.name]}
     one = {"type": "object", "properties": {**cot, "justification": text, "score": score},
-           "required": [*cot_keys, "justification", "score"]}
+           "required": [*cot, "justification", "score"]}
     return {"type": "object", "properties": {"answer_1": one, "answer_2": one},
             "required": ["answer_1", "answer_2"]}
 
 
 # --- one metric ---------------------------------------------------------------------------------------
 
+def reply_tokens(spec: Metric, judge: JudgeConfig) -> int:
+    """The reply budget of one metric's call: faithfulness has its own (a per-sentence analysis)."""
+    grouse = judge.grouse
+    return grouse.faithfulness_max_tokens if spec.name == "faithfulness" else grouse.max_tokens
+
+
 def build_request(spec: Metric, sample: Sample, judge: JudgeConfig) -> ChatRequest:
-    """The first request of one judged metric; `judge.grouse.max_tokens` new tokens at most (`ask` lowers
-    it so that prompt + reply fit the judge window)."""
+    """The first request of one judged metric; `reply_tokens` new tokens at most (`ask` lowers it so that
+    prompt + reply fit the judge window)."""
+    version = judge.grouse.prompt_version
     extra = {}
     if judge.structured_output:
         extra = {"response_format": {"type": "json_schema",
                                      "json_schema": {"name": f"grouse_{spec.name}",
-                                                     "schema": score_schema(spec)}}}
-    prompt = render_prompt(spec, sample, judge.grouse.prompt_version)
-    return user_request(judge.model, prompt, judge.grouse.max_tokens, extra)
+                                                     "schema": score_schema(spec, layout_of(version))}}}
+    prompt = render_prompt(spec, sample, version)
+    return user_request(judge.model, prompt, reply_tokens(spec, judge), extra)
 
 
 def normalize(metric: str, value: int | None) -> float | None:
@@ -228,9 +321,9 @@ def normalize(metric: str, value: int | None) -> float | None:
     return float(value)
 
 
-def _parser(spec: Metric):
+def _parser(spec: Metric, layout: Layout):
     def parse(text: str | None) -> Parsed:
-        mark = parse_mark(text, spec)
+        mark = parse_mark(text, spec, layout)
         return Parsed(mark.ok, mark, mark.reason)
 
     return parse
@@ -243,7 +336,7 @@ def judge_metric(client: LLMClient, spec: Metric, sample: Sample, judge: JudgeCo
     to judge.context_window."""
     usage = Usage()
     version = judge.grouse.prompt_version
-    answer = ask(client, build_request(spec, sample, judge), _parser(spec),
+    answer = ask(client, build_request(spec, sample, judge), _parser(spec, layout_of(version)),
                  lambda reason: reask_message(spec, reason, version), judge.max_reasks, usage,
                  window=judge.context_window, count=count)
     if answer.ok:
@@ -363,6 +456,7 @@ class GrouseSuite:
         key = unit_key(SUITE, {"requests": first_requests, "references": fitted.chunks, "model": judge.model,
                                "prompt_version": judge.grouse.prompt_version,
                                "max_tokens": judge.grouse.max_tokens,
+                               "faithfulness_max_tokens": judge.grouse.faithfulness_max_tokens,
                                "structured_output": judge.structured_output, "max_reasks": judge.max_reasks,
                                "context_window": judge.context_window, "tokenizer": judge.tokenizer,
                                "seed": seed})

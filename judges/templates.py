@@ -23,6 +23,12 @@ def parse_sections(text: str) -> dict[str, str]:
     return {name: body.strip() for name, body in sections.items()}
 
 
+def versions(suite: str) -> tuple[str, ...]:
+    """The prompt versions a suite has: its folders under judges/prompts/<suite>/."""
+    root = PROMPTS_ROOT / suite
+    return tuple(sorted(p.name for p in root.iterdir() if p.is_dir())) if root.is_dir() else ()
+
+
 @lru_cache(maxsize=128)
 def load_template(suite: str, version: str, filename: str) -> dict[str, str]:
     path = PROMPTS_ROOT / suite / version / filename

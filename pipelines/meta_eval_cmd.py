@@ -1,6 +1,7 @@
 """`ccrs meta-eval`: test a judge's calibration before trusting it.
 
     ccrs meta-eval [--tests FILE] [--judge grouse|ccrs|both] [--base-url URL --model NAME] [--out DIR]
+                   [--grouse-prompt-version paper|v1]
     ccrs meta-eval --agreement RESULTS_A.json RESULTS_B.json
 
 Without --base-url the local CPU model is used (the Serve app of `ccrs serve up`, started here when it is
@@ -32,12 +33,16 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
     parser.add_argument("--out", type=Path, default=Path("meta-eval"), help="output folder")
     parser.add_argument("--max-concurrency", type=int, default=16)
     parser.add_argument("--max-reasks", type=int, default=2)
-    parser.add_argument("--max-tokens", type=int, default=512, help="reply budget of a GroUSE call")
+    parser.add_argument("--max-tokens", type=int,
+                        help="reply budget of a GroUSE relevancy/completeness/usefulness call (default 512)")
+    parser.add_argument("--faithfulness-max-tokens", type=int,
+                        help="reply budget of a GroUSE faithfulness call (default 2048)")
     parser.add_argument("--context-window", type=int,
                         help="judge window in tokens; replies are shortened to fit (local model: 2048)")
     parser.add_argument("--structured-output", action="store_true",
                         help="ask the server for JSON-schema constrained replies (vLLM response_format)")
-    parser.add_argument("--prompt-version", default="v1")
+    parser.add_argument("--grouse-prompt-version", "--prompt-version", dest="prompt_version",
+                        help="GroUSE prompt version: a folder of judges/prompts/grouse/ (default paper; v1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tracking-uri", help="MLflow URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
@@ -61,21 +66,29 @@ def main(args: argparse.Namespace) -> int:
         return 2
     from pydantic import ValidationError
 
-    from judges.config import GrouseOptions
-
     try:  # checked before a local judge is started
-        GrouseOptions(prompt_version=args.prompt_version, max_tokens=args.max_tokens)
+        grouse = _grouse_options(args)
     except ValidationError as exc:
-        print(f"ccrs meta-eval: error: --prompt-version/--max-tokens: {exc}", file=sys.stderr)
+        print("ccrs meta-eval: error: --grouse-prompt-version/--max-tokens/--faithfulness-max-tokens: "
+              f"{exc}", file=sys.stderr)
         return 2
     try:
         with _endpoint(args) as (base_url, model, local):
-            result, paths = _run(args, tests, base_url, model, local)
+            result, paths = _run(args, grouse, tests, base_url, model, local)
     except TimeoutError as exc:
         print(f"ccrs meta-eval: error: judge endpoint not ready: {exc}", file=sys.stderr)
         return 1
     _print_report(result, paths)
-    return _log(args, result, paths)
+    return _log(args, grouse, result, paths)
+
+
+def _grouse_options(args):
+    """GroUSE's settings from the flags; a flag left out keeps GrouseOptions' default."""
+    from judges.config import GrouseOptions
+
+    given = {"prompt_version": args.prompt_version, "max_tokens": args.max_tokens,
+             "faithfulness_max_tokens": args.faithfulness_max_tokens}
+    return GrouseOptions(**{key: value for key, value in given.items() if value is not None})
 
 
 def _select(tests, args):
@@ -84,17 +97,16 @@ def _select(tests, args):
     return tests[: args.limit] if args.limit else tests
 
 
-def _run(args, tests, base_url, model, local):
-    from judges.config import ClientConfig, GrouseOptions, JudgeConfig
+def _run(args, grouse, tests, base_url, model, local):
+    from judges.config import ClientConfig, JudgeConfig
     from judges.tokens import token_counter
     from tasks.generate import default_tokenizer
     from pipelines.tools.meta_eval import run_meta_eval, write_outputs
 
     window = args.context_window or (2048 if local else None)
-    # --prompt-version and --max-tokens are GroUSE's (judge.grouse); CCRS keeps its own defaults.
+    # The prompt version and reply budgets are GroUSE's (judge.grouse); CCRS keeps its own defaults.
     judge = JudgeConfig(model=model, max_reasks=args.max_reasks, structured_output=args.structured_output,
-                        context_window=window or 2048, cache=False,
-                        grouse=GrouseOptions(prompt_version=args.prompt_version, max_tokens=args.max_tokens))
+                        context_window=window or 2048, cache=False, grouse=grouse)
     count = token_counter(default_tokenizer(model)) if window else None
     client = ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed)
     bar = _bar(len(tests), args.no_progress or args.judge == "ccrs")
@@ -144,7 +156,7 @@ class _endpoint:
 def _print_report(result, paths) -> None:
     print(f"judge {result.model} on {result.n_tests} tests ({result.tests_path}), {result.seconds:.0f}s")
     if result.outcomes:
-        print("GroUSE unit tests, pass rate per metric:")
+        print(f"GroUSE unit tests (prompt version {result.grouse_prompt_version}), pass rate per metric:")
         for metric, rate in result.pass_rates.items():
             print(f"  {metric:22s} {100 * rate:6.2f}%")
         failures = [(o, m, c) for o in result.outcomes for m, c in o.checks.items() if not c["passed"]]
@@ -169,7 +181,7 @@ def _print_report(result, paths) -> None:
     print("wrote " + ", ".join(str(p) for p in paths.values()))
 
 
-def _log(args, result, paths) -> int:
+def _log(args, grouse, result, paths) -> int:
     if args.no_mlflow:
         return 0
     from pipelines.tools.meta_eval import log_meta_eval
@@ -177,8 +189,9 @@ def _log(args, result, paths) -> int:
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///./mlflow.db"
     params = {"tests": str(args.tests), "n_tests": result.n_tests, "judge": args.judge, "model": result.model,
-              "base_url": args.base_url or "local-cpu", "prompt_version": args.prompt_version,
-              "max_reasks": args.max_reasks, "max_tokens": args.max_tokens,
+              "base_url": args.base_url or "local-cpu", "prompt_version": grouse.prompt_version,
+              "max_reasks": args.max_reasks, "max_tokens": grouse.max_tokens,
+              "faithfulness_max_tokens": grouse.faithfulness_max_tokens,
               "structured_output": args.structured_output, "seed": args.seed}
     try:
         run_id = log_meta_eval(result, paths, uri, params)

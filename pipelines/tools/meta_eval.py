@@ -57,6 +57,7 @@ class MetaEvalResult:
     outcomes: list[TestOutcome] = field(default_factory=list)
     ccrs: dict[str, Any] | None = None
     seconds: float = 0.0
+    grouse_prompt_version: str | None = None  # judge.grouse.prompt_version when the GroUSE tests ran
 
 
 # --- GroUSE unit tests ----------------------------------------------------------------------------------
@@ -225,7 +226,8 @@ def write_outputs(result: MetaEvalResult, tests: list[UnitTest], out_dir: Path) 
     paths["failures"].write_text("".join(json.dumps(f, default=str) + "\n" for f in failures))
     if result.outcomes:
         paths["matrix"] = plot_matrix(result.outcomes, out_dir / "matrix.png",
-                                      f"GroUSE unit tests: {result.model}")
+                                      f"GroUSE unit tests: {result.model}, prompts "
+                                      f"{result.grouse_prompt_version}")
     return paths
 
 
@@ -282,5 +284,6 @@ def run_meta_eval(tests: list[UnitTest], tests_path: str, judge_kind: str, judge
             outcomes = run_grouse_tests(tests, judge, client, count, on_done)
         if judge_kind in ("ccrs", "both"):
             ccrs = run_ccrs_calibration(tests, judge, client)
+    version = judge.grouse.prompt_version if judge_kind in ("grouse", "both") else None
     return MetaEvalResult(judge_kind, judge.model, tests_path, len(tests), pass_rates(outcomes), outcomes,
-                          ccrs, round(time.perf_counter() - started, 2))
+                          ccrs, round(time.perf_counter() - started, 2), version)

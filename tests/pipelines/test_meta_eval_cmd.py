@@ -33,6 +33,35 @@ def test_grouse_reply_budget_below_its_minimum_is_an_error_before_any_call(capsy
     assert main(args) == 2 and "--max-tokens" in capsys.readouterr().err
 
 
+def _parsed(*flags: str):
+    import argparse
+
+    from pipelines.meta_eval_cmd import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(flags))
+
+
+def test_grouse_prompt_version_and_reply_budgets_are_selectable():
+    from judges.config import GrouseOptions
+    from pipelines.meta_eval_cmd import _grouse_options
+
+    assert _grouse_options(_parsed()) == GrouseOptions()  # every flag left out keeps the config default
+    assert _grouse_options(_parsed("--grouse-prompt-version", "v1")).prompt_version == "v1"
+    assert _grouse_options(_parsed("--prompt-version", "paper")).prompt_version == "paper"  # older name
+    chosen = _grouse_options(_parsed("--max-tokens", "300", "--faithfulness-max-tokens", "1200"))
+    assert (chosen.max_tokens, chosen.faithfulness_max_tokens) == (300, 1200)
+
+
+def test_unknown_grouse_prompt_version_is_an_error_before_any_call(capsys):
+    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--grouse-prompt-version", "v9",
+            "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--grouse-prompt-version" in err and "unknown GroUSE prompt version 'v9'" in err and "paper" in err
+
+
 def _results(path: Path, marks: dict[str, dict]) -> Path:
     outcomes = [{"test_id": tid, "checks": {m: {"value": v, "status": "ok"} for m, v in metrics.items()}}
                 for tid, metrics in marks.items()]

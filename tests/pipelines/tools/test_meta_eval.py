@@ -106,24 +106,30 @@ class FakeJudge:
         if "<answer_2>" in prompt:
             metric = next(m for m in self.grouse_marks if f"Metric: {m.replace('_', ' ').upper()}" in prompt)
             mark = self.grouse_marks[metric]
+            # a per-sentence analysis, as the paper layout's faithfulness reply needs one with a mark
+            analysis = [{"sentence": "s", "citation_follows": "yes", "citation_is_right": "yes",
+                         "content_unchanged": "yes"}]
             text = json.dumps({"answer_1": {"justification": "a", "score": mark},
-                               "answer_2": {"justification": f"why {metric}", "score": mark}})
+                               "answer_2": {"justification": f"why {metric}", "score": mark,
+                                            "sentence_analysis": analysis}})
         else:
             text = str(self.ccrs_score(prompt))
         return ChatResult(text, 3, 2, "stop", 1)
 
 
-def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions():
+@pytest.mark.parametrize("version", ["paper", "v1"])
+def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions(version):
     from pipelines.tools.meta_eval import run_grouse_tests
 
     client = FakeJudge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": None},
                        None)
-    judge = JudgeConfig(model="m", grouse=GrouseOptions(max_tokens=200))
+    judge = JudgeConfig(model="m", grouse=GrouseOptions(prompt_version=version, max_tokens=200,
+                                                        faithfulness_max_tokens=700))
     done = []
     (outcome,) = run_grouse_tests(TRAIN[:1], judge, client, on_done=done.append)
     assert outcome.passed and done == [outcome] and outcome.calls == 3  # usefulness not asked
     assert outcome.checks["answer_relevancy"]["justification"] == "why answer_relevancy"
-    assert {r.max_tokens for r in client.requests} == {200}
+    assert [r.max_tokens for r in client.requests] == [200, 200, 700]
     prompt = client.requests[1].messages[0]["content"]  # completeness: the test's references, its two answers
     assert all(ref[:40] in prompt for ref in TRAIN[0].references)
     assert ((_block(prompt, "answer_1"), _block(prompt, "answer_2"))
@@ -256,7 +262,7 @@ def test_grouse_judging_stage_writes_long_scores(tmp_path, bioasq_inputs, llm_en
     assert (frame.status == "empty_response").sum() == 6
     failed = frame[frame.status == "failed"]
     assert failed.reason.notna().all()
-    assert set(frame.suite) == {"grouse"} and set(frame.prompt_version) == {"v1"}
+    assert set(frame.suite) == {"grouse"} and set(frame.prompt_version) == {GrouseOptions().prompt_version}
     marked = frame[frame.llm_score.notna()]
     assert all(s == normalize(m, v) for m, v, s in zip(marked.metric, marked.llm_score, marked.score))
     judged = frame[frame.status != "empty_response"].merge(gens[["query_id", "system", "n_chunks_used"]])
