@@ -36,7 +36,3 @@ def load_template(suite: str, version: str, filename: str) -> dict[str, str]:
         raise FileNotFoundError(f"{suite} prompt template {path} not found (prompt_version={version!r})")
     return parse_sections(path.read_text())
 
-
-def versions(suite: str) -> tuple[str, ...]:
-    """The prompt versions of `suite`: its folders under judges/prompts/<suite>/."""
-    return tuple(sorted(path.name for path in (PROMPTS_ROOT / suite).iterdir() if path.is_dir()))
