@@ -69,5 +69,5 @@ def test_prompt_versions_are_checked_against_the_template_folders(tmp_path):
         load_config(_write(tmp_path, readers + "judge: {prompt_version: v9}\n"))
     with pytest.raises(ConfigError, match="input order"):
         load_config(_write(tmp_path, readers + "judge: {prompt_version: paper, shared_prefix: true}\n"))
-    with pytest.raises(ConfigError, match="grouse prompt version"):
+    with pytest.raises(ConfigError, match="(?i)grouse prompt version"):
         load_config(_write(tmp_path, readers + "judges: [grouse]\njudge: {grouse: {prompt_version: v9}}\n"))

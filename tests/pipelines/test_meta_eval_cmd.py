@@ -94,7 +94,8 @@ def test_real_run_reports_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--limit", "1",
             "--base-url", llm_endpoint.base_url, "--model", llm_endpoint.judge_model,
-            "--structured-output", "--max-tokens", "128", "--max-reasks", "0",
+            "--structured-output", "--max-tokens", "128", "--faithfulness-max-tokens", "256",
+            "--max-reasks", "0",
             "--context-window", "2048", "--out", str(tmp_path / "out"), "--tracking-uri", uri,
             "--no-progress"]
     assert main(args) == 0

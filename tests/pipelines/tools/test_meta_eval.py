@@ -221,7 +221,8 @@ def test_grouse_stage_sends_no_empty_answer_and_records_failed_generations(tmp_p
 
 # --- against the real CPU judge ---------------------------------------------------------------------------
 
-SMALL_JUDGE = {"max_reasks": 0, "grouse": GrouseOptions(max_tokens=128), "structured_output": True,
+SMALL_JUDGE = {"max_reasks": 0, "grouse": GrouseOptions(max_tokens=128, faithfulness_max_tokens=256),
+               "structured_output": True,
                "cache": False}
 
 
