@@ -35,21 +35,21 @@ def test_unreachable_tracking_server_is_a_clear_error_naming_the_address():
         check_tracking_reachable(f"http://127.0.0.1:{port}", timeout_s=2)
 
 
-def test_comparison_table_is_logged_as_an_mlflow_table():
+def test_comparison_table_is_logged_as_an_mlflow_table(tmp_path):
+    import mlflow
+
     from tasks.tracking import COMPARISON_TABLE_ARTIFACT, log_comparison_table
-
-    class RecordingMlflow:
-        def __init__(self):
-            self.tables = {}
-
-        def log_table(self, data, artifact_file):
-            self.tables[artifact_file] = data
 
     rows = [{"suite": "ccrs", "metric": "QR", "rank": 1, "discriminative_power": 0.9333},
             {"suite": "ragchecker", "metric": "rc_recall", "rank": 1, "discriminative_power": 0.8}]
-    mlflow = RecordingMlflow()
-    log_comparison_table(mlflow, {"discriminative_power_comparison": rows})
-    assert mlflow.tables[COMPARISON_TABLE_ARTIFACT].to_dict("records") == rows
-    empty = RecordingMlflow()
-    log_comparison_table(empty, {"discriminative_power_comparison": []})
-    assert empty.tables == {}
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment(
+        "comparison", artifact_location=(tmp_path / "artifacts").as_uri()))
+    with mlflow.start_run() as logged:
+        log_comparison_table(mlflow, {"discriminative_power_comparison": rows})
+    with mlflow.start_run() as empty:
+        log_comparison_table(mlflow, {"discriminative_power_comparison": []})
+    table = mlflow.load_table(COMPARISON_TABLE_ARTIFACT, run_ids=[logged.info.run_id])
+    assert table[list(rows[0])].to_dict("records") == rows
+    client = mlflow.MlflowClient()
+    assert [a.path for a in client.list_artifacts(empty.info.run_id, "tables")] == []
