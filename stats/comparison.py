@@ -56,15 +56,19 @@ def _power_order(power: float | None) -> tuple[bool, float]:
     return (power is None, -(power or 0.0))
 
 
-def _row(suite: str | None, metric: str, rank: int, entry: Mapping[str, Any]) -> dict[str, Any]:
+def pair_counts(entry: Mapping[str, Any]) -> dict[str, int]:
+    """A metric's significant pairs and all its pairs (the two counts behind its discriminative power)."""
     pairwise = entry["pairwise"]
-    p_values = [pair["p_value"] for pair in pairwise if pair["p_value"] is not None]
+    return {"significant_pairs": sum(bool(pair["significant"]) for pair in pairwise), "pairs": len(pairwise)}
+
+
+def _row(suite: str | None, metric: str, rank: int, entry: Mapping[str, Any]) -> dict[str, Any]:
+    p_values = [pair["p_value"] for pair in entry["pairwise"] if pair["p_value"] is not None]
     return {
         "suite": suite,
         "metric": metric,
         "rank": rank,
-        "significant_pairs": sum(bool(pair["significant"]) for pair in pairwise),
-        "pairs": len(pairwise),
+        **pair_counts(entry),
         "discriminative_power": entry["discriminative_power"],
         "median_asl": float(np.median(p_values)) if p_values else None,
         "n_used": entry["n_used"],

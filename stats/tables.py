@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from stats.comparison import COMPARISON_COLUMNS
+from stats.comparison import COMPARISON_COLUMNS, pair_counts
 
 _POPULATION_FIELDS = (
     "mean",
@@ -75,17 +75,8 @@ def pairwise_table(result: dict) -> pd.DataFrame:
 
 
 def discriminative_power_table(result: dict) -> pd.DataFrame:
-    rows = []
-    for metric, entry in result["per_metric"].items():
-        significant = sum(pair["significant"] for pair in entry["pairwise"])
-        rows.append(
-            {
-                "metric": metric,
-                "significant_pairs": significant,
-                "pairs": len(entry["pairwise"]),
-                "discriminative_power": entry["discriminative_power"],
-            }
-        )
+    rows = [{"metric": metric, **pair_counts(entry), "discriminative_power": entry["discriminative_power"]}
+            for metric, entry in result["per_metric"].items()]
     return pd.DataFrame(rows)
 
 
