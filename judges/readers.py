@@ -1,5 +1,5 @@
-"""Reader backends: the CCRS generation prompt (paper Figure 1), answer extraction, the context-window
-truncation policy, and the extractive (non-LLM) baseline reader."""
+"""Reader backends: the CCRS generation prompt (the construct of paper Figure 1), answer extraction, the
+context-window truncation policy, and the extractive (non-LLM) baseline reader."""
 from __future__ import annotations
 
 import re
@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from judges.client import ChatRequest
 from judges.config import ReaderConfig
 
-PROMPT_VERSION = "fig1-v1"
+# fig1-v2: Figure 1's construct (instruction, the top-k chunks each in <content> inside one <context>, the
+# question, the answer in <answer> tags) in our own words; fig1-v1 repeated the figure's sentences.
+PROMPT_VERSION = "fig1-v2"
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
 _STOPWORDS = frozenset(
     ["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are",
@@ -21,12 +23,12 @@ _STOPWORDS = frozenset(
 
 
 def generation_prompt(question: str, chunks: list[str]) -> str:
-    """Paper Figure 1, verbatim apart from whitespace."""
+    """Paper Figure 1's layout and inputs in the same order (instruction, context, question, output rule)."""
     contents = " ".join(f"<content>{chunk}</content>" for chunk in chunks)
     return (
-        f"Please answer the given question based on the context. <context> {contents} </context>\n"
+        f"Using the context below, answer the question. <context> {contents} </context>\n"
         f"Question: {question}\n"
-        "Please answer the question and tag your answer with <answer></answer>."
+        "Write your answer between the tags <answer></answer>."
     )
 
 

@@ -128,7 +128,7 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path
             "prompt_versions": {f"{name}_judge": out.summary.get("prompt_version")
                                 for name, out in judged.items()},
         }
-        provenance["prompt_versions"]["reader"] = generation.summary.get("prompt_version", "fig1-v1")
+        provenance["prompt_versions"]["reader"] = generation.summary["prompt_version"]
         tracked = log_pipeline_run(
             tracking_uri=tracking_uri,
             experiment=config.mlflow.experiment,

@@ -55,3 +55,13 @@ def test_no_template_copies_a_paper_sentence():
     papers = {p.name: ngrams(p.read_text()) for p in sorted(SEEDS.glob("*.txt"))}
     found = [run for template in sorted(PROMPTS_ROOT.rglob("*.txt")) for run in shared_runs(template, papers)]
     assert not found, f"{len(found)} runs of {N} words copied from a paper:\n" + "\n".join(found)
+
+
+def test_the_reader_prompt_copies_no_paper_sentence():
+    if not SEEDS.is_dir():
+        pytest.skip(f"no paper texts at {SEEDS} (the shared seeds folder is not part of a CI checkout)")
+    from judges.readers import generation_prompt
+
+    papers = {p.name: ngrams(p.read_text()) for p in sorted(SEEDS.glob("*.txt"))}
+    grams = ngrams(generation_prompt("{question}", ["chunk_1", "chunk_2"]))
+    assert not [(name, g) for name, paper in papers.items() for g in sorted(grams & paper)]

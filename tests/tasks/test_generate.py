@@ -14,13 +14,16 @@ def test_system_labels_follow_the_paper():
     assert system_table(readers)["D"] == {"reader": "r2", "retriever": "knn", "model": "r2"}
 
 
-def test_generation_prompt_is_figure_1():
+def test_generation_prompt_follows_figure_1_inputs_and_order():
     prompt = generation_prompt("Q?", ["c1", "c2"])
-    assert prompt.startswith("Please answer the given question based on the context. <context>")
-    assert "<content>c1</content> <content>c2</content> </context>" in prompt
-    assert prompt.endswith(
-        "Question: Q?\nPlease answer the question and tag your answer with <answer></answer>."
-    )
+    instruction, rest = prompt.split("<context>", 1)
+    assert "answer the question" in instruction.lower()
+    assert rest.startswith(" <content>c1</content> <content>c2</content> </context>\nQuestion: Q?\n")
+    assert prompt.endswith("<answer></answer>.")
+
+
+def test_generation_prompt_does_not_repeat_figure_1_sentences():
+    assert "Please answer the given question based on the context" not in generation_prompt("Q?", ["c"])
 
 
 @pytest.mark.parametrize("reply,answer,tagged", [
