@@ -9,7 +9,8 @@ def test_cpu_profile_matches_the_verified_recipe():
     assert cfg.host == "127.0.0.1" and cfg.port == 8000
     (model,) = cfg.models
     assert model.model_id == "smollm2-135m-instruct"
-    assert model.engine_kwargs == {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048}
+    assert model.engine_kwargs == {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048,
+                                   "enable_prefix_caching": True, "enable_prompt_tokens_details": True}
     assert model.env_vars == {"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"}
 
 
@@ -25,6 +26,36 @@ def test_cluster_profile_is_the_paper_setup():
     assert judge["accelerator_type"] == "A100-80G"
     assert judge["deployment_config"]["autoscaling_config"]["max_replicas"] > 1
     assert "placement_group_config" not in judge
+
+
+def test_cluster_judge_routes_by_prefix_and_every_engine_reports_cached_tokens():
+    from infra.serving import PREFIX_AFFINITY_ROUTER
+
+    cfg = ServingConfig.for_profile("cluster")
+    judge = llm_config_kwargs(cfg.models[0], "cluster")
+    assert judge["deployment_config"]["request_router_config"] == {
+        "request_router_class": PREFIX_AFFINITY_ROUTER, "request_router_kwargs": {}}
+    assert PREFIX_AFFINITY_ROUTER == "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
+    for model in cfg.models:
+        assert model.engine_kwargs["enable_prompt_tokens_details"] is True, model.model_id
+    reader = llm_config_kwargs(cfg.models[1], "cluster")
+    assert "request_router_config" not in reader["deployment_config"]  # no prefix shared across prompts
+
+
+def test_the_prefix_affinity_router_exists_in_the_installed_ray():
+    import importlib
+
+    from infra.serving import PREFIX_AFFINITY_ROUTER
+
+    module, name = PREFIX_AFFINITY_ROUTER.rsplit(".", 1)
+    assert hasattr(importlib.import_module(module), name)
+
+
+def test_router_kwargs_without_a_router_are_rejected():
+    from infra.serving import ServedModel
+
+    with pytest.raises(ValueError, match="request_router_kwargs"):
+        ServedModel(model_id="m", source="m", request_router_kwargs={"imbalanced_threshold": 8})
 
 
 def test_code_defaults_equal_the_yaml_profiles():
