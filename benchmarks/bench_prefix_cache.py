@@ -94,13 +94,47 @@ def serving_config(router: str, port: int):
     return cfg
 
 
+def judge_config(shared_prefix: bool):
+    from judges.config import JudgeConfig
+
+    return JudgeConfig(shared_prefix=shared_prefix, structured_output=True, max_reasks=0, cache=False,
+                       context_window=WINDOW)
+
+
+def ideal_computed(samples, shared_prefix: bool, tokenizer) -> int:
+    """The floor: prompt tokens left to compute with an unbounded cache and perfect routing (each prompt's
+    longest common token prefix with any earlier prompt is free; its last token never is)."""
+    from judges.suite import get_suite
+    from tasks.judge import judge_counter
+
+    judge = judge_config(shared_prefix)
+    units = [u for s in samples for u in get_suite("ccrs").plan(s, judge, 0, judge_counter(judge))]
+    seen: list[list[int]] = []
+    computed = 0
+    for unit in units:
+        ids = list(tokenizer.apply_chat_template(unit.plan.messages, add_generation_prompt=True,
+                                                 tokenize=True, return_dict=True)["input_ids"])
+        common = max((_common_prefix(ids, other) for other in seen), default=0)
+        computed += len(ids) - min(common, len(ids) - 1)
+        seen.append(ids)
+    return computed
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def judge_layout(samples, shared_prefix: bool, prefix_order: bool, base_url: str, concurrency: int):
-    from judges.config import ClientConfig, JudgeConfig
+    from judges.config import ClientConfig
     from judges.suite import get_suite
     from tasks.judge import judge_suite
 
-    judge = JudgeConfig(shared_prefix=shared_prefix, structured_output=True, max_reasks=0, cache=False,
-                        context_window=WINDOW)
+    judge = judge_config(shared_prefix)
     client = ClientConfig(max_concurrency=concurrency, seed=0, prefix_order=prefix_order)
     started = time.perf_counter()
     judgments, stats = judge_suite(get_suite("ccrs"), samples, judge, client, base_url, progress=False)
@@ -143,6 +177,8 @@ def main() -> int:
     samples, pool = build_samples(args.questions, tokenizer)
     print(f"{args.questions} questions x 2 retrievers x {len(READERS)} readers = {len(samples)} samples; "
           f"{pool} chunks of {CHUNK_TOKENS} tokens in the pool, top-{TOP_K}", flush=True)
+    ideal = {layout: ideal_computed(samples, shared, tokenizer) for layout, shared in LAYOUTS.items()}
+    print(f"floor of computed prompt tokens (unbounded cache, perfect routing): {ideal}", flush=True)
     layouts: dict[str, dict] = {}
     try:
         for routing, (router, prefix_order) in ROUTINGS.items():
@@ -154,6 +190,7 @@ def main() -> int:
             try:
                 for layout, shared_prefix in LAYOUTS.items():
                     row = judge_layout(samples, shared_prefix, prefix_order, base_url, args.concurrency)
+                    row["ideal_computed_prompt_tokens"] = ideal[layout]
                     layouts[f"{layout}/{routing}"] = row
                     print(f"  {layout}/{routing}: {json.dumps(row)}", flush=True)
             finally:
