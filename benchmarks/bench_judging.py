@@ -1,12 +1,15 @@
 """Judging throughput: our stage (shared client -> Ray fan-out -> Ray Serve LLM -> vLLM) against vLLM's
 own offline `LLM.chat` on the same prompts, model and sampling parameters, in one run.
 
-    .venv/bin/python benchmarks/bench_judging.py [--n 48] [--profile cpu]
+    .venv/bin/python benchmarks/bench_judging.py [--n 48] [--shared-prefix] [--structured-output]
+        [--prefix-order]
 
 Both sides get the same CCRS judge requests (one ask each: max_reasks=0, cache off), temperature 0,
 the same max_tokens and seed. The stage is timed from the first request to the last reply; the offline
 side from the `LLM.chat` call to its return (engine start-up excluded on both sides, one warm-up request
-each). Prints requests/s for both and the ratio stage/offline (target >= 0.8).
+each). Prints requests/s for both and the ratio stage/offline (target >= 0.8). `--prefix-order` sends the
+requests in the judge stage's prefix-aware order (tasks/judge.py ordered_for_prefix_reuse: units of one
+question x retriever together, whole groups per shard); the offline side gets the same order.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.append(str(REPO / "tests"))  # after REPO: tests/infra, tests/tasks ... must not shadow the packages
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
@@ -76,16 +79,16 @@ class Evaluate:
         return judgment
 
 
-def time_stage(tasks, judge_cfg, client_cfg, base_url: str) -> tuple[float, list]:
+def time_stage(tasks, judge_cfg, client_cfg, base_url: str, groups=None) -> tuple[float, list]:
     from judges.client import ChatRequest, LLMClient
-    from tasks.fanout import fan_out
+    from tasks.fanout import fan_out, fan_out_report
 
     evaluate = Evaluate(judge_cfg)
     with LLMClient(client_cfg, base_url) as client:  # warm-up
         client.chat(ChatRequest(tasks[0].plan.model, tasks[0].plan.messages, max_tokens=2))
     fan_out(evaluate, tasks[:4], client_cfg, base_url)  # warm the Ray workers too
     started = time.perf_counter()
-    judgments = fan_out(evaluate, tasks, client_cfg, base_url)
+    judgments, _ = fan_out_report(evaluate, tasks, client_cfg, base_url, groups=groups)
     return time.perf_counter() - started, judgments
 
 
@@ -94,7 +97,7 @@ def time_offline(tasks, seed: int) -> tuple[float, list[str]]:
 
     from infra.serving import ServingConfig
 
-    engine_kwargs = ServingConfig(profile="cpu").models[0].engine_kwargs  # the served engine's settings
+    engine_kwargs = offline_engine_kwargs(ServingConfig(profile="cpu").models[0].engine_kwargs)
     llm = LLM(model=str(_model_dir()), seed=seed, **engine_kwargs)
     params = SamplingParams(temperature=0.0, max_tokens=tasks[0].plan.max_tokens, seed=seed,
                             structured_outputs=_structured(tasks[0].plan.extra_body))
@@ -103,6 +106,15 @@ def time_offline(tasks, seed: int) -> tuple[float, list[str]]:
     outputs = llm.chat([t.plan.messages for t in tasks], params, use_tqdm=False)
     seconds = time.perf_counter() - started
     return seconds, [o.outputs[0].text for o in outputs]
+
+
+def offline_engine_kwargs(served: dict) -> dict:
+    """The served engine's settings that `LLM` takes: the OpenAI front end's own options (e.g.
+    enable_prompt_tokens_details) have no offline meaning."""
+    from vllm.entrypoints.launchers.cli_args import FrontendArgs
+
+    frontend = set(FrontendArgs.__dataclass_fields__)
+    return {k: v for k, v in served.items() if k not in frontend}
 
 
 def _structured(extra_body: dict):
@@ -124,6 +136,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--shared-prefix", action="store_true", help="JudgeConfig.shared_prefix layout")
     parser.add_argument("--structured-output", action="store_true", help="JudgeConfig.structured_output")
+    parser.add_argument("--prefix-order", action="store_true", help="the judge stage's prefix-aware order")
     args = parser.parse_args()
 
     import tempfile
@@ -139,10 +152,15 @@ def main() -> int:
                             metrics=list(get_suite("ccrs").metrics))  # every CCRS metric, registry order
     client_cfg = ClientConfig(max_concurrency=args.concurrency, seed=0)
     tasks = build_tasks(args.n, judge_cfg, client_cfg, Path(tempfile.mkdtemp(prefix="bench-judging-")))
+    groups = None
+    if args.prefix_order:
+        from tasks.judge import ordered_for_prefix_reuse
+
+        tasks, groups = ordered_for_prefix_reuse(tasks)
     serving = ServingConfig.for_profile("cpu", port=args.port)
     base_url = args.base_url or start_serve_app(serving)
     try:
-        stage_s, judgments = time_stage(tasks, judge_cfg, client_cfg, base_url)
+        stage_s, judgments = time_stage(tasks, judge_cfg, client_cfg, base_url, groups)
     finally:
         if not args.base_url:
             stop_serve_app(serving)
@@ -155,6 +173,7 @@ def main() -> int:
         "requests": len(tasks),
         "shared_prefix": args.shared_prefix,
         "structured_output": args.structured_output,
+        "prefix_order": args.prefix_order,
         "stage_seconds": round(stage_s, 3),
         "stage_requests_per_s": round(len(tasks) / stage_s, 2),
         "offline_seconds": round(offline_s, 3),
@@ -162,6 +181,7 @@ def main() -> int:
         "ratio_stage_over_offline": round(offline_s / stage_s, 3),
         "identical_completions": same,
         "stage_prompt_tokens": sum(j.prompt_tokens for j in judgments),
+        "stage_prefix_cached_prompt_tokens": sum(j.prefix_cached_tokens for j in judgments),
         "stage_completion_tokens": sum(j.completion_tokens for j in judgments),
     }
     print(json.dumps(figures, indent=2))

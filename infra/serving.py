@@ -24,6 +24,10 @@ from infra import ray_runtime
 from infra.readiness import already_serving, served_models, wait_until_ready
 
 APP_NAME = "ccrs-llm"
+# Ray Serve LLM's router that sends requests with a common prompt prefix to the replica that served it
+# last (its vLLM prefix cache holds that prefix); `request_router: prefix_affinity` selects it.
+PREFIX_AFFINITY_ROUTER = "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
+ROUTERS = {"default": None, "prefix_affinity": PREFIX_AFFINITY_ROUTER}
 _STARTED_HERE: dict[str, ServingConfig] = {}  # apps this process deployed: what stop_serve_app() stops
 CONFIG_DIR = Path(__file__).parent / "serve_configs"
 
@@ -47,6 +51,19 @@ class ServedModel(_Strict):
     max_ongoing_requests: int | None = Field(default=None, ge=1)
     engine_kwargs: dict[str, Any] = Field(default_factory=dict)
     env_vars: dict[str, str] = Field(default_factory=dict)
+    request_router: Literal["default", "prefix_affinity"] = Field(
+        default="default", description="default: Serve's power-of-two-choices (cache-blind); "
+        "prefix_affinity: PrefixCacheAffinityRouter, requests sharing a prefix go to the same replica")
+    request_router_kwargs: dict[str, Any] = Field(default_factory=dict, description="initialize_state "
+                                                  "arguments of the router, e.g. imbalanced_threshold")
+
+
+    @model_validator(mode="after")
+    def _router_kwargs_need_a_router(self) -> ServedModel:
+        if self.request_router_kwargs and ROUTERS[self.request_router] is None:
+            raise ValueError(f"model {self.model_id}: request_router_kwargs given but request_router is "
+                             f"{self.request_router!r}; set request_router: prefix_affinity")
+        return self
 
 
 class ServingConfig(_Strict):
@@ -127,6 +144,10 @@ def llm_config_kwargs(model: ServedModel, profile: str) -> dict[str, Any]:
     deployment: dict[str, Any] = {"autoscaling_config": autoscaling}
     if model.max_ongoing_requests:
         deployment["max_ongoing_requests"] = model.max_ongoing_requests
+    router = ROUTERS[model.request_router]
+    if router:
+        deployment["request_router_config"] = {"request_router_class": router,
+                                               "request_router_kwargs": dict(model.request_router_kwargs)}
     kwargs: dict[str, Any] = {
         "model_loading_config": {"model_id": model.model_id, "model_source": resolve_source(model.source)},
         "engine_kwargs": engine_kwargs,

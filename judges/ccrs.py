@@ -268,7 +268,7 @@ def judgment(spec: Metric, sample: Sample, cfg: JudgeConfig, llm_score: int | No
                  else llm_score / 100.0)
     return Judgment(sample.query_id, sample.system, SUITE, spec.name, score, llm_score, em, status, reason,
                     raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens, cfg.prompt_version,
-                    cfg.model)
+                    cfg.model, usage.cached_tokens)
 
 
 def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatRequest,

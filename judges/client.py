@@ -42,6 +42,7 @@ class ChatResult:
     completion_tokens: int
     finish_reason: str | None
     attempts: int
+    cached_tokens: int = 0  # prompt tokens vLLM served from its prefix cache (usage.prompt_tokens_details)
 
 
 class LLMRequestError(RuntimeError):
@@ -114,6 +115,8 @@ class ClientStats:
     retries: int = 0
     short_circuited: int = 0
     circuit_opens: int = 0
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the server's prefix cache
     errors: Counter = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
@@ -247,7 +250,7 @@ class LLMClient:
         except LLMRequestError:
             self._count(failed=1)
             raise
-        self._count(ok=1)
+        self._count(ok=1, prompt_tokens=result.prompt_tokens, cached_prompt_tokens=result.cached_tokens)
         return result
 
     def _chat(self, body: dict[str, Any]) -> ChatResult:
@@ -322,7 +325,15 @@ class LLMClient:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             finish_reason=choice.get("finish_reason"),
             attempts=attempts,
+            cached_tokens=cached_prompt_tokens(usage),
         )
+
+
+def cached_prompt_tokens(usage: Mapping[str, Any]) -> int:
+    """usage.prompt_tokens_details.cached_tokens: what the server's prefix cache saved. vLLM reports it
+    with `enable_prompt_tokens_details` (infra/serve_configs); a server that does not report it counts 0."""
+    details = usage.get("prompt_tokens_details") or {}
+    return int(details.get("cached_tokens") or 0) if isinstance(details, Mapping) else 0
 
 
 def wait_until_ready(

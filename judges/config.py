@@ -31,6 +31,9 @@ class ClientConfig(_Strict):
     shard_size: int = Field(default=16, ge=1, description="requests per Ray task; a finished shard is "
                             "checkpointed, so a killed run loses at most the shards in flight")
     max_shards_in_flight: int = Field(default=4, ge=1)
+    prefix_order: bool = Field(default=True, description="judge stages send the units of one question x "
+                               "retriever (they share the context) together, in whole shards, so the "
+                               "server's prefix cache computes that context once; False: the plan's order")
     requeue_wait_s: float = Field(default=600.0, gt=0, description="how long a requeue round waits for the "
                                   "endpoint to come back before the failures stay recorded")
 

@@ -354,7 +354,7 @@ def _judgment(sample: Sample, metric: str, judge: JudgeConfig, mark: int | None,
     detail = detail_json(justification=justification) if justification is not None else None
     return Judgment(sample.query_id, sample.system, SUITE, metric, normalize(metric, mark), mark, None,
                     status, reason, raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens,
-                    judge.grouse.prompt_version, judge.model, detail=detail)
+                    judge.grouse.prompt_version, judge.model, usage.cached_tokens, detail=detail)
 
 
 def _not_asked(sample: Sample, metric: str, judge: JudgeConfig, status: str, reason: str | None) -> Judgment:

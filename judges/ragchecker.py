@@ -118,7 +118,8 @@ def _judgment(sample: Sample, judge: JudgeConfig, metric: str, score: float | No
               reason: str | None, raw: str | None, usage: Usage, **detail: Any) -> Judgment:
     return Judgment(sample.query_id, sample.system, SUITE, metric, score, None, None, status, reason, raw,
                     usage.attempts, usage.prompt_tokens, usage.completion_tokens,
-                    judge.ragchecker.prompt_version, judge.model, detail=detail_json(**detail))
+                    judge.ragchecker.prompt_version, judge.model, usage.cached_tokens,
+                    detail=detail_json(**detail))
 
 
 def check_sample(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: RagCheckerPlan,

@@ -84,6 +84,7 @@ class Judgment:
     completion_tokens: int
     prompt_version: str
     judge_model: str
+    prefix_cached_tokens: int = 0  # of prompt_tokens, served from the judge server's prefix cache
     n_context_chunks: int = 0
     n_context_truncated: int = 0
     cached: bool = False
@@ -125,6 +126,13 @@ class Unit:
         """Stable within a run: the checkpoint's item id."""
         return f"{self.sample.system}/{self.sample.query_id}/{'+'.join(self.metrics)}"
 
+    @property
+    def prefix_group(self) -> str:
+        """Units whose prompts can share a long prefix: the same question with the same retrieved context
+        (one question x retriever: every reader's sample, every metric)."""
+        payload = json.dumps([self.sample.query_id, self.sample.question, self.sample.context])
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
 
 def unit_key(suite: str, payload: Any) -> str:
     return hashlib.sha256(json.dumps([suite, payload], sort_keys=True, default=str).encode()).hexdigest()
@@ -149,6 +157,7 @@ class Usage:
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served from the server's prefix cache
 
 
 @dataclass(frozen=True)
@@ -187,6 +196,7 @@ def ask(client: LLMClient, request: ChatRequest, parse: Callable[[str | None], P
         usage.attempts += 1
         usage.prompt_tokens += result.prompt_tokens
         usage.completion_tokens += result.completion_tokens
+        usage.cached_tokens += result.cached_tokens
         raw = result.text
         parsed = parse(raw)
         if parsed.ok:

@@ -310,7 +310,7 @@ def judgment(sample: Sample, judge: JudgeConfig, metric: str, value: float | Non
     return Judgment(sample.query_id, sample.system, SUITE, metric, float(value) if ok else None, None, None,
                     "ok" if ok else "failed", None if ok else (reason or "not computable"), raw,
                     usage.attempts, usage.prompt_tokens, usage.completion_tokens, judge.vera.prompt_version,
-                    judge.model,
+                    judge.model, usage.cached_tokens,
                     detail=detail_json(**detail, raw=raw) if detail or raw is not None else None)
 
 

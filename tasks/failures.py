@@ -24,6 +24,10 @@ def stage_failures(name: str, summary: dict[str, Any]) -> dict[str, Any]:
         "failure_reasons": summary.get("failure_reasons", {}),
         "suspicious_samples": summary.get("suspicious_samples", 0),
         "requests_sent": int(client.get("attempts", 0)),
+        # prompt tokens of the answered requests, and those the server's prefix cache served (vLLM's
+        # usage.prompt_tokens_details.cached_tokens): what was computed is the difference
+        "prompt_tokens": int(client.get("prompt_tokens", 0)),
+        "prefix_cached_prompt_tokens": int(client.get("cached_prompt_tokens", 0)),
         "retries": int(client.get("retries", 0)),
         "errors": client.get("errors", {}),
         "circuit_opens": int(client.get("circuit_opens", 0)),
@@ -37,7 +41,10 @@ def stage_failures(name: str, summary: dict[str, Any]) -> dict[str, Any]:
 def failure_report(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     stages = {name: stage_failures(name, summary) for name, summary in summaries.items()}
     return {"stages": stages, "failed_total": sum(s["failed"] for s in stages.values()),
-            "retries_total": sum(s["retries"] for s in stages.values())}
+            "retries_total": sum(s["retries"] for s in stages.values()),
+            "prompt_tokens_total": sum(s["prompt_tokens"] for s in stages.values()),
+            "prefix_cached_prompt_tokens_total": sum(s["prefix_cached_prompt_tokens"]
+                                                     for s in stages.values())}
 
 
 def write_failure_report(run_dir: Path, summaries: dict[str, dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
@@ -48,10 +55,13 @@ def write_failure_report(run_dir: Path, summaries: dict[str, dict[str, Any]]) ->
 
 
 def format_failure_table(report: dict[str, Any]) -> str:
-    header = f"{'stage':<14}{'items':>7}{'failed':>8}{'sent':>7}{'retries':>9}{'circuit':>9}  errors"
+    header = (f"{'stage':<14}{'items':>7}{'failed':>8}{'sent':>7}{'retries':>9}{'circuit':>9}"
+              f"{'prompt tok':>12}{'prefix-cached':>15}  errors")
     lines = [header]
     for name, s in report["stages"].items():
         errors = ", ".join(f"{k}={v}" for k, v in s["errors"].items()) or "-"
+        prompt, cached = s.get("prompt_tokens", 0), s.get("prefix_cached_prompt_tokens", 0)
+        share = f"{cached} ({cached / prompt:.0%})" if prompt else "0"
         lines.append(f"{name:<14}{s['items']:>7}{s['failed']:>8}{s['requests_sent']:>7}{s['retries']:>9}"
-                     f"{s['circuit_opens']:>9}  {errors}")
+                     f"{s['circuit_opens']:>9}{prompt:>12}{share:>15}  {errors}")
     return "\n".join(lines)

@@ -1,15 +1,18 @@
 """Fan LLM requests out from Ray tasks: bounded concurrency, per-shard checkpoints, requeue after outages.
 
-Items are cut into contiguous shards; at most `max_shards_in_flight` Ray tasks run at once, each with one
-LLMClient holding a share of ClientConfig.max_concurrency, so the total number of requests in flight
-never exceeds it. Each finished shard is handed to `on_shard` at once (stages persist it there, so a
-killed run resumes inside the stage). Items whose result `retry_if` calls a transport failure are sent
-again, for ClientConfig.requeue_rounds rounds, each after the endpoint answers its /models route again.
+Items are cut into contiguous shards (never splitting a group of items that share a prompt prefix, when
+the caller names the groups: `prefix_order` puts such items next to each other); at most
+`max_shards_in_flight` Ray tasks run at once, each with one LLMClient holding a share of
+ClientConfig.max_concurrency, so the total number of requests in flight never exceeds it. Each finished
+shard is handed to `on_shard` at once (stages persist it there, so a killed run resumes inside the
+stage). Items whose result `retry_if` calls a transport failure are sent again, for
+ClientConfig.requeue_rounds rounds, each after the endpoint answers its /models route again.
 """
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -31,6 +34,40 @@ class FanOutReport:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# --- prefix-aware order (items sharing a prompt prefix go out together) ----------------------------------
+
+def prefix_order(groups: Sequence[Hashable], within: Sequence[Any] | None = None) -> list[int]:
+    """Item indices with every group's items next to each other: groups in order of first appearance,
+    inside a group by `within` (e.g. the metric, so the prompts of one template follow each other), then
+    by position. Sent in this order, requests sharing a prefix reach the server close together in time,
+    while its prefix cache still holds that prefix."""
+    first: dict[Hashable, int] = {}
+    for i, group in enumerate(groups):
+        first.setdefault(group, i)
+    return sorted(range(len(groups)),
+                  key=lambda i: (first[groups[i]], within[i] if within is not None else 0, i))
+
+
+def group_shards(indices: Sequence[int], shard_size: int,
+                 groups: Sequence[Hashable] | None = None) -> list[list[int]]:
+    """Contiguous shards of at most `shard_size` indices; with `groups`, a run of consecutive items of
+    one group is never split (a run longer than shard_size is a shard of its own), so one Ray task sends
+    a whole group to the server and a checkpointed shard holds whole groups."""
+    if groups is None:
+        return [list(indices[i:i + shard_size]) for i in range(0, len(indices), shard_size)]
+    shards: list[list[int]] = []
+    current: list[int] = []
+    for _, run in itertools.groupby(indices, key=lambda i: groups[i]):
+        members = list(run)
+        if current and len(current) + len(members) > shard_size:
+            shards.append(current)
+            current = []
+        current += members
+    if current:
+        shards.append(current)
+    return shards
 
 
 def _run_shard(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig,
@@ -71,7 +108,10 @@ def fan_out_report(
     max_shards_in_flight: int | None = None,
     on_shard: ShardCallback | None = None,
     retry_if: Callable[[R], bool] | None = None,
+    groups: Sequence[Hashable] | None = None,
 ) -> tuple[list[R], FanOutReport]:
+    """`groups` (one key per item, e.g. from the items' prefix group): shards never split a run of
+    consecutive items of one group (`group_shards`); order the items with `prefix_order` first."""
     report = FanOutReport(items=len(items))
     results: list[Any] = [None] * len(items)
     if not items:
@@ -86,7 +126,7 @@ def fan_out_report(
     shard_cfg = client_cfg.model_copy(
         update={"max_concurrency": max(1, math.ceil(client_cfg.max_concurrency / in_flight))}
     )
-    run = _Pass(fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results)
+    run = _Pass(fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results, groups)
     bar = _progress_bar(len(items), desc) if progress else None
     run.run(list(range(len(items))), bar)
     for _ in range(client_cfg.requeue_rounds if retry_if else 0):
@@ -110,8 +150,9 @@ def fan_out_report(
 class _Pass:
     """Submits shards of the given indices with at most `in_flight` Ray tasks running."""
 
-    def __init__(self, fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results):
+    def __init__(self, fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results, groups=None):
         self.fn, self.items, self.shard_cfg, self.base_url = fn, items, shard_cfg, base_url
+        self.groups = groups
         self.shard_size, self.in_flight, self.on_shard, self.results = (
             shard_size, in_flight, on_shard, results
         )
@@ -122,7 +163,7 @@ class _Pass:
         import ray
 
         remote = _remote_shard()
-        queue = iter([indices[i:i + self.shard_size] for i in range(0, len(indices), self.shard_size)])
+        queue = iter(group_shards(indices, self.shard_size, self.groups))
         pending: dict[Any, list[int]] = {}
 
         def submit() -> None:

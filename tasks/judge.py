@@ -26,7 +26,7 @@ from judges.injection import context_markers, injection_markers
 from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.templates import PROMPTS_ROOT
 from judges.tokens import token_counter
-from tasks.fanout import fan_out_report
+from tasks.fanout import fan_out_report, prefix_order
 from tasks.generate import default_tokenizer, top_k_contexts
 from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
 from tasks.stage import StageCheckpoint, StageResult, code_version, file_fingerprint, run_stage, stage_key
@@ -118,6 +118,15 @@ def _restored(records: list[dict], unit: Unit, cached: bool) -> list[Judgment]:
     return judgments
 
 
+def ordered_for_prefix_reuse(units: list[Unit]) -> tuple[list[Unit], list[str]]:
+    """The units of one prefix group (question x retriever) together, by metric inside it (in the paper
+    layout the prompts of one metric share template and context; context-first, all of them share the
+    context), and each unit's group key for the fan-out's shard boundaries."""
+    groups = [unit.prefix_group for unit in units]
+    order = prefix_order(groups, ["+".join(unit.metrics) for unit in units])
+    return [units[i] for i in order], [groups[i] for i in order]
+
+
 def judge_suite(
     suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
     progress: bool, checkpoint: StageCheckpoint | None = None,
@@ -147,13 +156,16 @@ def judge_suite(
             else:
                 todo.append(unit)
 
+    todo, groups = ordered_for_prefix_reuse(todo) if client.prefix_order else (todo, None)
+
     def persist(indices: list[int], values: list[list[Judgment]]) -> None:
         if checkpoint is not None:
             checkpoint.save({todo[j].id: [x.record() for x in v] for j, v in zip(indices, values)
                              if not transport_failed(v)})
 
     fresh, report = fan_out_report(_Evaluate(suite.name, judge), todo, client, base_url, progress=progress,
-                                   desc=f"judge {suite.name}", on_shard=persist, retry_if=transport_failed)
+                                   desc=f"judge {suite.name}", on_shard=persist, retry_if=transport_failed,
+                                   groups=groups)
     if cache is not None:
         for unit, values in zip(todo, fresh):
             if not transport_failed(values):
@@ -215,6 +227,7 @@ def judgments_frame(judgments: list[Judgment], flags: dict[tuple[str, str], str]
     frame = pd.DataFrame([j.record() for j in judgments], columns=list(Judgment.COLUMNS))
     frame = flag_suspicious(frame, flags or {})[JUDGMENT_COLUMNS]
     frame["llm_score"] = frame["llm_score"].astype("Int64")
+    frame["prefix_cached_tokens"] = frame["prefix_cached_tokens"].fillna(0).astype("int64")
     frame["score"] = frame["score"].astype("float64")
     frame["em"] = frame["em"].astype("float64")
     order = {m: i for i, m in enumerate(metric_order or sorted(frame["metric"].unique()))}
@@ -240,6 +253,9 @@ def judging_summary(frame: pd.DataFrame, stats: dict[str, Any], seconds: float, 
         "judge_calls": int(fresh["attempts"].sum()),
         "prompt_tokens": int(fresh["prompt_tokens"].sum()),
         "completion_tokens": int(fresh["completion_tokens"].sum()),
+        # of prompt_tokens, what the judge server's prefix cache served (vLLM's own count) and the rest
+        "prefix_cached_prompt_tokens": int(fresh["prefix_cached_tokens"].sum()),
+        "computed_prompt_tokens": int((fresh["prompt_tokens"] - fresh["prefix_cached_tokens"]).sum()),
         "cached_prompt_tokens": int(frame.loc[frame["cached"], "prompt_tokens"].sum()),
         "context_truncated_judgments": int((frame["n_context_truncated"] > 0).sum()),
         "suspicious_samples": len(flagged),

@@ -276,6 +276,9 @@ def _log_failures(mlflow, failures_path: Path) -> None:
     for stage, block in report["stages"].items():
         for key in ("failed", "retries", "circuit_opens", "short_circuited", "requests_sent"):
             metrics[f"failures.{stage}.{key}"] = float(block[key])
+        for key in ("prompt_tokens", "prefix_cached_prompt_tokens"):  # absent in reports of older runs
+            if key in block:
+                metrics[f"tokens.{stage}.{key}"] = float(block[key])
     mlflow.log_metrics(metrics)
 
 

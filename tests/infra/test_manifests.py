@@ -78,5 +78,5 @@ def test_rayservice_mirrors_the_cluster_serving_profile():
         expected = llm_config_kwargs(model, "cluster")
         deployed = manifest[model.model_id]
         assert deployed["engine_kwargs"] == expected["engine_kwargs"], model.model_id
-        assert deployed["deployment_config"] == expected["deployment_config"], model.model_id
+        assert deployed["deployment_config"] == expected["deployment_config"], model.model_id  # router too
         assert deployed["accelerator_type"] == expected["accelerator_type"], model.model_id

@@ -9,7 +9,8 @@ def test_cpu_profile_matches_the_verified_recipe():
     assert cfg.host == "127.0.0.1" and cfg.port == 8000
     (model,) = cfg.models
     assert model.model_id == "smollm2-135m-instruct"
-    assert model.engine_kwargs == {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048}
+    assert model.engine_kwargs == {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048,
+                                   "enable_prefix_caching": True, "enable_prompt_tokens_details": True}
     assert model.env_vars == {"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"}
 
 
@@ -25,6 +26,36 @@ def test_cluster_profile_is_the_paper_setup():
     assert judge["accelerator_type"] == "A100-80G"
     assert judge["deployment_config"]["autoscaling_config"]["max_replicas"] > 1
     assert "placement_group_config" not in judge
+
+
+def test_cluster_judge_routes_by_prefix_and_every_engine_reports_cached_tokens():
+    from infra.serving import PREFIX_AFFINITY_ROUTER
+
+    cfg = ServingConfig.for_profile("cluster")
+    judge = llm_config_kwargs(cfg.models[0], "cluster")
+    assert judge["deployment_config"]["request_router_config"] == {
+        "request_router_class": PREFIX_AFFINITY_ROUTER, "request_router_kwargs": {}}
+    assert PREFIX_AFFINITY_ROUTER == "ray.serve.llm.request_router.PrefixCacheAffinityRouter"
+    for model in cfg.models:
+        assert model.engine_kwargs["enable_prompt_tokens_details"] is True, model.model_id
+    reader = llm_config_kwargs(cfg.models[1], "cluster")
+    assert "request_router_config" not in reader["deployment_config"]  # no prefix shared across prompts
+
+
+def test_the_prefix_affinity_router_exists_in_the_installed_ray():
+    import importlib
+
+    from infra.serving import PREFIX_AFFINITY_ROUTER
+
+    module, name = PREFIX_AFFINITY_ROUTER.rsplit(".", 1)
+    assert hasattr(importlib.import_module(module), name)
+
+
+def test_router_kwargs_without_a_router_are_rejected():
+    from infra.serving import ServedModel
+
+    with pytest.raises(ValueError, match="request_router_kwargs"):
+        ServedModel(model_id="m", source="m", request_router_kwargs={"imbalanced_threshold": 8})
 
 
 def test_code_defaults_equal_the_yaml_profiles():
@@ -102,3 +133,60 @@ def test_prepared_model_folder_is_cached():
     assert is_prepared(folder)
     names = {p.name for p in folder.iterdir()}
     assert {"config.json", "tokenizer.json", "chat_template.jinja", "model.safetensors"} <= names
+
+
+# Runs in its own process (its own local Ray and Serve proxy): the session's `llm_endpoint` app already
+# holds route "/" on this process's Ray. Two replicas of the CPU model behind PrefixCacheAffinityRouter;
+# two real BioASQ contexts, three questions each, sent one after the other.
+_TWO_REPLICAS = r"""
+import json, socket, sys
+import httpx, ray
+from ray import serve
+from infra.serving import ServingConfig, start_serve_app, stop_serve_app
+
+contexts = json.loads(sys.argv[1])
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+cfg = ServingConfig.for_profile("cpu", port=port, ready_timeout_s=600)
+model = cfg.models[0]
+model.min_replicas = model.max_replicas = 2
+model.cpus_per_replica = 0.5
+model.request_router = "prefix_affinity"
+try:
+    url = start_serve_app(cfg)
+    cached = []
+    for context in contexts:
+        for question in ("Summarize the passage.", "Name one entity in it.", "Is it about a disease?"):
+            body = {"model": model.model_id, "max_tokens": 2, "temperature": 0,
+                    "messages": [{"role": "user", "content": context + "\n\n" + question}]}
+            usage = httpx.post(f"{url}/chat/completions", json=body, timeout=120).json()["usage"]
+            details = usage.get("prompt_tokens_details") or {}
+            cached.append([usage["prompt_tokens"], details.get("cached_tokens") or 0])
+    deployments = serve.status().applications[cfg.app_name].deployments
+    states = {name: {str(k): v for k, v in d.replica_states.items()} for name, d in deployments.items()}
+    print("RESULT " + json.dumps({"cached": cached, "deployments": states}))
+finally:
+    stop_serve_app()
+    ray.shutdown()
+"""
+
+
+@pytest.mark.llm
+def test_two_replicas_behind_the_prefix_affinity_router_reuse_each_prefix():
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, bioasq_questions
+
+    contexts = ["\n".join(s["text"] for s in q["snippets"])[:2500] for q in bioasq_questions(2)]
+    done = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, json.dumps(contexts)], cwd=REPO,
+                          capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stderr[-3000:]
+    result = json.loads(lines[0].removeprefix("RESULT "))
+    assert 2 in [states.get("RUNNING") for states in result["deployments"].values()], result
+    for first, *followers in (result["cached"][:3], result["cached"][3:]):
+        assert first[1] < first[0] // 2  # a new prefix: computed
+        for prompt, cached in followers:  # the same prefix: routed to the replica that holds it
+            assert cached >= first[0] // 2, result["cached"]

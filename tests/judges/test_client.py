@@ -123,3 +123,16 @@ def test_fair_slots_cap_concurrency_and_serve_waiters_in_arrival_order():
         assert order == expected
     for thread in threads:
         thread.join(timeout=5)
+
+
+def test_prefix_cached_prompt_tokens_are_read_from_vllm_usage_details():
+    from judges.client import cached_prompt_tokens
+
+    # the usage block of a vLLM chat completion with enable_prompt_tokens_details
+    body = {"choices": [{"message": {"content": "42"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 6542, "completion_tokens": 2, "total_tokens": 6544,
+                      "prompt_tokens_details": {"cached_tokens": 6400}}}
+    result = LLMClient._result(body, 1)
+    assert (result.prompt_tokens, result.cached_tokens) == (6542, 6400)
+    assert cached_prompt_tokens({"prompt_tokens": 10}) == 0  # a server that does not report it
+    assert cached_prompt_tokens({"prompt_tokens_details": None}) == 0

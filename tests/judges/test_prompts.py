@@ -81,3 +81,19 @@ def test_reask_is_stricter_and_matches_the_output_format():
     assert "prose around the number" in plain and "ONLY the score" in plain and "digits only" in plain
     assert "JSON object" in reask_message("not valid JSON", JudgeConfig(structured_output=True),
                                           expect_json=True)
+
+
+@pytest.mark.parametrize("version", ["paper", "v1"])
+def test_paper_layout_puts_the_context_before_the_response_so_the_readers_share_it(version):
+    """In the paper's input order the context already precedes the response in every construct that has
+    both, so the prompts of one metric for the three readers of a retriever share (intro, context)."""
+    cfg = JudgeConfig(prompt_version=version)
+    values = {**VALUES, "response": "BRCA1."}
+    for name, spec in CCRS_METRICS.items():
+        if "context" not in spec.inputs:
+            continue
+        prompt = render_prompt(spec, values, cfg)
+        assert prompt.index(VALUES["context"][0]) < prompt.index("BRCA1."), (version, name)
+        other = render_prompt(spec, {**values, "response": "Another reader's answer."}, cfg)
+        shared = prompt[:prompt.index(VALUES["context"][-1]) + len(VALUES["context"][-1])]
+        assert other.startswith(shared), (version, name)

@@ -93,6 +93,13 @@ def test_structured_output_yields_parsed_scores(tmp_path, bioasq_inputs, llm_end
     assert len(frame) == 10
     assert (frame.status == "ok").mean() >= 0.8, frame[["metric", "status", "raw"]]
     assert frame[frame.status == "ok"].llm_score.between(0, 100).all()
+    # context-first: CC, ID, AC and IR of one sample share (intro, context, response); sent one group at
+    # a time, vLLM serves that prefix from its cache, and its own count lands per judgment and summed
+    summary = out.summary
+    assert summary["prefix_cached_prompt_tokens"] == int(frame.prefix_cached_tokens.sum()) > 0
+    computed = summary["prompt_tokens"] - summary["prefix_cached_prompt_tokens"]
+    assert summary["computed_prompt_tokens"] == computed
+    assert summary["requests"]["client"]["cached_prompt_tokens"] == summary["prefix_cached_prompt_tokens"]
 
 
 def test_injected_responses_and_contexts_are_flagged_not_dropped(tmp_path, bioasq_inputs):
