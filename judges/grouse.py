@@ -412,13 +412,18 @@ def derived_judgments(sample: Sample, relevancy: Judgment, completeness: Judgmen
 # --- the suite -------------------------------------------------------------------------------------
 
 def fit_references(sample: Sample, judge: JudgeConfig, count: Count) -> FittedPrompt:
-    """Drop the lowest-ranked references until the longest prompt (completeness) leaves room for the
-    reply (judge.grouse.max_tokens) and a chat-template margin in judge.context_window."""
+    """Drop the lowest-ranked references until the longest judged prompt of the prompt version (the
+    `paper` faithfulness prompt is longer than completeness) leaves room for the reply
+    (judge.grouse.max_tokens) and a chat-template margin in judge.context_window."""
     budget = judge.context_window - judge.grouse.max_tokens - 64
-    spec = GROUSE_METRICS["completeness"]
     version = judge.grouse.prompt_version
-    return fit_chunks(lambda chunks: render_prompt(spec, replace(sample, context=chunks), version),
-                      list(sample.context), budget, count)
+    judged = [spec for spec in GROUSE_METRICS.values() if spec.judged]
+
+    def longest(chunks: list[str]) -> str:
+        fitted = replace(sample, context=chunks)
+        return max((render_prompt(spec, fitted, version) for spec in judged), key=count)
+
+    return fit_chunks(longest, list(sample.context), budget, count)
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,18 @@ def test_plan_is_one_unit_per_sample_with_references_fitted_to_the_window():
     assert smaller.n_context_chunks < unit.n_context_chunks
 
 
+@pytest.mark.parametrize("version", ["v1", "paper"])
+def test_every_judged_prompt_of_the_fitted_references_fits_the_window(version):
+    """The `paper` faithfulness prompt (sentence by sentence) is longer than completeness: fitting to the
+    completeness prompt alone sent faithfulness prompts over a 2048-token window (HTTP 400 in meta-eval)."""
+    suite, count = get_suite("grouse"), (lambda text: len(text) // 4)
+    judge = JudgeConfig(context_window=2048, grouse=GrouseOptions(prompt_version=version))
+    (unit,) = suite.plan(_long_sample(), judge, 0, count)
+    shown = Sample(**{**vars(_long_sample()), "context": unit.plan.references})
+    judged = [spec for spec in GROUSE_METRICS.values() if spec.judged]
+    assert max(count(render_prompt(spec, shown, version)) for spec in judged) <= 2048 - 512 - 64
+
+
 def test_unit_key_covers_everything_that_determines_the_replies():
     suite, count = get_suite("grouse"), (lambda text: len(text) // 4)
     base = JudgeConfig()
