@@ -106,7 +106,12 @@ def hsd_power(delta: float, n: int, difference_variance: float, k: int, alpha: f
     pooled = difference_variance if pooled_variance is None else pooled_variance
     critical *= np.sqrt(pooled / difference_variance)
     noncentrality = abs(delta) / np.sqrt(difference_variance / n)
-    return float(stats.nct.sf(critical, df, noncentrality) + stats.nct.cdf(-critical, df, noncentrality))
+    upper = stats.nct.sf(critical, df, noncentrality)
+    lower = stats.nct.cdf(-critical, df, noncentrality)
+    # scipy's noncentral t returns NaN far in its tails; there the tail is 0 (or the upper one is 1)
+    upper = upper if np.isfinite(upper) else float(noncentrality > critical)
+    lower = lower if np.isfinite(lower) else 0.0
+    return float(min(1.0, upper + lower))
 
 
 def questions_needed(delta: float, difference_variance: float, k: int, alpha: float, power: float,

@@ -15,7 +15,6 @@ import os
 import random
 import re
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +117,7 @@ class PilotSample:
     contexts: dict[tuple[str, str], list[str]]  # (query_id, retriever) -> ranked chunks
     dataset: str
     chunker: str
+    total_questions: int  # in the whole dataset, the config's limit applied
 
 
 def dataset_sample(config: RunConfig, size: int, dataset: str | None, seed: int) -> PilotSample:
@@ -143,7 +143,9 @@ def dataset_sample(config: RunConfig, size: int, dataset: str | None, seed: int)
         for retriever in retrievers:
             ranked = rng.sample(relevant, len(relevant)) + rng.sample(others, len(others))
             contexts[(query["query_id"], retriever)] = ranked[: config.retrieval.top_k]
-    return PilotSample(queries, contexts, str(path), chunker)
+    total = loaded.queries.num_rows if config.dataset.limit is None else min(config.dataset.limit,
+                                                                             loaded.queries.num_rows)
+    return PilotSample(queries, contexts, str(path), chunker, total)
 
 
 def chunked(config: RunConfig, queries: list[dict], texts: dict[str, str],
@@ -177,18 +179,27 @@ def chunked(config: RunConfig, queries: list[dict], texts: dict[str, str],
     return chunks, chunker
 
 
-@contextmanager
 def _hub_offline():
-    """A tokenizer that is not cached locally fails at once instead of retrying the Hub for minutes."""
-    previous = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
+    """A Hub tokenizer that is not cached here fails at once instead of retrying the Hub for minutes."""
+    return _OfflineHub()
+
+
+class _OfflineHub:
+    def __enter__(self):
+        import huggingface_hub.constants as hub
+
+        self.previous = (os.environ.get("HF_HUB_OFFLINE"), hub.HF_HUB_OFFLINE)
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        hub.HF_HUB_OFFLINE = True  # read once at import: the environment alone is too late here
+
+    def __exit__(self, *exc_info) -> None:
+        import huggingface_hub.constants as hub
+
+        environment, hub.HF_HUB_OFFLINE = self.previous
+        if environment is None:
             os.environ.pop("HF_HUB_OFFLINE", None)
         else:
-            os.environ["HF_HUB_OFFLINE"] = previous
+            os.environ["HF_HUB_OFFLINE"] = environment
 
 
 # --- stages ---------------------------------------------------------------------------------------------
@@ -299,9 +310,9 @@ def cost_plan(config: RunConfig, questions: int | None = None, sample_size: int 
     if not 0.0 < mfu <= 1.0:
         raise CostPlanError(f"MFU must lie in (0, 1], got {mfu}")
     pilot = dataset_sample(config, sample_size, sample_dataset, seed)
-    n = questions or config.dataset.limit
-    if n is None:
-        raise CostPlanError("give --questions N (the config sets no dataset.limit)")
+    if questions is None and sample_dataset:
+        raise CostPlanError("give --questions N when calibrating on another dataset than the config's")
+    n = questions or pilot.total_questions
     reader_costs, samples = reader_stage(config, pilot)
     factor = n / len(pilot.queries)
     served = {m.model_id: m for m in config.serving.models}
