@@ -146,12 +146,15 @@ def power_curves(plan: dict, path: Path) -> Path:
             simulated = requirement["simulated_power"]
             if simulated is not None:
                 axis.plot([requirement["n_questions"]], [simulated], marker="o", color=line.get_color())
+        if not entry["requirements"]:
+            axis.text(0.5, 0.5, "no variance in the pilot", ha="center", transform=axis.transAxes)
         axis.axhline(plan["power"], color="grey", linestyle="--", linewidth=1)
         axis.set_title(f"{metric} (delta={plan['delta']}, pilot n={entry['n_pilot']})")
         axis.set_xlabel("questions")
         axis.set_ylabel("power")
         axis.set_ylim(0.0, 1.02)
-        axis.legend(fontsize="small")
+        if entry["requirements"]:
+            axis.legend(fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

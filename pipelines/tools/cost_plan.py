@@ -242,6 +242,14 @@ def reader_stage(config: RunConfig, pilot: PilotSample) -> tuple[list[StageCost]
     return costs, samples
 
 
+def reply_estimate(suite: str, request: ChatRequest, judge: Any, meter: PromptMeter) -> int:
+    """A CCRS reply is a bare score, or its JSON object under structured output; a justification or
+    another suite's reply is counted at its budget (an upper bound)."""
+    if suite != "ccrs" or judge.justification:
+        return request.max_tokens
+    return meter.reply_tokens('{"score": 50}' if request.extra_body else "50")
+
+
 def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
     judge = config.judge
     count = judge_counter(judge)
@@ -256,7 +264,7 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
                 units += 1
                 if isinstance(unit.plan, ChatRequest):
                     meter.add("\n\n".join(m["content"] for m in unit.plan.messages))
-                    output += unit.plan.max_tokens
+                    output += reply_estimate(name, unit.plan, judge, meter)
                 else:
                     modelled = False
         notes = [] if modelled else [f"{name}: its calls depend on each other's replies; counted are its "
@@ -357,7 +365,9 @@ def assumptions(config: RunConfig, mfu: float) -> list[str]:
            "three readers' systems and every context metric" if config.judge.shared_prefix else
            "each metric's own intro comes first, so a context is reused only across the readers that share "
            "a retriever, per metric"),
-        "output tokens: the judge's reply budget (an upper bound); readers: the reference answer's length",
+        "output tokens: a CCRS reply is a bare score (its JSON object under structured output) plus the "
+        "end of sequence; other suites' replies and justifications count at their budget (an upper bound); "
+        "readers: the reference answer's length",
         f"FLOPs = 2 x parameters (from the model id) x (computed prompt + output tokens); GPU-hours at "
         f"{mfu:.0%} MFU of the accelerator's dense BF16 peak; wall time with every replica of the serving "
         "profile (max_replicas x tensor_parallel_size GPUs) busy; readers run side by side",

@@ -1,41 +1,50 @@
 import json
 
-import numpy as np
 import pandas as pd
 
 from pipelines import cli
 from pipelines.config import REPO_ROOT
 
-PILOT = REPO_ROOT / "data" / "bioasq-sample-pilot"  # real CPU-demo judge scores (see its README)
+PILOT = REPO_ROOT / "data" / "bioasq-sample-pilot"  # real BioASQ 12b sample pilots (see its README)
 
 
-def test_plan_power_on_a_real_pilot_run_directory(tmp_path, capsys):
+def test_plan_power_on_a_real_pilot_scores_file(tmp_path, capsys):
     out, plot = tmp_path / "plan.json", tmp_path / "power.png"
-    code = cli.main(["plan", "power", "--pilot", str(PILOT), "--metric", "CC", "--metric", "QR",
-                     "--delta", "0.2", "--replicates", "20", "--b", "200", "--json", str(out),
-                     "--plot", str(plot)])
+    code = cli.main(["plan", "power", "--pilot", str(PILOT / "extractive_scores.parquet"), "--delta", "0.2",
+                     "--replicates", "20", "--b", "200", "--json", str(out), "--plot", str(plot)])
     assert code == 0
     plan = json.loads(out.read_text())
-    assert set(plan["n_questions"]) == {"CC", "QR"}
+    assert set(plan["n_questions"]) == {"token_f1", "token_recall"}
     for metric, entry in plan["per_metric"].items():
+        assert entry["n_pilot"] == 32 and entry["residual_sd"] > 0
         needed = [r["n_questions"] for r in entry["requirements"].values()]
         assert plan["n_questions"][metric] == max(needed) >= 2
         for requirement in entry["requirements"].values():
+            assert requirement["n_questions"] >= requirement["parametric_n"]
             assert requirement["parametric_power"] >= 0.8
             assert 0.0 <= requirement["simulated_power"] <= 1.0
     assert plot.stat().st_size > 0
     printed = capsys.readouterr().out
-    assert "| CC |" in printed and '"n_questions"' in printed
+    assert "| token_f1 |" in printed and '"n_questions"' in printed
 
 
-def test_plan_power_reads_a_scores_file_and_reports_bad_input(tmp_path, capsys):
-    scores = pd.read_parquet(PILOT / "judge_ccrs" / "scores.parquet")
+def test_a_pilot_run_whose_scores_all_tie_has_nothing_to_plan_from(tmp_path, capsys):
+    # the CPU demo's 135M judge gave every answer 0 on these questions: no noise, no plan, said so
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", "power", "--pilot", str(PILOT), "--replicates", "0", "--json", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert set(plan["n_questions"]) == {"CC", "QR", "ID", "AC", "IR"}
+    assert all(n is None for n in plan["n_questions"].values())
+    assert "every score ties" in capsys.readouterr().out
+
+
+def test_plan_power_reports_bad_input(tmp_path, capsys):
+    scores = pd.read_parquet(PILOT / "extractive_scores.parquet")
     path = tmp_path / "scores.csv"
     scores.to_csv(path, index=False)
-    assert cli.main(["plan", "power", "--pilot", str(path), "--metric", "IR", "--replicates", "0"]) == 0
     assert cli.main(["plan", "power", "--pilot", str(path), "--metric", "XX"]) == 2
     assert "not in the pilot" in capsys.readouterr().err
-    single = scores[scores["system"] == scores["system"].iloc[0]]
-    single.to_csv(path, index=False)
+    scores[scores["system"] == "A"].to_csv(path, index=False)
     assert cli.main(["plan", "power", "--pilot", str(path)]) == 2
-    assert np.isfinite(scores["score"]).all()
+    assert "two systems" in capsys.readouterr().err
+    assert cli.main(["plan", "power", "--pilot", str(tmp_path / "missing.parquet")]) == 2
