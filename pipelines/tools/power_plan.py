@@ -28,9 +28,9 @@ REQUIREMENTS = ("best_worst", "any_pair")
 # Where the randomized HSD on pilot-shaped data falls short of the target at the parametric n (skewed,
 # bounded, unequal-variance scores), n grows by REFINE_STEP until the simulated power is within
 # REFINE_TOLERANCE of the target (at most MAX_REFINEMENTS steps): the HSD is what the user will run.
-REFINE_STEP = 1.15
+REFINE_STEP = 1.05
 REFINE_TOLERANCE = 0.02
-MAX_REFINEMENTS = 6
+MAX_REFINEMENTS = 12
 
 
 def load_pilot(path: Path) -> pd.DataFrame:
