@@ -48,3 +48,17 @@ def test_plan_power_reports_bad_input(tmp_path, capsys):
     assert cli.main(["plan", "power", "--pilot", str(path)]) == 2
     assert "two systems" in capsys.readouterr().err
     assert cli.main(["plan", "power", "--pilot", str(tmp_path / "missing.parquet")]) == 2
+
+
+def test_ccrs_run_prints_the_cost_plan_or_why_not_before_a_cluster_run(capsys):
+    from pipelines.config import load_config
+    from pipelines.run_cmd import print_cost_plan
+
+    # the paper config's dataset lives on the cluster (/mnt/ccrs): the run goes on with a note
+    print_cost_plan(load_config(REPO_ROOT / "configs" / "paper-bioasq.yaml"))
+    assert "no cost plan" in capsys.readouterr().out
+    print_cost_plan(load_config(None, {"dataset.path": str(REPO_ROOT / "data" / "bioasq-sample"),
+                                       "dataset.limit": 3}))
+    printed = capsys.readouterr().out
+    assert "Cost plan of ccrs-cpu-demo: 3 questions x 6 systems" in printed
+    assert "| judge_ccrs | smollm2-135m-instruct | 90 |" in printed
