@@ -43,3 +43,25 @@ def token_counter(tokenizer_source: str | None) -> Callable[[str], int]:
             return len(tokenizer.encode(text)) + 16
 
     return count
+
+
+def token_ids(tokenizer_source: str | None) -> Callable[[str], list[int]] | None:
+    """ids(user_prompt) -> the token ids of the whole chat-templated request (what a prefix cache sees),
+    or None when no tokenizer can be loaded."""
+    if not tokenizer_source:
+        return None
+    try:
+        tokenizer = _load_tokenizer(tokenizer_source)
+    except Exception as exc:  # noqa: BLE001 - any load failure: the caller falls back to characters
+        log.warning("tokenizer %s unavailable (%s)", tokenizer_source, exc)
+        return None
+
+    def ids(text: str) -> list[int]:
+        try:
+            encoded = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=True,
+                                                    add_generation_prompt=True)
+            return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
+        except Exception:  # noqa: BLE001 - tokenizers without a chat template
+            return list(tokenizer.encode(text))
+
+    return ids

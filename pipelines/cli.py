@@ -17,6 +17,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                 "list every registered judge metric: suite, scale, inputs, prompt version"),
     "stats": ("pipelines.stats_cmd", "statistics of per-sample scores (HSD, Holm, bootstrap, ...)"),
     "compare": ("pipelines.compare_cmd", "regression check of a run against a baseline run"),
+    "plan": ("pipelines.plan_cmd",
+             "plan a run: questions needed (power analysis) and compute cost (tokens, GPU-hours)"),
     "meta-eval": ("pipelines.meta_eval_cmd",
                   "test a judge on GroUSE unit tests / CCRS calibration; judge agreement"),
     "report": ("pipelines.report_cmd",

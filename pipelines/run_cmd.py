@@ -36,6 +36,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"config OK: {config.name} ({len(config.readers)} readers x "
               f"{len(config.retrieval.retrievers)} retrievers)")
         return 0
+    if config.serving.profile == "cluster":
+        print_cost_plan(config)
     from pipelines.pipeline import run_pipeline
 
     started = time.perf_counter()
@@ -51,6 +53,17 @@ def main(args: argparse.Namespace) -> int:
     if not result.tracked["tracking_uri"].startswith("http"):
         print(f"browse it: mlflow ui --backend-store-uri {result.tracked['tracking_uri']} --host 127.0.0.1")
     return 0
+
+
+def print_cost_plan(config: RunConfig) -> None:
+    """What the run will cost (`ccrs plan cost`), printed before a cluster run starts; a plan that cannot
+    be made here (e.g. the dataset lives on the cluster only) is a note, never a reason not to run."""
+    from pipelines.tools.cost_plan import cost_plan, render
+
+    try:
+        print(render(cost_plan(config)) + "\n", flush=True)
+    except Exception as exc:  # noqa: BLE001 - the plan is advice; the run goes on without it
+        print(f"ccrs run: no cost plan ({type(exc).__name__}: {exc}); see `ccrs plan cost`", flush=True)
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:

@@ -131,3 +131,31 @@ def correlation_heatmaps(result: dict, path: Path) -> Path:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def power_curves(plan: dict, path: Path) -> Path:
+    """One panel per metric: parametric HSD power against the number of questions for each requirement,
+    the simulated power at the recommended n as a marker, the target as a dashed line."""
+    plt = _pyplot()
+    per_metric = plan["per_metric"]
+    figure, axes = _grid(plt, max(1, len(per_metric)))
+    for axis, (metric, entry) in zip(axes, per_metric.items()):
+        for name, requirement in entry["requirements"].items():
+            curve = requirement["curve"]
+            line = axis.plot(curve["n"], curve["power"], label=name)[0]
+            simulated = requirement["simulated_power"]
+            if simulated is not None:
+                axis.plot([requirement["n_questions"]], [simulated], marker="o", color=line.get_color())
+        if not entry["requirements"]:
+            axis.text(0.5, 0.5, "no variance in the pilot", ha="center", transform=axis.transAxes)
+        axis.axhline(plan["power"], color="grey", linestyle="--", linewidth=1)
+        axis.set_title(f"{metric} (delta={plan['delta']}, pilot n={entry['n_pilot']})")
+        axis.set_xlabel("questions")
+        axis.set_ylabel("power")
+        axis.set_ylim(0.0, 1.02)
+        if entry["requirements"]:
+            axis.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

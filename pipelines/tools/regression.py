@@ -11,8 +11,16 @@ import pandas as pd
 
 from stats.multiple import holm_adjust
 from stats.paired import paired_randomization_test
+from stats.power import paired_minimum_detectable_difference
+
+MDD_POWER = 0.8
 
 JUDGMENTS_ARTIFACT = "samples/judgments.parquet"
+
+
+MDD_NOTE = ("mdd: the minimum detectable difference of each cell, the smallest drop that its n questions "
+            "find with power {power:.0%} (paired t approximation at the Holm first-step level "
+            "{alpha}/{cells}); a 'same' verdict rules out only drops larger than its mdd.")
 
 
 class RegressionError(RuntimeError):
@@ -65,19 +73,22 @@ def paired_table(current: pd.DataFrame, baseline: pd.DataFrame, alpha: float, b:
     if joined.empty:
         raise RegressionError("the two runs share no (query, system, metric) judgments")
     rng = np.random.default_rng(seed)
+    cells = joined.groupby(["system", "metric"], sort=True)
     rows = []
-    for (system, metric), cell in joined.groupby(["system", "metric"], sort=True):
+    for (system, metric), cell in cells:
         result = paired_randomization_test(cell["score_run"].to_numpy(), cell["score_base"].to_numpy(), b,
                                            rng)
+        mdd = paired_minimum_detectable_difference(
+            cell["score_run"].to_numpy() - cell["score_base"].to_numpy(), alpha / cells.ngroups, MDD_POWER)
         rows.append({"system": system, "metric": metric, "n": result.n, "mean_run": cell["score_run"].mean(),
                      "mean_baseline": cell["score_base"].mean(), "diff": result.mean_diff,
-                     "p_value": result.p_value})
+                     "p_value": result.p_value, "mdd": np.nan if mdd is None else mdd})
     table = pd.DataFrame(rows)
     table["adjusted_p"] = holm_adjust(table["p_value"].to_numpy())
     table["significant"] = table["adjusted_p"] < alpha
     table["verdict"] = np.where(table["significant"],
                                 np.where(table["diff"] < 0, "regression", "improvement"), "same")
-    return table
+    return table[[c for c in table.columns if c != "mdd"] + ["mdd"]]
 
 
 def compare_runs(tracking_uri: str, experiment: str, run: str, baseline: str, alpha: float, b: int,
@@ -94,7 +105,8 @@ def compare_runs(tracking_uri: str, experiment: str, run: str, baseline: str, al
     n_regressions = int((table["verdict"] == "regression").sum())
     markdown = (f"Regression check of run {run_id} against {baseline_id} "
                 f"(paired sign-flip test, B={b}, Holm over {len(table)} cells, alpha={alpha})\n\n"
-                + table.to_markdown(index=False, floatfmt=".4f"))
+                + table.to_markdown(index=False, floatfmt=".4f") + "\n\n" + MDD_NOTE.format(
+                    power=MDD_POWER, alpha=alpha, cells=len(table)))
     client.set_tag(run_id, "regression.baseline", baseline_id)
     client.set_tag(run_id, "regression.status", "regression" if n_regressions else "pass")
     client.log_text(run_id, markdown, "regression/summary.md")

@@ -35,3 +35,18 @@ def test_runs_without_common_judgments_are_an_error():
     baseline = current.assign(query_id=current["query_id"] + "-other")
     with pytest.raises(RegressionError, match="share no"):
         paired_table(current, baseline, alpha=0.05, b=100, seed=0)
+
+
+def test_every_cell_reports_its_minimum_detectable_difference():
+    baseline = _scores(np.random.default_rng(0))
+    current = baseline.assign(score=np.clip(baseline["score"] + np.random.default_rng(2).normal(0, 0.05,
+                                                                                               len(baseline)),
+                                            0, 1))
+    table = paired_table(current, baseline, alpha=0.05, b=500, seed=0)
+    assert list(table.columns)[-1] == "mdd"
+    # the noise sd is 0.05 per question: the MDD of 60 questions at alpha 0.05/4 and power 0.8 is about
+    # (z_0.99375 + z_0.8) * 0.05 / sqrt(60) = 0.021
+    assert table["mdd"].between(0.015, 0.03).all()
+    small = paired_table(current[current["query_id"].isin(["q0", "q1", "q2", "q3"])],
+                         baseline, alpha=0.05, b=500, seed=0)
+    assert (small["mdd"] > 2 * table["mdd"].max()).all()  # a pass on a tiny subset says little

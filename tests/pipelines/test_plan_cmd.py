@@ -1,0 +1,64 @@
+import json
+
+import pandas as pd
+
+from pipelines import cli
+from pipelines.config import REPO_ROOT
+
+PILOT = REPO_ROOT / "data" / "bioasq-sample-pilot"  # real BioASQ 12b sample pilots (see its README)
+
+
+def test_plan_power_on_a_real_pilot_scores_file(tmp_path, capsys):
+    out, plot = tmp_path / "plan.json", tmp_path / "power.png"
+    code = cli.main(["plan", "power", "--pilot", str(PILOT / "extractive_scores.parquet"), "--delta", "0.2",
+                     "--replicates", "20", "--b", "200", "--json", str(out), "--plot", str(plot)])
+    assert code == 0
+    plan = json.loads(out.read_text())
+    assert set(plan["n_questions"]) == {"token_f1", "token_recall"}
+    for metric, entry in plan["per_metric"].items():
+        assert entry["n_pilot"] == 32 and entry["residual_sd"] > 0
+        needed = [r["n_questions"] for r in entry["requirements"].values()]
+        assert plan["n_questions"][metric] == max(needed) >= 2
+        for requirement in entry["requirements"].values():
+            assert requirement["n_questions"] >= requirement["parametric_n"]
+            assert requirement["parametric_power"] >= 0.8
+            assert 0.0 <= requirement["simulated_power"] <= 1.0
+    assert plot.stat().st_size > 0
+    printed = capsys.readouterr().out
+    assert "| token_f1 |" in printed and '"n_questions"' in printed
+
+
+def test_a_pilot_run_whose_scores_all_tie_has_nothing_to_plan_from(tmp_path, capsys):
+    # the CPU demo's 135M judge gave every answer 0 on these questions: no noise, no plan, said so
+    out = tmp_path / "plan.json"
+    assert cli.main(["plan", "power", "--pilot", str(PILOT), "--replicates", "0", "--json", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert set(plan["n_questions"]) == {"CC", "QR", "ID", "AC", "IR"}
+    assert all(n is None for n in plan["n_questions"].values())
+    assert "every score ties" in capsys.readouterr().out
+
+
+def test_plan_power_reports_bad_input(tmp_path, capsys):
+    scores = pd.read_parquet(PILOT / "extractive_scores.parquet")
+    path = tmp_path / "scores.csv"
+    scores.to_csv(path, index=False)
+    assert cli.main(["plan", "power", "--pilot", str(path), "--metric", "XX"]) == 2
+    assert "not in the pilot" in capsys.readouterr().err
+    scores[scores["system"] == "A"].to_csv(path, index=False)
+    assert cli.main(["plan", "power", "--pilot", str(path)]) == 2
+    assert "two systems" in capsys.readouterr().err
+    assert cli.main(["plan", "power", "--pilot", str(tmp_path / "missing.parquet")]) == 2
+
+
+def test_ccrs_run_prints_the_cost_plan_or_why_not_before_a_cluster_run(capsys):
+    from pipelines.config import load_config
+    from pipelines.run_cmd import print_cost_plan
+
+    # the paper config's dataset lives on the cluster (/mnt/ccrs): the run goes on with a note
+    print_cost_plan(load_config(REPO_ROOT / "configs" / "paper-bioasq.yaml"))
+    assert "no cost plan" in capsys.readouterr().out
+    print_cost_plan(load_config(None, {"dataset.path": str(REPO_ROOT / "data" / "bioasq-sample"),
+                                       "dataset.limit": 3}))
+    printed = capsys.readouterr().out
+    assert "Cost plan of ccrs-cpu-demo: 3 questions x 6 systems" in printed
+    assert "| judge_ccrs | smollm2-135m-instruct | 90 |" in printed

@@ -1,0 +1,62 @@
+import json
+
+import pytest
+
+from pipelines import cli
+from pipelines.config import REPO_ROOT, load_config
+from pipelines.tools.cost_plan import PrefixCache, cost_plan, model_parameters
+
+SAMPLE = str(REPO_ROOT / "data" / "bioasq-sample")
+
+
+def test_prefix_cache_reuses_whole_blocks_of_an_earlier_prompt_only():
+    cache = PrefixCache(block=2)
+    assert cache.computed([1, 2, 3, 4, 5]) == 5
+    assert cache.computed([1, 2, 3, 4, 9]) == 1      # blocks (1, 2), (3, 4) reused
+    assert cache.computed([1, 2, 9, 9]) == 2         # (1, 2) reused, then the chain breaks
+    assert cache.computed([9, 9, 1, 2]) == 4         # a block is reused only after the same prefix
+    assert cache.computed([1, 2, 3, 4]) == 1         # a repeated prompt still computes its last token
+
+
+def test_parameters_come_from_the_model_id():
+    assert model_parameters("meta-llama/Meta-Llama-3-70B-Instruct") == 70e9
+    assert model_parameters("meta-llama/Llama-3.2-3B-Instruct") == 3e9
+    assert model_parameters("mistralai/Mistral-7B-Instruct-v0.3") == 7e9
+    assert model_parameters("smollm2-135m-instruct") == 135e6
+    assert model_parameters("extractive-top1") is None
+
+
+def test_paper_config_plans_141570_ccrs_judge_calls(tmp_path, capsys):
+    out = tmp_path / "cost.json"
+    code = cli.main(["plan", "cost", "--config", str(REPO_ROOT / "configs" / "paper-bioasq.yaml"),
+                     "--questions", "4719", "--sample", "2", "--sample-dataset", SAMPLE, "--json", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| judge_ccrs | meta-llama/Meta-Llama-3-70B-Instruct | 141,570 |" in printed
+    assert "Assumptions:" in printed and "MFU" in printed
+    plan = json.loads(out.read_text())
+    stages = {(s["stage"], s["model"]): s for s in plan["stages"]}
+    judge = stages[("judge_ccrs", "meta-llama/Meta-Llama-3-70B-Instruct")]
+    assert judge["calls"] == 4719 * 6 * 5
+    assert [s["calls"] for s in plan["stages"] if s["stage"] == "generate"] == [4719 * 2] * 3
+    assert 0 < judge["prompt_tokens_computed"] < judge["prompt_tokens_sent"]
+    tokens = judge["prompt_tokens_computed"] + judge["output_tokens"]
+    assert judge["flops"] == pytest.approx(2 * 70e9 * tokens)
+    assert judge["gpus"] == 32 and judge["wall_hours"] == pytest.approx(judge["gpu_hours"] / 32)
+
+
+def test_shared_prefix_layout_computes_fewer_judge_tokens():
+    plans = [cost_plan(load_config(None, {"judge.shared_prefix": shared}), 4, sample_size=2)
+             for shared in (False, True)]
+    judge = [next(s for s in plan["stages"] if s["stage"] == "judge_ccrs") for plan in plans]
+    assert judge[0]["calls"] == judge[1]["calls"] == 4 * 6 * 5
+    assert judge[1]["prompt_tokens_computed"] < judge[0]["prompt_tokens_computed"]
+    assert judge[1]["prompt_tokens_sent"] == pytest.approx(judge[0]["prompt_tokens_sent"], rel=0.1)
+
+
+def test_a_missing_dataset_is_a_clear_error(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    text = (REPO_ROOT / "configs" / "cpu-demo.yaml").read_text()
+    config.write_text(text.replace("path: data/bioasq-sample", f"path: {tmp_path / 'nowhere'}"))
+    assert cli.main(["plan", "cost", "--config", str(config)]) == 2
+    assert "--sample-dataset" in capsys.readouterr().err
