@@ -65,7 +65,13 @@ def main(args: argparse.Namespace) -> int:
         return 1
     print(f"\nfinished in {time.perf_counter() - started:.0f} s; outputs in {result.run_dir}")
     print(f"verdict: {result.summary_path} (again: ccrs show {result.run_dir})")
-    print(f"MLflow run: {result.tracked['url']}")
+    from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT, run_url
+
+    tracked = result.tracked
+    print(f"MLflow run: {tracked['url']}")
+    print("per-sample table (question, system, answer, chunks, scores, judge replies, failures): "
+          + run_url(tracked["tracking_uri"], tracked["experiment_id"], tracked["run_id"],
+                    PER_SAMPLE_TABLE_ARTIFACT))
     if not result.tracked["tracking_uri"].startswith("http"):
         print(f"browse it: mlflow ui --backend-store-uri {result.tracked['tracking_uri']} --host 127.0.0.1")
     return 0

@@ -28,6 +28,7 @@ SUMMARY_ARTIFACT = "summary.md"
 # this tag makes it a model-development experiment, which opens on its runs.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+UI_WORKFLOW = "machine_learning"  # the UI's "Model training" view (query parameter workflowType)
 RAW_REPLY_MAX_CHARS = 2000
 SECRET_KEY = SECRET_ENV_NAME  # one notion of "secret-looking" for config keys and environment names
 
@@ -112,9 +113,13 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+def run_url(tracking_uri: str, experiment_id: str, run_id: str, artifact: str | None = None) -> str:
+    """The run's page (or one of its artifacts) in the MLflow UI, in the UI's model-training view: its
+    GenAI view (the default) shows an empty overview instead of the runs."""
     base = tracking_uri if tracking_uri.startswith("http") else "http://127.0.0.1:5000"
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    page = f"/artifacts/{artifact}" if artifact else ""
+    return (f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{page}"
+            f"?workflowType={UI_WORKFLOW}")
 
 
 def log_pipeline_run(

@@ -17,8 +17,11 @@ def test_flatten_uses_dotted_keys_and_json_for_lists():
 
 
 def test_run_url_for_server_and_local_store():
-    assert run_url("http://mlflow:5000/", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"
-    assert run_url("sqlite:///x.db", "1", "r").startswith("http://127.0.0.1:5000/#/experiments/1/runs/r")
+    assert (run_url("http://mlflow:5000/", "3", "abc")
+            == "http://mlflow:5000/#/experiments/3/runs/abc?workflowType=machine_learning")
+    assert run_url("sqlite:///x.db", "1", "r").startswith("http://127.0.0.1:5000/#/experiments/1/runs/r?")
+    assert (run_url("http://m", "1", "r", "samples/per_sample.json")
+            == "http://m/#/experiments/1/runs/r/artifacts/samples/per_sample.json?workflowType=machine_learning")
 
 
 def test_unreachable_tracking_server_is_a_clear_error_naming_the_address():
