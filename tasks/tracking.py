@@ -164,7 +164,7 @@ def log_pipeline_run(
             if summary_path is not None and summary_path.exists():
                 mlflow.log_artifact(str(summary_path))
             if logs_dir is not None and logs_dir.is_dir():
-                mlflow.log_artifacts(str(logs_dir), artifact_path="logs")
+                _log_logs(mlflow, logs_dir)
             if failures_path is not None:
                 _log_failures(mlflow, failures_path)
             system_runs = {
@@ -327,6 +327,16 @@ def _log_artifacts(mlflow, stats_dir, generations_path, judgments: pd.DataFrame,
         judgments.to_parquet(Path(tmp) / "judgments.parquet", index=False)
         mlflow.log_artifact(str(Path(tmp) / "judgments.parquet"), artifact_path="samples")
     mlflow.log_text(scrub(yaml.safe_dump(redact(config), sort_keys=False)), "config/resolved.yaml")
+
+
+def _log_logs(mlflow, logs_dir: Path) -> None:
+    """The run's log files, with every registered secret value masked (a library may print one)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in sorted(p for p in logs_dir.rglob("*") if p.is_file()):
+            target = Path(tmp) / path.relative_to(logs_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(scrub(path.read_text(errors="replace")))
+        mlflow.log_artifacts(tmp, artifact_path="logs")
 
 
 def _log_failures(mlflow, failures_path: Path) -> None:

@@ -118,3 +118,27 @@ def test_per_sample_table_is_an_mlflow_table_in_a_runs_first_experiment(tmp_path
         mlflow.log_table(data=table, artifact_file=PER_SAMPLE_TABLE_ARTIFACT)
     loaded = mlflow.load_table(PER_SAMPLE_TABLE_ARTIFACT, run_ids=[run.info.run_id])
     assert list(loaded["question"]) == list(table["question"]) and list(loaded["CC"]) == list(table["CC"])
+
+
+def test_logged_log_files_have_secret_values_masked(tmp_path, monkeypatch):
+    import mlflow
+
+    from infra import secrets
+    from tasks.tracking import _log_logs
+
+    monkeypatch.setattr(secrets, "_registered", set())  # this test's secret is gone afterwards
+    secrets.register_secret("sk-planted-logs-0042")
+    logs = tmp_path / "logs"
+    (logs / "ray" / "serve").mkdir(parents=True)
+    (logs / "console.log").write_text("INFO client ready, key sk-planted-logs-0042\n")
+    (logs / "ray" / "serve" / "controller.log").write_text("deployed\n")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment(
+        "logs", artifact_location=(tmp_path / "artifacts").as_uri()))
+    with mlflow.start_run() as run:
+        _log_logs(mlflow, logs)
+    local = mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="logs",
+                                                dst_path=str(tmp_path / "down"))
+    assert (tmp_path / "down" / "logs" / "ray" / "serve" / "controller.log").read_text() == "deployed\n"
+    text = (tmp_path / "down" / "logs" / "console.log").read_text()
+    assert "sk-planted-logs-0042" not in text and "key ***" in text and local
