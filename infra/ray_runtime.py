@@ -18,6 +18,8 @@ from pathlib import Path
 # Loopback only, so token auth is off: the shared ~/.ray/auth_token file can be rewritten by any other Ray
 # cluster started on the machine, which locks the driver out of this one.
 HEAD_ENV = {"RAY_AUTH_MODE": "disabled"}
+_LOCAL_STARTED: list[bool] = []  # set when ensure_ray() started an in-process Ray (its logs are ours alone)
+COPIED_LOG_MAX_BYTES = 20 * 2**20  # larger log files are copied from their last 20 MiB on
 
 
 def local_num_cpus() -> int:
@@ -46,8 +48,36 @@ def ensure_ray(
             kwargs["num_cpus"] = num_cpus or local_num_cpus()
             kwargs["include_dashboard"] = False
             ray.init(**kwargs)
+            _LOCAL_STARTED.append(True)
     context = ray.get_runtime_context()
     return getattr(context, "dashboard_url", "") or ""
+
+
+def copy_session_logs(dest: Path) -> list[Path]:
+    """Copy the log files of the Ray this process started (GCS, raylet, workers, the Serve controller,
+    proxy and replicas, vLLM's engine output) into dest; large files keep their tail. Nothing for a Ray
+    joined at an address: its session logs belong to whoever started it (and may be on another machine)."""
+    import ray
+
+    if not (_LOCAL_STARTED and ray.is_initialized()):
+        return []
+    from ray._private import worker
+
+    node = getattr(worker, "_global_node", None)
+    source = Path(node.get_logs_dir_path()) if node is not None else None
+    if source is None or not source.is_dir():
+        return []
+    copied = []
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        target = dest / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "rb") as src, open(target, "wb") as out:
+            size = path.stat().st_size
+            if size > COPIED_LOG_MAX_BYTES:
+                src.seek(size - COPIED_LOG_MAX_BYTES)
+            out.write(src.read())
+        copied.append(target)
+    return copied
 
 
 def _init_with_retry(kwargs: dict, timeout_s: float) -> None:

@@ -2,8 +2,11 @@
 
 One test per line: {"input", "actual_output", "expected_output", "references", "conditions": {
 "answer_relevancy_condition", "completeness_condition", "faithfulness_condition", "usefulness_condition"}}.
-Our own fixtures add an optional "metadata" object ({"set", "test_type", ...}); without it the test type
-is taken from the line's position (the public sets list the 16 types in Table 6 order).
+An optional "metadata" object: in the public GroUSE files `test_type` is free text and there is no set id;
+our own fixtures add {"id", "set", "test_type": 1-16, ...}. The type is read from the text (a number, or a
+Table 6 test name such as "Low completeness 2"), else taken from the line's position among its question's
+16 tests (Table 6 order, checked against the line's conditions); sets are grouped by `metadata.set`, else
+by question. Where neither tells the type, loading fails naming the line.
 """
 from __future__ import annotations
 
@@ -82,7 +85,63 @@ def derived_conditions(relevancy_condition: str, completeness_condition: str) ->
     return {"positive_acceptance": pa, "negative_rejection": nr}
 
 
-def _parse_line(obj: object, position: int) -> UnitTest:
+# Table 6's expected (answer relevancy, completeness, usefulness, faithfulness) per test type: checks a
+# type taken from a line's position against the line's own conditions.
+TABLE6_CONDITIONS = {
+    1: ("==5", "==5", "==None", "==1"), 2: ("==None", "==None", "==None", "==None"),
+    3: ("==None", "==None", "==1", "==1"), 4: ("==5", "==5", "==None", "==1"),
+    5: ("==None", "==None", "==None", "==None"), 6: ("==5", "==5", "==None", "==1"),
+    7: ("==None", "==None", "==1", "==1"), 8: ("<5", "==5", "==None", "==1"),
+    9: ("==1", "==None", "==None", "==1"), 10: ("==5", "<5", "==None", "==1"),
+    11: ("==None", "==1", "==None", "==None"), 12: ("==None", "==1", "==1", "==1"),
+    13: ("==None", "==None", "==0", "==1"), 14: ("==5", "==5", "==None", "==0"),
+    15: ("==5", "==5", "==None", "==0"), 16: ("==5", "==5", "==None", "==0"),
+}
+_TABLE6_KEYS = ("answer_relevancy", "completeness", "usefulness", "faithfulness")
+_NUMBERED = re.compile(r"^(?:test\s*)?(?:type\s*)?#?\s*0*(\d{1,2})$")
+
+
+def _name_pattern(name: str) -> re.Pattern:
+    """A Table 6 test name as free text: any case, `_`/`-`/spaces between words, mark or marks,
+    leading zeros in the number ("Highest marks 1", "highest_mark_01", "LOW-FAITHFULNESS-3 (FM7)")."""
+    *words, number = name.split()
+    body = r"[\s_\-]+".join("marks?" if word == "marks" else re.escape(word) for word in words)
+    return re.compile(rf"(?<![a-z]){body}[\s_\-]*0*{number}(?!\d)")
+
+
+_NAME_PATTERNS = {number: _name_pattern(name) for number, name in TEST_TYPE_NAMES.items()}
+
+
+def infer_test_type(text: object) -> int | None:
+    """The Table 6 test type a free-text `metadata.test_type` names (a number 1-16, "type 3", or a test
+    name such as "Low completeness 2"), or None when it names none or more than one."""
+    if isinstance(text, bool) or text is None:
+        return None
+    if isinstance(text, int):
+        return text if text in TEST_TYPE_NAMES else None
+    cleaned = str(text).strip().lower()
+    if cleaned.startswith("same as"):  # Table 6 goals name another test: "Same as Highest marks 2 but ..."
+        return None
+    numbered = _NUMBERED.match(cleaned)
+    if numbered:
+        number = int(numbered.group(1))
+        return number if number in TEST_TYPE_NAMES else None
+    found = [number for number, pattern in _NAME_PATTERNS.items() if pattern.search(cleaned)]
+    return found[0] if len(found) == 1 else None
+
+
+@dataclass
+class _Line:
+    number: int
+    question: str
+    answer: str
+    expected_answer: str
+    references: list[str]
+    conditions: dict[str, str]
+    meta: dict
+
+
+def _parse_line(obj: object, number: int) -> _Line:
     if not isinstance(obj, dict):
         raise TypeError("not a JSON object")
     for key in ("input", "actual_output", "expected_output", "references", "conditions"):
@@ -103,26 +162,80 @@ def _parse_line(obj: object, position: int) -> UnitTest:
         conditions[metric] = str(raw_conditions[key]).replace(" ", "")
     conditions.update(derived_conditions(conditions["answer_relevancy"], conditions["completeness"]))
     meta = obj.get("metadata") or {}
-    test_type = int(meta.get("test_type") or position % TESTS_PER_SET + 1)
-    set_id = str(meta.get("set") or f"set{position // TESTS_PER_SET + 1}")
-    test_id = str(meta.get("id") or f"{set_id}-t{test_type:02d}")
-    return UnitTest(test_id, set_id, test_type, str(obj["input"]), str(obj["actual_output"]),
-                    str(obj["expected_output"]), references, conditions, meta)
+    if not isinstance(meta, dict):
+        raise TypeError("metadata must be an object")
+    return _Line(number, str(obj["input"]), str(obj["actual_output"]), str(obj["expected_output"]),
+                 references, conditions, meta)
+
+
+def _group_sets(lines: list[_Line]) -> dict[str, list[_Line]]:
+    """Lines by test set, in file order: metadata.set where given, else one set per question (the public
+    format has no set id; each GroUSE question carries its 16 tests)."""
+    set_ids: dict[str, str] = {}
+    groups: dict[str, list[_Line]] = {}
+    for line in lines:
+        given = line.meta.get("set")
+        if given not in (None, ""):
+            set_id = str(given)
+        else:
+            set_id = set_ids.setdefault(line.question, f"set{len(set_ids) + 1}")
+        groups.setdefault(set_id, []).append(line)
+    return groups
+
+
+def _test_type(line: _Line, position: int, set_size: int, path: Path) -> int:
+    """From metadata.test_type's text; else from the position in its set (Table 6 order, 16 per set),
+    checked against the line's conditions; else a UnitTestFormatError saying why neither works."""
+    text = line.meta.get("test_type")
+    from_text = infer_test_type(text)
+    if from_text is not None:
+        return from_text
+    said = ("no metadata.test_type" if text in (None, "")
+            else f"test type {text!r} names no GroUSE Table 6 test")
+    where = f"{path}:{line.number}"
+    if set_size != TESTS_PER_SET:
+        raise UnitTestFormatError(
+            f"{where}: {said}, and its question has {set_size} tests, not {TESTS_PER_SET}, so the position "
+            f"cannot tell the type either (name it, e.g. \"{TEST_TYPE_NAMES[1].capitalize()}\", or give "
+            "all 16 tests of the question in Table 6 order)")
+    test_type = position + 1
+    expected = TABLE6_CONDITIONS[test_type]
+    found = tuple(line.conditions[key] for key in _TABLE6_KEYS)
+    if found != expected:
+        raise UnitTestFormatError(
+            f"{where}: {said}; by its position ({position + 1} of 16) it would be type {test_type} "
+            f"({TEST_TYPE_NAMES[test_type]}), but its conditions {dict(zip(_TABLE6_KEYS, found))} are not "
+            f"that type's {dict(zip(_TABLE6_KEYS, expected))}: the file is not in Table 6 order")
+    return test_type
 
 
 def load_unit_tests(path: Path | str) -> list[UnitTest]:
-    """Read a GroUSE-format JSON-lines file; a bad line raises UnitTestFormatError naming its line."""
+    """Read a GroUSE-format JSON-lines file; a bad line raises UnitTestFormatError naming its line.
+
+    The test type comes from metadata.test_type (a number or free text naming a Table 6 test), else from
+    the line's position among its question's 16 tests; tests are grouped into sets by metadata.set, else
+    by question."""
     path = Path(path)
-    tests: list[UnitTest] = []
+    lines: list[_Line] = []
     with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
+        for number, text in enumerate(fh, 1):
+            if not text.strip():
                 continue
             try:
-                tests.append(_parse_line(json.loads(line), len(tests)))
+                lines.append(_parse_line(json.loads(text), number))
             except (ValueError, TypeError) as exc:
                 raise UnitTestFormatError(f"{path}:{number}: {exc}") from exc
+    by_line: dict[int, UnitTest] = {}
+    for set_id, members in _group_sets(lines).items():
+        for position, line in enumerate(members):
+            test_type = _test_type(line, position, len(members), path)
+            test_id = str(line.meta.get("id") or f"{set_id}-t{test_type:02d}")
+            by_line[line.number] = UnitTest(test_id, set_id, test_type, line.question, line.answer,
+                                            line.expected_answer, line.references, line.conditions, line.meta)
+    tests = [by_line[line.number] for line in lines]  # file order
     ids = [t.test_id for t in tests]
-    if len(set(ids)) != len(ids):
-        raise UnitTestFormatError(f"{path}: duplicate test ids")
+    repeated = sorted({test_id for test_id in ids if ids.count(test_id) > 1})
+    if repeated:
+        raise UnitTestFormatError(f"{path}: duplicate test ids {repeated} (a test type given twice for one "
+                                  "question?)")
     return tests

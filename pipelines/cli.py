@@ -10,6 +10,8 @@ from pathlib import Path
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("pipelines.setup_cmd", "prepare local models (GGUF -> HF folder) for the CPU stack"),
     "run": ("pipelines.run_cmd", "run the whole pipeline: ingest -> ... -> statistics -> MLflow"),
+    "show": ("pipelines.show_cmd",
+             "print a run's verdict again: means, CIs, HSD groups, hypotheses, failures"),
     "index": ("pipelines.retrieval_cmd", "ingest, chunk, embed and index a dataset"),
     "retrieve": ("pipelines.retrieval_cmd", "retrieve top-k contexts for every question and score them"),
     "serve": ("pipelines.serve_cmd", "start/stop/inspect the Ray Serve LLM app (readers + judge)"),

@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
     parser.add_argument("--model", help="judge model name (default: the local CPU model)")
     parser.add_argument("--port", type=int, default=8000, help="port of the local Serve app")
     parser.add_argument("--limit", type=int, help="only the first N tests")
-    parser.add_argument("--sets", nargs="+", help="only these test sets (metadata.set)")
+    parser.add_argument("--sets", nargs="+", help="only these test sets (metadata.set; without it set1, "
+                        "set2, ... by question, in file order)")
     parser.add_argument("--out", type=Path, default=Path("meta-eval"), help="output folder")
     parser.add_argument("--max-concurrency", type=int, default=16)
     parser.add_argument("--max-reasks", type=int, default=2)

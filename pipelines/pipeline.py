@@ -16,6 +16,7 @@ class PipelineResult:
     tracked: dict
     stages: dict = field(default_factory=dict)
     failures: dict = field(default_factory=dict)
+    summary_path: Path | None = None
 
 
 def _forced(stage: str, from_stage: str | None) -> bool:
@@ -36,13 +37,15 @@ def _resolve_paths(config: RunConfig) -> RunConfig:
 
 def run_pipeline(config: RunConfig, from_stage: str | None = None,
                  keep_serving: bool = False) -> PipelineResult:
+    from infra.console import say
+    from infra.ray_runtime import copy_session_logs, ensure_ray
     from infra.serving import start_serve_app, stop_serve_app
     from tasks.failures import format_failure_table, write_failure_report
     from tasks.generate import run_generation
-    from infra.ray_runtime import ensure_ray
     from tasks.reduce import run_reduce
     from tasks.retrieval_stages import preflight_index, run_retrieval
     from tasks.tracking import check_tracking_reachable
+    from tasks.verdict import write_summary
 
     config = _resolve_paths(config)
     if config.gqm_goals:
@@ -53,17 +56,21 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
     preflight_index(config.index)
     run_dir = config.resolved_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
-    RunLayout(run_dir).config_json.write_text(config.model_dump_json(indent=2))
+    layout = RunLayout(run_dir)
+    layout.config_json.write_text(config.model_dump_json(indent=2))
     dashboard = ensure_ray(config.ray.address, config.ray.num_cpus)
-    print(f"Ray: {dashboard or 'local (no dashboard)'}; run directory: {run_dir}")
+    say(f"Ray: {dashboard or 'local (no dashboard)'}; run directory: {run_dir}")
+    say("retrieve: ingest, chunk, embed, index, retrieve")
 
     retrieval = run_retrieval(
         run_dir, config.dataset, config.chunking, config.embedder, config.index, config.retrieval,
         force=_forced("retrieve", from_stage),
     )
-    print(f"retrieval: {json.dumps(retrieval.metrics_summary, default=str)}")
+    say(f"retrieval: {json.dumps(retrieval.metrics_summary, default=str)}")
+    say(f"serving: starting the LLM endpoint (profile {config.serving.profile}; minutes on CPU)")
     base_url = start_serve_app(config.serving)
     try:
+        say(f"generate: {len(config.readers)} readers x {len(config.retrieval.retrievers)} retrievers")
         generation = run_generation(
             run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers, config.client,
             base_url, config.retrieval.top_k, force=_forced("generate", from_stage),
@@ -72,6 +79,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
     finally:
         if not keep_serving:
             stop_serve_app()
+    say("reduce: statistics (randomized Tukey HSD, Holm, bootstrap CIs)")
     reduce = run_reduce(
         run_dir, [outputs.scores_path for outputs in judged.values()], config.stats.b, config.stats.seed,
         config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
@@ -79,7 +87,10 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
     failures_path, failures = write_failure_report(
         run_dir,
         {"generate": generation.summary, **{_stage(name): out.summary for name, out in judged.items()}})
-    print(format_failure_table(failures))
+    say(format_failure_table(failures))
+    summary_path = write_summary(run_dir)
+    copy_session_logs(layout.ray_logs_dir)
+    say("track: logging to MLflow")
     tracked = _track(config, run_dir, retrieval, generation, judged, reduce, failures_path,
                      force=_forced("track", from_stage))
     stages = {"retrieve": {"reused": all(stage.reused for stage in retrieval.stages),
@@ -88,7 +99,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
               **{_stage(name): {"reused": out.reused, "summary": out.summary}
                  for name, out in judged.items()},
               "reduce": {"reused": reduce.reused, "summary": reduce.summary}}
-    return PipelineResult(run_dir, reduce.out_dir, tracked, stages, failures)
+    return PipelineResult(run_dir, reduce.out_dir, tracked, stages, failures, summary_path)
 
 
 def _stage(suite: str) -> str:
@@ -98,8 +109,10 @@ def _stage(suite: str) -> str:
 def _judge(config: RunConfig, run_dir: Path, retrieval, generation, base_url: str, force: bool) -> dict:
     """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
     same generations, through the same stage."""
+    from infra.console import say
     from tasks.judge import run_judging
 
+    say(f"judge: {', '.join(config.judges)} ({config.judge.model})")
     return {
         name: run_judging(
             run_dir, name, retrieval.queries_path, retrieval.retrieved_path, generation.path, config.judge,
@@ -144,6 +157,8 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path
                              **{_stage(name): out.summary for name, out in judged.items()}},
             failures_path=failures_path,
             pending_marker=RunLayout(run_dir).track_pending,
+            summary_path=RunLayout(run_dir).summary_md,
+            logs_dir=RunLayout(run_dir).logs_dir,
         )
         if config.gqm_goals:
             from pipelines.tools.gqm_report import log_to_mlflow, write_report

@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
                         "(e.g. the RayService) instead of deploying the Serve app")
     parser.add_argument("--keep-serving", action="store_true", help="leave the Serve app up after the run")
     parser.add_argument("--check-config", action="store_true", help="validate the config and exit")
+    parser.add_argument("--verbose", action="store_true", help="show Ray, Serve, vLLM and HTTP log records "
+                        "on the console too (by default they go to <run dir>/logs/console.log)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -38,18 +40,40 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if config.serving.profile == "cluster":
         print_cost_plan(config)
+    from infra.console import print_markdown, quiet_console, say
     from pipelines.pipeline import run_pipeline
+    from tasks.layout import RunLayout
 
     started = time.perf_counter()
-    try:
-        result = run_pipeline(config, from_stage=args.from_stage, keep_serving=args.keep_serving)
-    except _expected_errors() as exc:
-        print(f"ccrs run: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"finished stages are kept in {config.resolved_run_dir()}; rerunning resumes from there",
-              file=sys.stderr)
+    layout = RunLayout(config.resolved_run_dir())
+    error: BaseException | None = None
+    with quiet_console(layout.console_log, verbose=args.verbose) as log_file:
+        if log_file:
+            say(f"log records of Ray, Serve, vLLM and HTTP clients: {log_file} (--verbose shows them here)")
+        try:
+            result = run_pipeline(config, from_stage=args.from_stage, keep_serving=args.keep_serving)
+        except _expected_errors() as exc:
+            error = exc
+        finally:
+            _shutdown_ray()
+        if error is None:
+            say()
+            print_markdown(layout.summary_md.read_text())
+    if error is not None:
+        print(f"ccrs run: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"finished stages are kept in {layout.root}; rerunning resumes from there", file=sys.stderr)
+        if not args.verbose:
+            print(f"log records: {layout.console_log}", file=sys.stderr)
         return 1
     print(f"\nfinished in {time.perf_counter() - started:.0f} s; outputs in {result.run_dir}")
-    print(f"MLflow run: {result.tracked['url']}")
+    print(f"verdict: {result.summary_path} (again: ccrs show {result.run_dir})")
+    from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT, run_url
+
+    tracked = result.tracked
+    print(f"MLflow run: {tracked['url']}")
+    print("per-sample table (question, system, answer, chunks, scores, judge replies, failures): "
+          + run_url(tracked["tracking_uri"], tracked["experiment_id"], tracked["run_id"],
+                    PER_SAMPLE_TABLE_ARTIFACT))
     if not result.tracked["tracking_uri"].startswith("http"):
         print(f"browse it: mlflow ui --backend-store-uri {result.tracked['tracking_uri']} --host 127.0.0.1")
     return 0
@@ -64,6 +88,16 @@ def print_cost_plan(config: RunConfig) -> None:
         print(render(cost_plan(config)) + "\n", flush=True)
     except Exception as exc:  # noqa: BLE001 - the plan is advice; the run goes on without it
         print(f"ccrs run: no cost plan ({type(exc).__name__}: {exc}); see `ccrs plan cost`", flush=True)
+
+
+def _shutdown_ray() -> None:
+    """Shut Ray down while its last messages still go to the log file (the in-process Ray would stop at
+    exit anyway; a cluster joined at an address keeps running)."""
+    if "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:

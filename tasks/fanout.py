@@ -195,4 +195,6 @@ class _Pass:
 def _progress_bar(total: int, desc: str):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="req")
+    from infra.console import progress_stream
+
+    return tqdm(total=total, desc=desc, unit="req", file=progress_stream())

@@ -1,7 +1,7 @@
 """Where every stage's outputs live in a run directory: the one declaration that writers and readers share.
 
     runs/<name>/
-      config.json  failures.json  logs/
+      config.json  failures.json  summary.md  logs/
       ingest/ chunk/ embed/ index/ retrieve/ retrieval_metrics/     retrieval stages
       generate/generations.parquet                                  3 readers x 2 retrievers
       judge_<suite>/judgments.parquet, scores.parquet               one folder per judge suite
@@ -94,8 +94,24 @@ class RunLayout:
         return self.root / "failures.json"
 
     @property
+    def summary_md(self) -> Path:
+        """The verdict (tasks/verdict.py): printed by `ccrs run` and `ccrs show`, logged to MLflow."""
+        return self.root / "summary.md"
+
+    @property
     def logs_dir(self) -> Path:
+        """Third-party log records of the run (Ray, Serve, vLLM, HTTP clients), kept off the console."""
         return self.root / "logs"
+
+    @property
+    def console_log(self) -> Path:
+        """Everything the driver process wrote to stdout/stderr besides the progress and the verdict."""
+        return self.logs_dir / "console.log"
+
+    @property
+    def ray_logs_dir(self) -> Path:
+        """A copy of the Ray session's log files (Serve controller, proxy, replicas with vLLM, workers)."""
+        return self.logs_dir / "ray"
 
     @property
     def gqm_dir(self) -> Path:

@@ -124,7 +124,9 @@ class SearcherActor:
 def _progress(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False)
+    from infra.console import progress_stream
+
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, file=progress_stream())
 
 
 @contextmanager

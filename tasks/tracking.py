@@ -1,5 +1,6 @@
-"""Logging a finished pipeline run to MLflow: one parent run (statistics, plots, tables, per-sample
-Parquet, resolved config, provenance) and one nested run per RAG system (CCRS means and CIs)."""
+"""Logging a finished pipeline run to MLflow: one parent run (the verdict, statistics, plots, tables, the
+per-sample table, per-sample Parquet, resolved config, provenance, log files) and one nested run per RAG
+system (means and CIs)."""
 from __future__ import annotations
 
 import json
@@ -21,6 +22,14 @@ TRACKED_PACKAGES = (
     "torch",
 )
 COMPARISON_TABLE_ARTIFACT = "tables/discriminative_power_comparison.json"
+PER_SAMPLE_TABLE_ARTIFACT = "samples/per_sample.json"  # an MLflow table: browsable in the run's Artifacts
+SUMMARY_ARTIFACT = "summary.md"
+# The MLflow UI asks for an experiment's type and opens a GenAI experiment on its (here empty) overview;
+# this tag makes it a model-development experiment, which opens on its runs.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+UI_WORKFLOW = "machine_learning"  # the UI's "Model training" view (query parameter workflowType)
+RAW_REPLY_MAX_CHARS = 2000
 SECRET_KEY = SECRET_ENV_NAME  # one notion of "secret-looking" for config keys and environment names
 
 
@@ -104,9 +113,13 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+def run_url(tracking_uri: str, experiment_id: str, run_id: str, artifact: str | None = None) -> str:
+    """The run's page (or one of its artifacts) in the MLflow UI, in the UI's model-training view: its
+    GenAI view (the default) shows an empty overview instead of the runs."""
     base = tracking_uri if tracking_uri.startswith("http") else "http://127.0.0.1:5000"
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    page = f"/artifacts/{artifact}" if artifact else ""
+    return (f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{page}"
+            f"?workflowType={UI_WORKFLOW}")
 
 
 def log_pipeline_run(
@@ -124,6 +137,8 @@ def log_pipeline_run(
     stage_summaries: dict,
     failures_path: Path | None = None,
     pending_marker: Path | None = None,
+    summary_path: Path | None = None,
+    logs_dir: Path | None = None,
 ) -> TrackedRun:
     """`pending_marker` holds the id of a run being logged; a run left half-logged by an outage is marked
     FAILED (tag ccrs.superseded) by the next attempt, which logs a complete run of its own."""
@@ -144,6 +159,12 @@ def log_pipeline_run(
             _log_dataset(mlflow, queries_path, config)
             _log_artifacts(mlflow, stats_dir, generations_path, judgments, config)
             log_comparison_table(mlflow, stats)
+            mlflow.log_table(data=per_sample_table(pd.read_parquet(queries_path), generations, judgments),
+                             artifact_file=PER_SAMPLE_TABLE_ARTIFACT)
+            if summary_path is not None and summary_path.exists():
+                mlflow.log_artifact(str(summary_path))
+            if logs_dir is not None and logs_dir.is_dir():
+                _log_logs(mlflow, logs_dir)
             if failures_path is not None:
                 _log_failures(mlflow, failures_path)
             system_runs = {
@@ -193,7 +214,10 @@ def _ensure_experiment(tracking_uri: str, name: str) -> str:
     if client.get_experiment_by_name(name) is None and tracking_uri.startswith("sqlite:///"):
         store = Path(tracking_uri.removeprefix("sqlite:///"))
         client.create_experiment(name, artifact_location=(store.parent / "mlartifacts").as_uri())
-    return mlflow.set_experiment(name).experiment_id
+    experiment = mlflow.set_experiment(name)
+    if EXPERIMENT_KIND_TAG not in (experiment.tags or {}):
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return experiment.experiment_id
 
 
 def open_experiment(tracking_uri: str, experiment: str) -> str:
@@ -243,6 +267,42 @@ def log_comparison_table(mlflow, stats: dict) -> None:
         mlflow.log_table(data=pd.DataFrame(rows), artifact_file=COMPARISON_TABLE_ARTIFACT)
 
 
+def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
+                     judgments: pd.DataFrame) -> pd.DataFrame:
+    """One row per (question, system): the question, the system's answer and retrieved chunk ids, every
+    judged metric's score (a column each, empty where the judgment failed), the judge's raw replies and
+    what failed. Logged as an MLflow table, so the UI shows it without a download."""
+    rows = generations[["query_id", "system", "retriever", "reader", "answer", "chunk_ids", "status",
+                        "error"]].copy()
+    rows["chunk_ids"] = rows["chunk_ids"].map(lambda ids: ", ".join(map(str, ids)) if ids is not None else "")
+    questions = queries.set_index("query_id")["text"]
+    rows.insert(0, "question", rows["query_id"].map(questions))
+    keys = ["query_id", "system"]
+    metrics = list(dict.fromkeys(judgments["metric"]))
+    scores = judgments.pivot_table(index=keys, columns="metric", values="score", aggfunc="first",
+                                   dropna=False).reindex(columns=metrics)
+    notes = judgments.groupby(keys, sort=False).apply(_judge_notes, include_groups=False)
+    table = rows.merge(scores.reset_index(), on=keys, how="left")
+    notes = pd.DataFrame(notes.tolist(), index=notes.index, columns=["judge_raw", "judge_failures"])
+    table = table.merge(notes.reset_index(), on=keys, how="left")
+    generation_failed = table["status"] != "ok"
+    table["failures"] = [
+        "; ".join(part for part in (f"generation {status}: {error}" if failed else "", judged or "") if part)
+        for failed, status, error, judged in zip(generation_failed, table["status"], table["error"],
+                                                 table["judge_failures"])
+    ]
+    columns = ["question", "system", "retriever", "reader", "answer", "chunk_ids", *metrics, "judge_raw",
+               "failures", "query_id"]
+    return table[columns].sort_values(["query_id", "system"], kind="stable").reset_index(drop=True)
+
+
+def _judge_notes(group: pd.DataFrame) -> tuple[str, str]:
+    raw = "\n".join(f"{row.metric}: {str(row.raw or '')[:RAW_REPLY_MAX_CHARS]}" for row in group.itertuples())
+    failed = "; ".join(f"{row.metric} {row.status}: {row.reason}" for row in group.itertuples()
+                       if row.status == "failed")
+    return raw, failed
+
+
 def _log_dataset(mlflow, queries_path: Path, config: dict) -> None:
     queries = pd.read_parquet(queries_path)
     table = queries[["query_id", "text", "answer", "qtype"]]
@@ -267,6 +327,16 @@ def _log_artifacts(mlflow, stats_dir, generations_path, judgments: pd.DataFrame,
         judgments.to_parquet(Path(tmp) / "judgments.parquet", index=False)
         mlflow.log_artifact(str(Path(tmp) / "judgments.parquet"), artifact_path="samples")
     mlflow.log_text(scrub(yaml.safe_dump(redact(config), sort_keys=False)), "config/resolved.yaml")
+
+
+def _log_logs(mlflow, logs_dir: Path) -> None:
+    """The run's log files, with every registered secret value masked (a library may print one)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in sorted(p for p in logs_dir.rglob("*") if p.is_file()):
+            target = Path(tmp) / path.relative_to(logs_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(scrub(path.read_text(errors="replace")))
+        mlflow.log_artifacts(tmp, artifact_path="logs")
 
 
 def _log_failures(mlflow, failures_path: Path) -> None:

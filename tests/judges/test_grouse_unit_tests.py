@@ -10,6 +10,7 @@ from judges.grouse_unit_tests import (
     derived_conditions,
     load_unit_tests,
     parse_condition,
+    infer_test_type,
 )
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "grouse-bioasq"
@@ -53,12 +54,71 @@ def _write(tmp_path, lines):
     return path
 
 
-def test_public_format_loads_with_types_from_position(tmp_path):
-    tests = load_unit_tests(_write(tmp_path, [PUBLIC_LINE] * 17))
-    assert [t.test_type for t in tests[:2]] == [1, 2] and tests[16].test_type == 1
-    assert tests[16].set_id == "set2" and tests[0].test_id == "set1-t01"
-    assert (tests[0].conditions["completeness"] == "<5"
-            and tests[0].conditions["negative_rejection"] == "==None")
+PUBLIC_SAMPLE = DATA / "public-format-sample.jsonl"
+NAMES = ["Highest marks 1", "Highest marks 2", "Highest marks 3", "Highest marks 4", "Highest marks 5",
+         "Highest marks 6", "Highest marks 7", "Low answer relevancy 1", "Low answer relevancy 2",
+         "Low completeness 1", "Low completeness 2", "Low completeness 3", "Low usefulness 1",
+         "Low faithfulness 1", "Low faithfulness 2", "Low faithfulness 3"]  # Table 6, as printed
+
+
+def public_shape(lines: list[dict]) -> list[dict]:
+    """Our fixture lines in the public GroUSE shape: no id or set, the test type as Table 6's name."""
+    keys = ("input", "actual_output", "expected_output", "references", "conditions")
+    return [{**{key: line[key] for key in keys},
+             "metadata": {"test_type": NAMES[line["metadata"]["test_type"] - 1]}} for line in lines]
+
+
+def _fixture_lines(sets: int = 2) -> list[dict]:
+    lines = [json.loads(line) for line in (DATA / "test.jsonl").read_text().splitlines() if line.strip()]
+    return lines[: 16 * sets]
+
+
+def test_public_sample_is_our_fixture_in_the_public_shape():
+    written = [json.loads(line) for line in PUBLIC_SAMPLE.read_text().splitlines()]
+    assert written == public_shape(_fixture_lines())
+
+
+def test_public_format_types_from_free_text_and_sets_by_question():
+    ours = load_unit_tests(DATA / "test.jsonl")[:32]
+    public = load_unit_tests(PUBLIC_SAMPLE)
+    assert [(t.set_id, t.test_type) for t in public] == [(f"set{1 + i // 16}", 1 + i % 16) for i in range(32)]
+    assert [t.test_id for t in public[:2]] == ["set1-t01", "set1-t02"]
+    assert [(t.test_type, t.question, t.answer, t.conditions) for t in public] == [
+        (t.test_type, t.question, t.answer, t.conditions) for t in ours]
+
+
+def test_public_format_types_from_position_when_the_text_names_no_test(tmp_path):
+    lines = public_shape(_fixture_lines())
+    for index, line in enumerate(lines):
+        line["metadata"] = {"test_type": "adversarial check"} if index % 2 else {}
+    tests = load_unit_tests(_write(tmp_path, lines))
+    assert [t.test_type for t in tests] == [1 + i % 16 for i in range(32)]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Highest marks 1", 1), ("highest_mark_07", 7), ("LOW-FAITHFULNESS-3 (FM7)", 16),
+    ("Low answer relevancy 2", 9), ("7", 7), ("type 12", 12), (3, 3), ("17", None), ("Positive test", None),
+    ("Low completeness 1 and Low completeness 2", None),
+    ("Same as Highest mark 2 but off-topic references", None), (None, None),
+])
+def test_test_type_inferred_from_text(text, expected):
+    assert infer_test_type(text) == expected
+
+
+def test_neither_text_nor_position_is_a_clear_error(tmp_path):
+    lines = public_shape(_fixture_lines(1))
+    for line in lines:
+        line["metadata"] = {"test_type": "unit test"}
+    with pytest.raises(UnitTestFormatError, match=r"tests.jsonl:1: test type 'unit test' names no GroUSE "
+                       r"Table 6 test, and its question has 15 tests, not 16"):
+        load_unit_tests(_write(tmp_path, lines[:15]))
+    swapped = [lines[1], lines[0], *lines[2:]]  # position 1 holds a type 2 test
+    with pytest.raises(UnitTestFormatError, match="tests.jsonl:1: .* type 1 .* not in Table 6 order"):
+        load_unit_tests(_write(tmp_path, swapped))
+    twice = public_shape(_fixture_lines(1))
+    twice[1]["metadata"]["test_type"] = "Highest marks 1"
+    with pytest.raises(UnitTestFormatError, match=r"duplicate test ids \['set1-t01'\]"):
+        load_unit_tests(_write(tmp_path, twice))
 
 
 @pytest.mark.parametrize("line,message", [

@@ -107,3 +107,20 @@ def test_real_run_reports_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["ccrs-meta-eval"], output_format="list")
     assert len(runs) == 1 and "pass_rate_overall" in runs[0].data.metrics
+
+
+def test_public_grouse_format_with_free_text_types_is_read(capsys):
+    """The public shape (free-text metadata.test_type, no set id) loads; sets are named by question."""
+    args = ["meta-eval", "--tests", str(DATA / "public-format-sample.jsonl"), "--sets", "nope",
+            "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
+    assert main(args) == 2 and "no tests selected" in capsys.readouterr().err  # loaded, then filtered out
+
+
+def test_public_format_without_a_readable_type_is_a_clear_error(tmp_path, capsys):
+    lines = (DATA / "public-format-sample.jsonl").read_text().splitlines()[:15]
+    bad = tmp_path / "public.jsonl"
+    bad.write_text("".join(line.replace('"Highest marks 1"', '"warm-up"') + "\n" for line in lines))
+    args = ["meta-eval", "--tests", str(bad), "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
+    assert main(args) == 2
+    assert (f"{bad}:1: test type 'warm-up' names no GroUSE Table 6 test, and its question has 15 tests"
+            in capsys.readouterr().err)

@@ -54,5 +54,34 @@ def test_mlflow_ui_lists_systems_metrics_and_plots(e2e_run, tmp_path):
 
     artifacts = _render(f"{base}/#/experiments/{experiment_id}/runs/{parent_id}/artifacts", tmp_path,
                         SHOTS / "mlflow-parent-artifacts.png")
-    assert "plots" in artifacts and "stats" in artifacts
+    assert "plots" in artifacts and "stats" in artifacts and "summary.md" in artifacts
     assert (SHOTS / "mlflow-compare-systems.png").stat().st_size > 10_000
+
+
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="headless chromium not installed (make test installs it as root)")
+def test_mlflow_ui_opens_on_the_runs_and_shows_the_per_sample_table(e2e_run, tmp_path):
+    """The printed run link opens the model-training view (runs, not the empty GenAI overview), and the
+    per-sample table is a table in the run's Artifacts view, with no download."""
+    import pandas as pd
+
+    from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT, run_url
+
+    config, result = e2e_run
+    tracked = result.tracked
+    SHOTS.mkdir(exist_ok=True)
+    base = config.mlflow.tracking_uri.rstrip("/")
+    experiment = _render(f"{base}/#/experiments/{tracked['experiment_id']}?workflowType=machine_learning",
+                         tmp_path, SHOTS / "mlflow-experiment-runs.png")
+    assert "Runs" in experiment and "No data available" not in experiment
+    assert MlflowClient(config.mlflow.tracking_uri).get_run(tracked["run_id"]).info.run_name in experiment
+
+    url = run_url(tracked["tracking_uri"], tracked["experiment_id"], tracked["run_id"],
+                  PER_SAMPLE_TABLE_ARTIFACT)
+    page = _render(url, tmp_path, SHOTS / "mlflow-per-sample-table.png")
+    generations = pd.read_parquet(result.run_dir / "generate" / "generations.parquet")
+    assert "View as table" in page
+    for column in ("question", "system", "answer", "chunk_ids"):
+        assert column in page, column
+    assert generations["system"].iloc[0] in page
+    assert (SHOTS / "mlflow-per-sample-table.png").stat().st_size > 10_000

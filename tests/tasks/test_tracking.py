@@ -17,8 +17,11 @@ def test_flatten_uses_dotted_keys_and_json_for_lists():
 
 
 def test_run_url_for_server_and_local_store():
-    assert run_url("http://mlflow:5000/", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"
-    assert run_url("sqlite:///x.db", "1", "r").startswith("http://127.0.0.1:5000/#/experiments/1/runs/r")
+    assert (run_url("http://mlflow:5000/", "3", "abc")
+            == "http://mlflow:5000/#/experiments/3/runs/abc?workflowType=machine_learning")
+    assert run_url("sqlite:///x.db", "1", "r").startswith("http://127.0.0.1:5000/#/experiments/1/runs/r?")
+    assert (run_url("http://m", "1", "r", "samples/per_sample.json")
+            == "http://m/#/experiments/1/runs/r/artifacts/samples/per_sample.json?workflowType=machine_learning")
 
 
 def test_unreachable_tracking_server_is_a_clear_error_naming_the_address():
@@ -53,3 +56,89 @@ def test_comparison_table_is_logged_as_an_mlflow_table(tmp_path):
     assert table[list(rows[0])].to_dict("records") == rows
     client = mlflow.MlflowClient()
     assert [a.path for a in client.list_artifacts(empty.info.run_id, "tables")] == []
+
+
+def _per_sample_inputs():
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from tests.conftest import BIOASQ_SAMPLE
+
+    questions = json.loads(BIOASQ_SAMPLE.read_text())["questions"][:2]
+    queries = pd.DataFrame({"query_id": [q["id"] for q in questions], "text": [q["body"] for q in questions]})
+    generations = pd.DataFrame([
+        {"query_id": q["id"], "system": system, "retriever": retriever, "reader": "extractive-top1",
+         "answer": q["ideal_answer"][0] if system == "A" else "", "chunk_ids": np.array(["c1", "c2"]),
+         "status": "ok" if system == "A" else "failed", "error": None if system == "A" else "timeout"}
+        for q in questions for system, retriever in (("A", "bm25"), ("B", "knn"))])
+    judgments = pd.DataFrame([
+        {"query_id": q["id"], "system": system, "metric": metric,
+         "score": None if (system, metric) == ("A", "QR") else 0.5, "raw": f"{metric} reply",
+         "status": "failed" if (system, metric) == ("A", "QR") else "ok",
+         "reason": "no integer in 0-100" if (system, metric) == ("A", "QR") else None}
+        for q in questions for system in ("A", "B") for metric in ("CC", "QR")])
+    return queries, generations, judgments
+
+
+def test_per_sample_table_has_one_row_per_question_and_system():
+    from tasks.tracking import per_sample_table
+
+    queries, generations, judgments = _per_sample_inputs()
+    table = per_sample_table(queries, generations, judgments)
+    assert list(table.columns) == ["question", "system", "retriever", "reader", "answer", "chunk_ids", "CC",
+                                   "QR", "judge_raw", "failures", "query_id"]
+    assert len(table) == 4
+    first = table.iloc[0]
+    assert first["question"] == queries["text"][0] and first["chunk_ids"] == "c1, c2"
+    assert first["CC"] == 0.5 and first["QR"] != first["QR"]  # the failed judgment has no score
+    assert first["judge_raw"] == "CC: CC reply\nQR: QR reply"
+    assert first["failures"] == "QR failed: no integer in 0-100"
+    assert table.iloc[1]["failures"] == "generation failed: timeout"
+
+
+def test_per_sample_table_is_an_mlflow_table_in_a_runs_first_experiment(tmp_path):
+    import mlflow
+
+    from tasks.tracking import (
+        EXPERIMENT_KIND,
+        EXPERIMENT_KIND_TAG,
+        PER_SAMPLE_TABLE_ARTIFACT,
+        _ensure_experiment,
+        per_sample_table,
+    )
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    experiment_id = _ensure_experiment(uri, "per-sample")
+    assert mlflow.get_experiment(experiment_id).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    table = per_sample_table(*_per_sample_inputs())
+    with mlflow.start_run() as run:
+        mlflow.log_table(data=table, artifact_file=PER_SAMPLE_TABLE_ARTIFACT)
+    loaded = mlflow.load_table(PER_SAMPLE_TABLE_ARTIFACT, run_ids=[run.info.run_id])
+    assert list(loaded["question"]) == list(table["question"]) and list(loaded["CC"]) == list(table["CC"])
+
+
+def test_logged_log_files_have_secret_values_masked(tmp_path, monkeypatch):
+    import mlflow
+
+    from infra import secrets
+    from tasks.tracking import _log_logs
+
+    monkeypatch.setattr(secrets, "_registered", set())  # this test's secret is gone afterwards
+    secrets.register_secret("sk-planted-logs-0042")
+    logs = tmp_path / "logs"
+    (logs / "ray" / "serve").mkdir(parents=True)
+    (logs / "console.log").write_text("INFO client ready, key sk-planted-logs-0042\n")
+    (logs / "ray" / "serve" / "controller.log").write_text("deployed\n")
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_experiment(experiment_id=mlflow.create_experiment(
+        "logs", artifact_location=(tmp_path / "artifacts").as_uri()))
+    with mlflow.start_run() as run:
+        _log_logs(mlflow, logs)
+    local = mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="logs",
+                                                dst_path=str(tmp_path / "down"))
+    assert (tmp_path / "down" / "logs" / "ray" / "serve" / "controller.log").read_text() == "deployed\n"
+    text = (tmp_path / "down" / "logs" / "console.log").read_text()
+    assert "sk-planted-logs-0042" not in text and "key ***" in text and local

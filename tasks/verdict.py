@@ -1,0 +1,202 @@
+"""The verdict of a run: what a person reads at the end of `ccrs run` and with `ccrs show`.
+
+One Markdown text, built from what the run directory holds (RunLayout): the reduce stage's stats.json
+(means, bootstrap CIs, HSD pairs, hypotheses), failures.json, the judge stages' summaries (judge model,
+prompt version), config.json and the generations (which retriever and reader make each system). It is
+written as summary.md into the run directory, logged to the MLflow run and printed (rendered by Rich).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from stats.letters import compact_letter_display
+from tasks.layout import RunLayout
+from tasks.stage import read_manifest
+
+
+class VerdictError(RuntimeError):
+    """The run directory lacks what a verdict needs (the run did not reach the statistics)."""
+
+
+def write_summary(run_dir: Path) -> Path:
+    layout = RunLayout(run_dir)
+    layout.summary_md.write_text(build_summary(run_dir))
+    return layout.summary_md
+
+
+def build_summary(run_dir: Path) -> str:
+    layout = RunLayout(run_dir)
+    if not layout.stats_json.exists():
+        raise VerdictError(f"{run_dir} has no {layout.stats_json.relative_to(layout.root)}: the run did not "
+                           "reach the statistics (rerun `ccrs run` to finish it)")
+    stats = json.loads(layout.stats_json.read_text())
+    config = _read_json(layout.config_json) or {}
+    failures = _read_json(layout.failures_json)
+    judges = _judge_summaries(layout)
+    sections = [
+        _header(config, stats, judges),
+        _systems_section(layout, stats["systems"]),
+        _means_section(stats, _metric_suites(judges)),
+        _hypotheses_section(stats, config),
+        _failures_section(failures),
+        _judges_section(judges),
+    ]
+    return "\n\n".join(section for section in sections if section) + "\n"
+
+
+def letter_groups(block: dict[str, Any], alpha: float) -> dict[str, str]:
+    """Compact letter display of one metric's stats.json block ({} when its statistics are null)."""
+    means = block["means"]
+    if any(value is None for value in means.values()):
+        return {}
+    significant = [(pair["a"], pair["b"]) for pair in block["pairwise"]
+                   if pair["p_value"] is not None and pair["p_value"] <= alpha]
+    return compact_letter_display(means, significant)
+
+
+# --- sections ---------------------------------------------------------------------------------------
+
+def _header(config: dict, stats: dict, judges: dict[str, dict]) -> str:
+    name = config.get("name", "run")
+    models = sorted({summary.get("judge_model") or "?" for summary in judges.values()})
+    return (f"# Verdict: {name}\n\n"
+            f"{stats['n_queries']} questions, {len(stats['systems'])} systems, judge "
+            f"{', '.join(f'`{model}`' for model in models) or 'unknown'}; randomized Tukey HSD with "
+            f"B = {stats['b']}, alpha = {stats['alpha']}, {int(round(100 * stats['ci_level']))}% "
+            "bootstrap CIs.")
+
+
+def _systems_section(layout: RunLayout, systems: list[str]) -> str:
+    makeup = _system_makeup(layout)
+    if not makeup:
+        return ""
+    rows = [f"| {system} | {makeup[system][0]} | {makeup[system][1]} |" for system in systems
+            if system in makeup]
+    return "## Systems\n\n| system | retriever | reader |\n| --- | --- | --- |\n" + "\n".join(rows)
+
+
+def _means_section(stats: dict, suites: dict[str, str]) -> str:
+    systems, alpha = stats["systems"], stats["alpha"]
+    header = "| metric | " + " | ".join(systems) + " | DP |"
+    rule = "| --- | " + " | ".join("---" for _ in systems) + " | --- |"
+    rows = []
+    for metric in stats["metrics"]:
+        block = stats["per_metric"][metric]
+        letters = letter_groups(block, alpha)
+        cells = [_cell(block, system, letters.get(system, "")) for system in systems]
+        label = f"{metric} ({suites[metric]})" if metric in suites else metric
+        power = block["discriminative_power"]
+        rows.append(f"| {label} | " + " | ".join(cells) + f" | {_number(power)} |")
+    return ("## Means, 95% CIs and HSD groups\n\n"
+            f"Per metric, systems sharing a letter are not significantly different (randomized Tukey HSD, "
+            f"alpha = {alpha}); the highest mean gets `a`. DP: discriminative power, the share of system "
+            "pairs that differ significantly.\n\n" + "\n".join([header, rule, *rows]))
+
+
+def _cell(block: dict, system: str, letters: str) -> str:
+    mean = block["means"].get(system)
+    if mean is None:
+        return "n/a"
+    low, high = block["ci95"][system]
+    return f"{mean:.2f} [{_number(low)}, {_number(high)}] {letters}".rstrip()
+
+
+def _hypotheses_section(stats: dict, config: dict) -> str:
+    results = stats.get("hypotheses") or {}
+    if not results:
+        return "## Hypotheses\n\nNone stated (set `stats.hypotheses` in the run config)."
+    statements = _hypothesis_statements(config)
+    rows = []
+    for name, result in results.items():
+        verdict = "**supported**" if result["significant"] else "not supported"
+        rows.append(f"| {name} | {statements.get(name, '')} | {result['direction']}, {result['combine']} | "
+                    f"{_p(result['raw_p'])} | {_p(result['adjusted_p'])} | {verdict} |")
+    return ("## Hypotheses\n\n"
+            f"Holm-adjusted over the {len(results)} hypotheses; supported when the adjusted p <= "
+            f"{stats['alpha']}.\n\n"
+            "| hypothesis | statement | test | raw p | adjusted p | verdict |\n"
+            "| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+
+
+def _failures_section(failures: dict | None) -> str:
+    if not failures:
+        return ""
+    rows = []
+    for stage, block in failures["stages"].items():
+        reasons = sorted(block["failure_reasons"].items(), key=lambda kv: -kv[1])[:2]
+        shown = "; ".join(f"{reason} ({count})" for reason, count in reasons) or "-"
+        rows.append(f"| {stage} | {block['items']} | {block['failed']} | {block['retries']} | "
+                    f"{_escape(shown)} |")
+    return (f"## Failures\n\n{failures['failed_total']} failed items (a failed judgment has no score and its "
+            "query drops out of that metric's statistics).\n\n"
+            "| stage | items | failed | retries | main reasons |\n| --- | --- | --- | --- | --- |\n"
+            + "\n".join(rows))
+
+
+def _judges_section(judges: dict[str, dict]) -> str:
+    if not judges:
+        return ""
+    rows = [f"| {suite} | {summary.get('judge_model', '?')} | {summary.get('prompt_version', '?')} |"
+            for suite, summary in judges.items()]
+    return ("## Judge\n\n| suite | judge model | prompt version |\n| --- | --- | --- |\n"
+            + "\n".join(rows))
+
+
+# --- inputs ------------------------------------------------------------------------------------------
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _judge_summaries(layout: RunLayout) -> dict[str, dict]:
+    summaries = {}
+    for suite in layout.judged_suites():
+        manifest = read_manifest(layout.judge_dir(suite)) or {}
+        summaries[suite] = manifest.get("summary") or {}
+    return summaries
+
+
+def _metric_suites(judges: dict[str, dict]) -> dict[str, str]:
+    """{metric: suite} for the suites judged in this run (shown only when more than one was)."""
+    if len(judges) < 2:
+        return {}
+    from judges.suite import suites
+
+    registered = suites()
+    return {metric: name for name in judges if name in registered for metric in registered[name].metrics}
+
+
+def _system_makeup(layout: RunLayout) -> dict[str, tuple[str, str]]:
+    if not layout.generations.exists():
+        return {}
+    import pandas as pd
+
+    rows = pd.read_parquet(layout.generations, columns=["system", "retriever", "reader"])
+    first = rows.drop_duplicates("system")
+    return {row.system: (row.retriever, row.reader) for row in first.itertuples()}
+
+
+def _hypothesis_statements(config: dict) -> dict[str, str]:
+    path = ((config.get("stats") or {}).get("hypotheses"))
+    if not path or not Path(path).exists():
+        return {}
+    from stats.hypotheses import load_hypotheses
+
+    try:
+        return {h.name: _escape(h.description) for h in load_hypotheses(path).hypotheses}
+    except Exception:  # noqa: BLE001 - a statement is a courtesy; the p-values come from stats.json
+        return {}
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def _escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")

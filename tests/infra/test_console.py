@@ -1,0 +1,55 @@
+"""The quiet console: whatever third-party code writes (loggers, warnings, raw fd writes, subprocesses)
+lands in the log file; our say() lines and progress bars keep the terminal. Run in a child process, whose
+sys.stdout and sys.stderr are plain file descriptors as in `ccrs run` (pytest replaces them)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = """
+import logging, os, subprocess, sys, warnings
+from pathlib import Path
+from infra.console import console_stream, is_quiet, progress_stream, quiet_console, say
+
+with quiet_console(Path(sys.argv[1])) as path:
+    assert is_quiet()
+    logger = logging.getLogger("third-party")
+    logger.addHandler(logging.StreamHandler())  # created inside: bound to sys.stderr, like Serve's
+    logger.warning("a library's log record")
+    print("a library's print")
+    warnings.warn("a library's warning")
+    os.write(2, b"a C extension's message\\n")
+    child = "import sys; sys.stderr.write('a worker process\\\\n')"
+    subprocess.run([sys.executable, "-c", child], check=True)
+    say("stage progress")
+    progress_stream().write("a progress bar\\n")
+assert not is_quiet() and console_stream() is sys.stdout
+print("after the run")
+"""
+THEIRS = ("a library's log record", "a library's print", "a library's warning", "a C extension's message",
+          "a worker process")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=ROOT)
+
+
+def test_third_party_output_goes_to_the_log_file_and_ours_to_the_terminal(tmp_path):
+    log_file = tmp_path / "logs" / "console.log"
+    done = _run("-c", SCENARIO, str(log_file))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["stage progress", "a progress bar", "after the run"]
+    assert done.stderr == ""
+    logged = log_file.read_text()
+    assert all(record in logged for record in THEIRS)
+
+
+def test_verbose_redirects_nothing(tmp_path):
+    scenario = ("import os; from pathlib import Path; from infra.console import quiet_console\n"
+                "with quiet_console(Path('x.log'), verbose=True) as path:\n"
+                "    assert path is None\n    os.write(2, b'shown')\n")
+    done = _run("-c", scenario)
+    assert done.returncode == 0 and done.stderr == "shown" and not (ROOT / "x.log").exists()

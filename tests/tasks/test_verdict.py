@@ -1,0 +1,98 @@
+"""The verdict (summary.md) of a run directory with real statistics of planted scores (no LLM)."""
+import json
+
+import pandas as pd
+import pytest
+
+from tasks.failures import write_failure_report
+from tasks.layout import RunLayout
+from stats.hypotheses import load_hypotheses
+from stats.report import compute_all, load_scores
+from tasks.stage import MANIFEST
+from tasks.verdict import VerdictError, build_summary, letter_groups, write_summary
+from tests.conftest import BIOASQ_SAMPLE
+from tests.tasks.test_reduce import CCRS, _scores
+
+HYPOTHESES = """hypotheses:
+  - name: H1
+    description: the Mistral systems beat the extractive ones on CC
+    pairs: [[A, C]]
+    metrics: [CC]
+    direction: greater
+  - name: H2
+    description: BM25 and kNN differ for the extractive top-3 reader
+    pairs: [[E, F]]
+    metrics: [QR]
+"""
+
+
+def make_judged_run(root, hypotheses=None):
+    """Six systems on the BioASQ sample's questions, A and B planted 0.2 higher on every CCRS metric."""
+    query_ids = [q["id"] for q in json.loads(BIOASQ_SAMPLE.read_text())["questions"]]
+    layout = RunLayout(root)
+    layout.judge_dir("ccrs").mkdir(parents=True)
+    _scores(CCRS, query_ids, 0).to_parquet(layout.scores("ccrs"))
+    (layout.judge_dir("ccrs") / MANIFEST).write_text(json.dumps(
+        {"stage": "judge_ccrs", "summary": {"judge_model": "smollm2-135m-instruct", "prompt_version": "v1"}}))
+    layout.generations.parent.mkdir()
+    readers = {"A": ("bm25", "mistral"), "B": ("knn", "mistral"),
+               "C": ("bm25", "extractive-top1"), "D": ("knn", "extractive-top1"),
+               "E": ("bm25", "extractive-top3"), "F": ("knn", "extractive-top3")}
+    pd.DataFrame([{"query_id": q, "system": s, "retriever": r, "reader": m} for q in query_ids
+                  for s, (r, m) in readers.items()]).to_parquet(layout.generations)
+    hypotheses_path = None
+    if hypotheses:
+        hypotheses_path = root / "hypotheses.yaml"
+        hypotheses_path.write_text(hypotheses)
+    hypothesis_set = load_hypotheses(hypotheses_path) if hypotheses_path else None
+    stats = compute_all(load_scores(layout.scores("ccrs")), hypothesis_set, b=500, seed=0, alpha=0.05,
+                        metric_order=CCRS)
+    layout.stats_json.parent.mkdir()
+    layout.stats_json.write_text(json.dumps(stats))  # what the reduce stage writes (without its plots)
+    layout.config_json.write_text(json.dumps({"name": "planted", "stats": {"hypotheses": (
+        str(hypotheses_path) if hypotheses_path else None)}}))
+    write_failure_report(root, {
+        "generate": {"rows": 192, "failed": {}},
+        "judge_ccrs": {"judgments": 960, "status_counts": {"ok": 957, "failed": 3},
+                       "failure_reasons": {"no integer in 0-100 after 2 re-asks": 3},
+                       "requests": {"client": {"attempts": 966, "retries": 2}}},
+    })
+    return layout
+
+
+@pytest.fixture(scope="module")
+def judged_run(tmp_path_factory):
+    return make_judged_run(tmp_path_factory.mktemp("verdict") / "run", HYPOTHESES)
+
+
+def test_summary_holds_means_cis_letters_hypotheses_failures_and_judge(judged_run):
+    text = write_summary(judged_run.root).read_text()
+    assert judged_run.summary_md.read_text() == text
+    stats = json.loads(judged_run.stats_json.read_text())
+    assert text.startswith("# Verdict: planted\n")
+    assert f"{stats['n_queries']} questions, 6 systems, judge `smollm2-135m-instruct`" in text
+    cc_row = next(line for line in text.splitlines() if line.startswith("| CC |"))
+    cells = [cell.strip() for cell in cc_row.strip("|").split("|")]
+    mean_a, (low_a, high_a) = stats["per_metric"]["CC"]["means"]["A"], stats["per_metric"]["CC"]["ci95"]["A"]
+    assert cells[1].startswith(f"{mean_a:.2f} [{low_a:.2f}, {high_a:.2f}]")
+    letters = letter_groups(stats["per_metric"]["CC"], 0.05)
+    # The planted 0.2 advantage of A and B: no letter shared with any extractive system.
+    assert all(not set(letters[top]) & set(letters[low]) for top in "AB" for low in "CDEF")
+    assert cells[1].endswith(f" {letters['A']}") and cells[3].endswith(f" {letters['C']}")
+    assert "| A | bm25 | mistral |" in text
+    h1 = next(line for line in text.splitlines() if line.startswith("| H1 |"))
+    assert "the Mistral systems beat the extractive ones on CC" in h1 and "**supported**" in h1
+    assert f"{stats['hypotheses']['H1']['adjusted_p']:.4f}" in h1
+    assert "not supported" in next(line for line in text.splitlines() if line.startswith("| H2 |"))
+    assert "| judge_ccrs | 960 | 3 | 2 | no integer in 0-100 after 2 re-asks (3) |" in text
+    assert "| ccrs | smollm2-135m-instruct | v1 |" in text
+
+
+def test_a_run_without_statistics_is_a_clear_error(tmp_path):
+    with pytest.raises(VerdictError, match="did not reach the statistics"):
+        build_summary(tmp_path)
+
+
+def test_a_metric_without_complete_queries_has_no_letters():
+    block = {"means": {"A": None, "B": None}, "pairwise": [{"a": "A", "b": "B", "p_value": None}]}
+    assert letter_groups(block, 0.05) == {}
