@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from judges import templates
@@ -87,8 +88,19 @@ def _require_shared_prefix_layout(cfg: JudgeConfig, common: dict[str, str]) -> N
 
 def input_labels(common: dict[str, str]) -> dict[str, str]:
     """The [labels] section: one `input: label` line per input."""
-    pairs = (line.split(":", 1) for line in common["labels"].splitlines() if line.strip())
+    return _parse_labels(common["labels"])
+
+
+@lru_cache(maxsize=32)
+def _parse_labels(section: str) -> dict[str, str]:
+    pairs = (line.split(":", 1) for line in section.splitlines() if line.strip())
     return {name.strip(): label.strip() for name, label in pairs}
+
+
+@lru_cache(maxsize=4096)
+def _neutral_chunk(chunk: str) -> str:
+    """A chunk appears in up to 4 prompts of each of 3 readers, planned one after another."""
+    return neutralize(chunk)
 
 
 def render_input(name: str, value: str | list[str], common: dict[str, str]) -> str:
@@ -99,7 +111,7 @@ def render_input(name: str, value: str | list[str], common: dict[str, str]) -> s
     tag = INPUT_TAGS[name]
     if name == "context":
         body = "\n".join(
-            f'<chunk rank="{i}">\n{neutralize(chunk)}\n</chunk>' for i, chunk in enumerate(chunks, 1)
+            f'<chunk rank="{i}">\n{_neutral_chunk(chunk)}\n</chunk>' for i, chunk in enumerate(chunks, 1)
         )
     else:
         body = neutralize(str(value))
@@ -317,7 +329,7 @@ class CcrsSuite:
             chunks = sample.context if "context" in spec.inputs else []
             fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge),
                                 chunks, window_budget(judge), count)
-            request = build_request(spec, sample, fitted.chunks, judge)
+            request = user_request(judge.model, fitted.prompt, reply_tokens(judge), sampling_extra(judge))
             key = unit_key(SUITE, {"request": request_payload(request),
                                    "prompt_version": judge.prompt_version,
                                    "seed": seed, "max_reasks": judge.max_reasks, "metric": name,

@@ -45,3 +45,14 @@ def test_cache_round_trip_through_parquet(tmp_path):
     assert reloaded.get("k1")[0]["llm_score"] == 70
     assert [r["status"] for r in reloaded.get("k2")] == ["failed", "skipped"]
     assert reloaded.get("missing") is None
+
+
+def test_judgment_record_is_the_dataclass_as_a_dict():
+    from dataclasses import asdict
+
+    from judges.suite import Judgment
+
+    j = Judgment("q1", "A", "ccrs", "AC", 0.79, 70, 1.0, "ok", None, "70", 1, 812, 2, "v1", "m",
+                 n_context_chunks=3, cached=True, detail='{"k": 1}')
+    assert j.record() == asdict(j)
+    assert set(j.record()) <= set(Judgment.COLUMNS)

@@ -123,3 +123,13 @@ def test_fair_slots_cap_concurrency_and_serve_waiters_in_arrival_order():
         assert order == expected
     for thread in threads:
         thread.join(timeout=5)
+
+
+def test_reset_gives_fresh_stats_and_a_closed_circuit():
+    client = LLMClient(ClientConfig(circuit_failure_threshold=1), "http://127.0.0.1:9/v1")
+    client._count(calls=2, retries=1)
+    client._error("timeout")
+    client.breaker.record_failure()
+    client.reset()
+    assert client.stats["calls"] == 0 and client.stats["errors"] == {} and client.breaker.state == "closed"
+    client.close()
