@@ -174,6 +174,14 @@ class TreeMonitor:
         self.root = psutil.Process(pid)
         self.peak = {"driver_mb": 0.0, "workers_sum_mb": 0.0, "worker_max_mb": 0.0, "ray_other_mb": 0.0,
                      "tree_mb": 0.0, "workers": 0}
+        self.cpu_s: dict[int, tuple[str, float]] = {}  # pid -> (kind, user + system seconds last seen)
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds used by the tree's processes, by kind (as last polled)."""
+        totals = {"driver": 0.0, "workers": 0.0, "ray_other": 0.0}
+        for kind, seconds in self.cpu_s.values():
+            totals[kind] += seconds
+        return {k: round(v, 1) for k, v in totals.items()}
 
     def poll(self) -> None:
         import psutil
@@ -188,16 +196,20 @@ class TreeMonitor:
             try:
                 rss = proc.memory_info().rss / 2**20
                 name = " ".join(proc.cmdline()[:3]) if proc is not self.root else ""
+                times = proc.cpu_times()
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
             if proc is self.root:
-                driver = rss
+                driver, kind = rss, "driver"
             elif "default_worker" in name or name.startswith("ray::"):
                 workers += rss
                 worker_max = max(worker_max, rss)
                 n_workers += 1
+                kind = "workers"
             else:
                 other += rss
+                kind = "ray_other"
+            self.cpu_s[proc.pid] = (kind, times.user + times.system)
         for key, value in (("driver_mb", driver), ("workers_sum_mb", workers), ("worker_max_mb", worker_max),
                            ("ray_other_mb", other), ("tree_mb", driver + workers + other),
                            ("workers", n_workers)):
@@ -250,7 +262,8 @@ def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path,
     if not killed and proc.returncode != 0:
         raise RuntimeError(f"stage process failed (rc {proc.returncode}); see {log.name}")
     return {"wall_s": wall, "killed": killed, "rc": proc.returncode, "stage": stage,
-            "memory": monitor.peak, "checkpoint_records_seen": records, "checkpoint_bytes_seen": ckpt_bytes}
+            "memory": monitor.peak, "cpu_s": monitor.cpu(), "checkpoint_records_seen": records,
+            "checkpoint_bytes_seen": ckpt_bytes}
 
 
 # --- the simulator -----------------------------------------------------------------------------------
@@ -269,12 +282,16 @@ def start_simulator(work: Path, latency_ms: float) -> tuple[subprocess.Popen, st
     return proc, f"http://127.0.0.1:{port_file.read_text()}/v1"
 
 
-def stop_simulator(proc: subprocess.Popen) -> int:
-    """Stop the simulator; returns how many completions it served."""
+def stop_simulator(proc: subprocess.Popen) -> tuple[int, float]:
+    """Stop the simulator; returns how many completions it served and its CPU seconds."""
+    import psutil
+
+    times = psutil.Process(proc.pid).cpu_times()
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=30)[0].decode()
     served = [line for line in out.splitlines() if "served" in line]
-    return int(served[-1].split("served")[1].split()[0]) if served else -1
+    return (int(served[-1].split("served")[1].split()[0]) if served else -1,
+            round(times.user + times.system, 1))
 
 
 # --- checks ------------------------------------------------------------------------------------------
@@ -369,7 +386,10 @@ def main() -> int:
         "uninterrupted_audit": full_audit,
         "resumed_audit": resume_audit,
         "scores_differing_from_uninterrupted": mismatched,
-        "simulator_completions": {"uninterrupted": served_full, "killed_plus_resumed": served_resume},
+        "simulator_completions": {"uninterrupted": served_full[0], "killed_plus_resumed": served_resume[0]},
+        "cpu_s": {**full["cpu_s"], "simulator": served_full[1]},
+        "requests_per_cpu_s": round(requests / max(1e-9, sum(full["cpu_s"].values())), 1),
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         "latency_ms": args.latency_ms,
         "cpus": os.cpu_count(),
     }

@@ -336,12 +336,15 @@ class CcrsSuite:
                                    "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms,
                                           sample.exact_answers]
                                    if name in EM_COMBINED else None})
-            units.append(Unit(SUITE, sample, (name,), request, key, len(fitted.chunks), fitted.n_truncated))
+            # plan=None: the rendered prompt is not kept (unit_request renders it again where it is
+            # sent); keeping every prompt of a paper-scale run took ~15 KB a unit, gigabytes in the driver.
+            units.append(Unit(SUITE, sample, (name,), None, key, len(fitted.chunks), fitted.n_truncated))
         return units
 
     def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
                  count: Count | None) -> list[Judgment]:
-        return [run_judgment(client, CCRS_METRICS[unit.metrics[0]], unit.sample, unit.plan, judge)]
+        return [run_judgment(client, CCRS_METRICS[unit.metrics[0]], unit.sample, unit_request(unit, judge),
+                             judge)]
 
     def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
         if status == "empty_response":
@@ -349,6 +352,14 @@ class CcrsSuite:
                     for name in self.selected_metrics(judge)]
         return [judgment(CCRS_METRICS[name], sample, judge, None, status, reason, None, Usage())
                 for name in self.selected_metrics(judge)]
+
+
+def unit_request(unit: Unit, judge: JudgeConfig) -> ChatRequest:
+    """The request a planned CCRS unit sends: its metric's prompt over the sample's first
+    `n_context_chunks` chunks (the ones the truncation policy kept when the unit was planned)."""
+    spec = CCRS_METRICS[unit.metrics[0]]
+    chunks = unit.sample.context[: unit.n_context_chunks] if "context" in spec.inputs else []
+    return build_request(spec, unit.sample, chunks, judge)
 
 
 def request_payload(request: ChatRequest) -> dict[str, Any]:
