@@ -216,13 +216,23 @@ class TreeMonitor:
             self.peak[key] = max(self.peak[key], value)
 
 
-def checkpoint_state(run_dir: Path) -> tuple[int, int]:
-    """(records, bytes) of the stage's checkpoint file, (0, 0) when there is none."""
-    files = list(run_dir.glob(".*.partial/*.jsonl"))
-    if not files:
-        return 0, 0
-    data = files[0].read_bytes()
-    return data.count(b"\n"), len(data)
+class CheckpointWatch:
+    """(records, bytes) of the stage's checkpoint file, read incrementally (only what was appended since
+    the last look), so that watching costs the measured run next to nothing."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir, self.offset, self.records = run_dir, 0, 0
+
+    def __call__(self) -> tuple[int, int]:
+        files = list(self.run_dir.glob(".*.partial/*.jsonl"))
+        if not files:
+            return self.records, self.offset
+        with open(files[0], "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read()
+        self.records += data.count(b"\n")
+        self.offset += len(data)
+        return self.records, self.offset
 
 
 def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path,
@@ -240,13 +250,13 @@ def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path,
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
                             cwd=REPO)
-    monitor = TreeMonitor(proc.pid)
+    monitor, checkpoint_state = TreeMonitor(proc.pid), CheckpointWatch(run_dir)
     killed, records, ckpt_bytes, polls = False, 0, 0, 0
     while proc.poll() is None:
         monitor.poll()
         polls += 1
         if polls % 2 == 0 or kill_at is not None:
-            seen, size = checkpoint_state(run_dir)
+            seen, size = checkpoint_state()
             if size >= ckpt_bytes:
                 records, ckpt_bytes = seen, size
             if kill_at is not None and seen >= kill_at:
