@@ -250,6 +250,7 @@ def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path,
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True,
                             cwd=REPO)
+    CHILDREN.append(proc)
     monitor, checkpoint_state = TreeMonitor(proc.pid), CheckpointWatch(run_dir)
     killed, records, ckpt_bytes, polls = False, 0, 0, 0
     while proc.poll() is None:
@@ -274,6 +275,16 @@ def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path,
     return {"wall_s": wall, "killed": killed, "rc": proc.returncode, "stage": stage,
             "memory": monitor.peak, "cpu_s": monitor.cpu(), "checkpoint_records_seen": records,
             "checkpoint_bytes_seen": ckpt_bytes}
+
+
+CHILDREN: list[subprocess.Popen] = []  # stage processes (own process groups), ended if we are stopped
+
+
+def _end_children() -> None:
+    for proc in CHILDREN:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 # --- the simulator -----------------------------------------------------------------------------------
@@ -350,6 +361,7 @@ def main() -> int:
     *paths, requests = build_inputs(work / "inputs", args.requests, len(metrics))
     print(f"inputs: {requests} requests ({requests // len(metrics)} samples) in "
           f"{time.perf_counter() - t0:.1f}s under {work}", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `finally` ends what we started
     simulator, base_url = start_simulator(work, args.latency_ms)
     try:
         full = run_child(args, work / "run_full", work / "inputs", base_url, work / "cache_full")
@@ -363,6 +375,7 @@ def main() -> int:
               f"checkpointed", flush=True)
         resumed = run_child(args, work / "run_resume", work / "inputs", base_url, work / "cache_resume")
     finally:
+        _end_children()
         served_resume = stop_simulator(simulator)
     full_audit = audit(work / "run_full", paths[2], metrics)
     resume_audit = audit(work / "run_resume", paths[2], metrics)
