@@ -379,8 +379,9 @@ def main() -> int:
         served_resume = stop_simulator(simulator)
     full_audit = audit(work / "run_full", paths[2], metrics)
     resume_audit = audit(work / "run_resume", paths[2], metrics)
-    same = full_audit.pop("scores").reindex(resume_audit["scores"].index)
-    mismatched = int((same != resume_audit.pop("scores")).sum())
+    resumed_scores = resume_audit.pop("scores")
+    same = full_audit.pop("scores").reindex(resumed_scores.index)
+    mismatched = int(((same != resumed_scores) & ~(same.isna() & resumed_scores.isna())).sum())
     memory = full["memory"]
     figures = {
         "requests": requests,
