@@ -80,30 +80,32 @@ class Evaluate:
 
 
 def time_stage(tasks, judge_cfg, client_cfg, base_url: str, groups=None) -> tuple[float, list]:
+    from judges.ccrs import unit_request
     from judges.client import ChatRequest, LLMClient
     from tasks.fanout import fan_out, fan_out_report
 
     evaluate = Evaluate(judge_cfg)
     with LLMClient(client_cfg, base_url) as client:  # warm-up
-        client.chat(ChatRequest(tasks[0].plan.model, tasks[0].plan.messages, max_tokens=2))
+        first = unit_request(tasks[0], judge_cfg)
+        client.chat(ChatRequest(first.model, first.messages, max_tokens=2))
     fan_out(evaluate, tasks[:4], client_cfg, base_url)  # warm the Ray workers too
     started = time.perf_counter()
     judgments, _ = fan_out_report(evaluate, tasks, client_cfg, base_url, groups=groups)
     return time.perf_counter() - started, judgments
 
 
-def time_offline(tasks, seed: int) -> tuple[float, list[str]]:
+def time_offline(requests, seed: int) -> tuple[float, list[str]]:
     from vllm import LLM, SamplingParams
 
     from infra.serving import ServingConfig
 
     engine_kwargs = offline_engine_kwargs(ServingConfig(profile="cpu").models[0].engine_kwargs)
     llm = LLM(model=str(_model_dir()), seed=seed, **engine_kwargs)
-    params = SamplingParams(temperature=0.0, max_tokens=tasks[0].plan.max_tokens, seed=seed,
-                            structured_outputs=_structured(tasks[0].plan.extra_body))
-    llm.chat([tasks[0].plan.messages], params, use_tqdm=False)  # warm-up
+    params = SamplingParams(temperature=0.0, max_tokens=requests[0].max_tokens, seed=seed,
+                            structured_outputs=_structured(requests[0].extra_body))
+    llm.chat([requests[0].messages], params, use_tqdm=False)  # warm-up
     started = time.perf_counter()
-    outputs = llm.chat([t.plan.messages for t in tasks], params, use_tqdm=False)
+    outputs = llm.chat([r.messages for r in requests], params, use_tqdm=False)
     seconds = time.perf_counter() - started
     return seconds, [o.outputs[0].text for o in outputs]
 
@@ -167,7 +169,9 @@ def main() -> int:
         ray.shutdown()
     print(f"stage: {len(tasks)} judged requests in {stage_s:.1f}s ({len(tasks) / stage_s:.2f} req/s)",
           flush=True)
-    offline_s, offline_texts = time_offline(tasks, client_cfg.seed)
+    from judges.ccrs import unit_request
+
+    offline_s, offline_texts = time_offline([unit_request(t, judge_cfg) for t in tasks], client_cfg.seed)
     same = sum(j.raw == text for j, text in zip(judgments, offline_texts))
     figures = {
         "requests": len(tasks),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from judges import templates
@@ -87,8 +88,19 @@ def _require_shared_prefix_layout(cfg: JudgeConfig, common: dict[str, str]) -> N
 
 def input_labels(common: dict[str, str]) -> dict[str, str]:
     """The [labels] section: one `input: label` line per input."""
-    pairs = (line.split(":", 1) for line in common["labels"].splitlines() if line.strip())
+    return _parse_labels(common["labels"])
+
+
+@lru_cache(maxsize=32)
+def _parse_labels(section: str) -> dict[str, str]:
+    pairs = (line.split(":", 1) for line in section.splitlines() if line.strip())
     return {name.strip(): label.strip() for name, label in pairs}
+
+
+@lru_cache(maxsize=4096)
+def _neutral_chunk(chunk: str) -> str:
+    """A chunk appears in up to 4 prompts of each of 3 readers, planned one after another."""
+    return neutralize(chunk)
 
 
 def render_input(name: str, value: str | list[str], common: dict[str, str]) -> str:
@@ -99,7 +111,7 @@ def render_input(name: str, value: str | list[str], common: dict[str, str]) -> s
     tag = INPUT_TAGS[name]
     if name == "context":
         body = "\n".join(
-            f'<chunk rank="{i}">\n{neutralize(chunk)}\n</chunk>' for i, chunk in enumerate(chunks, 1)
+            f'<chunk rank="{i}">\n{_neutral_chunk(chunk)}\n</chunk>' for i, chunk in enumerate(chunks, 1)
         )
     else:
         body = neutralize(str(value))
@@ -317,19 +329,22 @@ class CcrsSuite:
             chunks = sample.context if "context" in spec.inputs else []
             fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge),
                                 chunks, window_budget(judge), count)
-            request = build_request(spec, sample, fitted.chunks, judge)
+            request = user_request(judge.model, fitted.prompt, reply_tokens(judge), sampling_extra(judge))
             key = unit_key(SUITE, {"request": request_payload(request),
                                    "prompt_version": judge.prompt_version,
                                    "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
                                    "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms,
                                           sample.exact_answers]
                                    if name in EM_COMBINED else None})
-            units.append(Unit(SUITE, sample, (name,), request, key, len(fitted.chunks), fitted.n_truncated))
+            # plan=None: the rendered prompt is not kept (unit_request renders it again where it is
+            # sent); keeping every prompt of a paper-scale run took ~15 KB a unit, gigabytes in the driver.
+            units.append(Unit(SUITE, sample, (name,), None, key, len(fitted.chunks), fitted.n_truncated))
         return units
 
     def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
                  count: Count | None) -> list[Judgment]:
-        return [run_judgment(client, CCRS_METRICS[unit.metrics[0]], unit.sample, unit.plan, judge)]
+        return [run_judgment(client, CCRS_METRICS[unit.metrics[0]], unit.sample, unit_request(unit, judge),
+                             judge)]
 
     def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
         if status == "empty_response":
@@ -337,6 +352,14 @@ class CcrsSuite:
                     for name in self.selected_metrics(judge)]
         return [judgment(CCRS_METRICS[name], sample, judge, None, status, reason, None, Usage())
                 for name in self.selected_metrics(judge)]
+
+
+def unit_request(unit: Unit, judge: JudgeConfig) -> ChatRequest:
+    """The request a planned CCRS unit sends: its metric's prompt over the sample's first
+    `n_context_chunks` chunks (the ones the truncation policy kept when the unit was planned)."""
+    spec = CCRS_METRICS[unit.metrics[0]]
+    chunks = unit.sample.context[: unit.n_context_chunks] if "context" in spec.inputs else []
+    return build_request(spec, unit.sample, chunks, judge)
 
 
 def request_payload(request: ChatRequest) -> dict[str, Any]:

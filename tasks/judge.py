@@ -22,7 +22,7 @@ from judges.cache import JudgmentCache, default_cache_dir
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
-from judges.injection import context_markers, injection_markers
+from judges.injection import injection_markers, union_of_markers
 from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.templates import PROMPTS_ROOT
 from judges.tokens import token_counter
@@ -64,13 +64,17 @@ def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd
     contexts = top_k_contexts(retrieved, top_k)
     by_id = {str(q.query_id): q for q in queries.itertuples(index=False)}
     samples, failed = [], []
+    chunk_texts: dict[tuple[str, str], list[str]] = {}  # one copy per (query, retriever), not per reader
     for row in generations.itertuples(index=False):
         if row.status != "ok":
             failed.append({"query_id": str(row.query_id), "system": row.system, "error": row.error})
             continue
         query = by_id[str(row.query_id)]
-        context = contexts.get((str(row.query_id), str(row.retriever)))
-        texts = [] if context is None else context["text"].astype(str).tolist()[: int(row.n_chunks_used)]
+        key = (str(row.query_id), str(row.retriever))
+        if key not in chunk_texts:
+            context = contexts.get(key)
+            chunk_texts[key] = [] if context is None else context["text"].astype(str).tolist()
+        texts = chunk_texts[key][: int(row.n_chunks_used)]
         samples.append(Sample(
             query_id=str(row.query_id), system=row.system, question=str(query.text),
             response=str(row.answer or ""), ground_truth=str(getattr(query, "answer", "") or ""),
@@ -206,9 +210,16 @@ def suspicious_texts(samples: list[Sample]) -> dict[tuple[str, str], str]:
     """(query_id, system) -> the injection patterns found in the response or its retrieved context
     (judges/injection.py), e.g. "response:score_dictation;context:instruction_override"."""
     flags = {}
+    chunk_markers: dict[str, tuple[str, ...]] = {}  # a chunk is shared by the readers of its retriever
+
+    def markers(chunk: str) -> tuple[str, ...]:
+        if chunk not in chunk_markers:
+            chunk_markers[chunk] = injection_markers(chunk)
+        return chunk_markers[chunk]
+
     for sample in samples:
         found = [f"response:{m}" for m in injection_markers(sample.response)]
-        found += [f"context:{m}" for m in context_markers(sample.context)]
+        found += [f"context:{m}" for m in union_of_markers(markers(chunk) for chunk in sample.context)]
         if found:
             flags[(sample.query_id, sample.system)] = ";".join(found)
     return flags

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from judges.ccrs import CCRS_METRICS, SUITE, parse_score
+from judges.ccrs import CCRS_METRICS, SUITE, parse_score, unit_request
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
 from judges.suite import Sample, Unit, get_suite
@@ -100,8 +100,8 @@ def judge_samples(dataset: str, chunks_per_sample: int) -> list[Sample]:
 
 def plan_requests(samples: list[Sample], judge: JudgeConfig, client: ClientConfig,
                   limit: int | None = None) -> list[Unit]:
-    """The judge stage's units for every (sample, metric) (the CCRS suite's `plan`: a unit's `plan` is
-    its request), duplicates dropped (QR has no context, so its request is the same for every window of a
+    """The judge stage's units for every (sample, metric) (the CCRS suite's `plan`; `unit_request` gives
+    a unit's request), duplicates dropped (QR has no context, so its request is the same for every window of a
     question); at most `limit` of them."""
     count = judge_counter(judge)
     suite = get_suite(SUITE)
@@ -172,7 +172,7 @@ def timed_request(client: LLMClient, judge: JudgeConfig, task: Unit, origin: flo
     recorded, whatever its class."""
     started = time.perf_counter()
     try:
-        result = client.chat(task.plan)
+        result = client.chat(unit_request(task, judge))
     except Exception as exc:  # noqa: BLE001 - a load test records failures instead of stopping at one
         ended = time.perf_counter()
         attempts = getattr(exc, "attempts", 0) or 1

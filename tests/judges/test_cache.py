@@ -45,3 +45,31 @@ def test_cache_round_trip_through_parquet(tmp_path):
     assert reloaded.get("k1")[0]["llm_score"] == 70
     assert [r["status"] for r in reloaded.get("k2")] == ["failed", "skipped"]
     assert reloaded.get("missing") is None
+
+
+def test_judgment_record_is_the_dataclass_as_a_dict():
+    from dataclasses import asdict
+
+    from judges.suite import Judgment
+
+    j = Judgment("q1", "A", "ccrs", "AC", 0.79, 70, 1.0, "ok", None, "70", 1, 812, 2, "v1", "m",
+                 n_context_chunks=3, cached=True, detail='{"k": 1}')
+    assert j.record() == asdict(j)
+    assert set(j.record()) <= set(Judgment.COLUMNS)
+
+
+def test_a_unit_sends_exactly_the_request_its_key_was_computed_from():
+    """Units keep no rendered prompt; unit_request renders it again over the chunks the truncation
+    policy kept: the same messages, so the same cache key."""
+    from judges.ccrs import build_request, unit_request
+    from judges.config import JudgeConfig
+
+    chunks = [f"chunk {i} about BRCA1 " + "x" * 300 for i in range(6)]
+    judge = JudgeConfig(context_window=700)  # room for a few chunks only: the context is truncated
+    units = get_suite("ccrs").plan(_sample(context=chunks), judge, 0, lambda text: len(text) // 4)
+    assert any(0 < u.n_context_chunks < len(chunks) for u in units)
+    for unit in units:
+        sent = unit_request(unit, judge)
+        kept = chunks[: unit.n_context_chunks] if unit.metrics[0] != "QR" else []
+        assert sent == build_request(get_suite("ccrs").metrics[unit.metrics[0]], unit.sample, kept, judge)
+        assert unit.plan is None

@@ -136,3 +136,13 @@ def test_prefix_cached_prompt_tokens_are_read_from_vllm_usage_details():
     assert (result.prompt_tokens, result.cached_tokens) == (6542, 6400)
     assert cached_prompt_tokens({"prompt_tokens": 10}) == 0  # a server that does not report it
     assert cached_prompt_tokens({"prompt_tokens_details": None}) == 0
+
+
+def test_reset_gives_fresh_stats_and_a_closed_circuit():
+    client = LLMClient(ClientConfig(circuit_failure_threshold=1), "http://127.0.0.1:9/v1")
+    client._count(calls=2, retries=1)
+    client._error("timeout")
+    client.breaker.record_failure()
+    client.reset()
+    assert client.stats["calls"] == 0 and client.stats["errors"] == {} and client.breaker.state == "closed"
+    client.close()

@@ -1,10 +1,10 @@
-"""Prefix-aware order and group-preserving shards of the fan-out (tasks/fanout.py), on the CCRS plan of
-real BioASQ samples (no server: the plan renders the prompts locally)."""
+"""Prefix-aware order, group-preserving shards and the per-worker client of the fan-out (tasks/fanout.py);
+on the CCRS plan of real BioASQ samples (no server: the plan renders the prompts locally)."""
 import pandas as pd
 
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite
-from tasks.fanout import group_shards, prefix_order
+from tasks.fanout import _CLIENTS, group_shards, prefix_order, shard_client
 from tasks.generate import build_items, generate_extractive
 from tasks.judge import judge_counter, load_samples, ordered_for_prefix_reuse
 
@@ -59,3 +59,19 @@ def test_paper_layout_orders_the_prompts_of_one_metric_next_to_each_other(bioasq
     assert [u.metrics[0] for u in group] == ["AC"] * 3 + ["CC"] * 3 + ["ID"] * 3 + ["IR"] * 3 + ["QR"] * 3
     cc = [u.plan.messages[0]["content"] for u in group if u.metrics == ("CC",)]
     assert len({text[:text.index("</context>")] for text in cc}) == 1  # intro + context shared by 3 readers
+
+
+# --- the per-worker client: reused across shards (its connections), reset for each one ---
+def test_shard_client_is_reused_per_endpoint_and_config_and_reset_for_each_shard():
+    cfg = ClientConfig(max_concurrency=4, circuit_failure_threshold=1)
+    first = shard_client(cfg, "http://127.0.0.1:9/v1")
+    first._count(calls=3, failed=3)
+    first.breaker.record_failure()
+    assert first.breaker.state == "open"
+    again = shard_client(cfg, "http://127.0.0.1:9/v1")
+    assert again is first
+    assert again.stats["calls"] == 0 and again.breaker.state == "closed"  # as a new client would be
+    other = shard_client(cfg.model_copy(update={"max_concurrency": 8}), "http://127.0.0.1:9/v1")
+    assert other is not first and other.config.max_concurrency == 8
+    other.close()
+    _CLIENTS.clear()  # no client left behind for other tests

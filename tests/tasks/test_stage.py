@@ -79,3 +79,25 @@ def test_code_version_follows_the_source_of_the_stage_and_what_it_imports(tmp_pa
 def test_code_version_of_the_real_stages_is_stable_and_distinct():
     assert code_version("tasks.generate") == code_version("tasks.generate")
     assert code_version("tasks.generate") != code_version("tasks.reduce")
+
+
+def test_checkpoint_keeps_every_save_and_fsyncs_at_most_once_per_interval(tmp_path, monkeypatch):
+    import os
+
+    from tasks.stage import StageCheckpoint
+
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    lazy = StageCheckpoint(tmp_path, "judge_ccrs", "k1", fsync_interval_s=3600)
+    lazy.save({"A/1/CC": [{"score": 0.5}]})
+    lazy.save({"A/1/QR": [{"score": 0.25}]})
+    lazy.save({})
+    assert len(synced) == 1  # the first save; the next within the interval only reach the OS
+    assert lazy.load() == {"A/1/CC": [{"score": 0.5}], "A/1/QR": [{"score": 0.25}]}
+    eager = StageCheckpoint(tmp_path, "judge_ccrs", "k2", fsync_interval_s=0)
+    eager.save({"A/1/CC": [1]})
+    eager.save({"A/1/QR": [2]})
+    assert len(synced) == 3
+    with open(eager.path, "a", encoding="utf-8") as fh:
+        fh.write('{"id": "A/1/ID", "val')  # the line a kill cut short
+    assert eager.load() == {"A/1/CC": [1], "A/1/QR": [2]}
