@@ -104,6 +104,7 @@ def judge_config(shared_prefix: bool):
 def ideal_computed(samples, shared_prefix: bool, tokenizer) -> int:
     """The floor: prompt tokens left to compute with an unbounded cache and perfect routing (each prompt's
     longest common token prefix with any earlier prompt is free; its last token never is)."""
+    from judges.ccrs import unit_request
     from judges.suite import get_suite
     from tasks.judge import judge_counter
 
@@ -112,8 +113,9 @@ def ideal_computed(samples, shared_prefix: bool, tokenizer) -> int:
     seen: list[list[int]] = []
     computed = 0
     for unit in units:
-        ids = list(tokenizer.apply_chat_template(unit.plan.messages, add_generation_prompt=True,
-                                                 tokenize=True, return_dict=True)["input_ids"])
+        messages = unit_request(unit, judge).messages
+        ids = list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                 return_dict=True)["input_ids"])
         common = max((_common_prefix(ids, other) for other in seen), default=0)
         computed += len(ids) - min(common, len(ids) - 1)
         seen.append(ids)

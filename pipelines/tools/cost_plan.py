@@ -250,6 +250,16 @@ def reply_estimate(suite: str, request: ChatRequest, judge: Any, meter: PromptMe
     return meter.reply_tokens('{"score": 50}' if request.extra_body else "50")
 
 
+def single_request(suite: str, unit: Any, judge: Any) -> ChatRequest | None:
+    """The one request of a single-call unit (a CCRS unit renders it where it is sent; a unit planned with
+    its request carries it), or None for units whose calls depend on each other's replies."""
+    if suite == "ccrs":
+        from judges.ccrs import unit_request
+
+        return unit_request(unit, judge)
+    return unit.plan if isinstance(unit.plan, ChatRequest) else None
+
+
 def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
     judge = config.judge
     count = judge_counter(judge)
@@ -262,9 +272,10 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
         for sample in samples:
             for unit in suite.plan(sample, judge, config.client.seed, count):
                 units += 1
-                if isinstance(unit.plan, ChatRequest):
-                    meter.add("\n\n".join(m["content"] for m in unit.plan.messages))
-                    output += reply_estimate(name, unit.plan, judge, meter)
+                request = single_request(name, unit, judge)
+                if request is not None:
+                    meter.add("\n\n".join(m["content"] for m in request.messages))
+                    output += reply_estimate(name, request, judge, meter)
                 else:
                     modelled = False
         notes = [] if modelled else [f"{name}: its calls depend on each other's replies; counted are its "

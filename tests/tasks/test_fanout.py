@@ -2,6 +2,7 @@
 on the CCRS plan of real BioASQ samples (no server: the plan renders the prompts locally)."""
 import pandas as pd
 
+from judges.ccrs import unit_request
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite
 from tasks.fanout import _CLIENTS, group_shards, prefix_order, shard_client
@@ -45,7 +46,7 @@ def test_units_of_one_question_and_retriever_go_out_together_and_share_the_conte
     assert len(runs) == n_groups  # each group is one contiguous run: 3 readers x 5 metrics
     first = [u for u, g in zip(ordered, groups) if g == groups[0] and u.metrics != ("QR",)]
     assert len(first) == 3 * 4
-    texts = [u.plan.messages[0]["content"] for u in first]
+    texts = [unit_request(u, JudgeConfig(shared_prefix=True)).messages[0]["content"] for u in first]
     shared = texts[0][:texts[0].index("</context>")]
     assert all(text.startswith(shared) for text in texts)  # context-first: one prefix for all 12
     shards = group_shards(list(range(len(ordered))), ClientConfig().shard_size, groups)
@@ -57,7 +58,7 @@ def test_paper_layout_orders_the_prompts_of_one_metric_next_to_each_other(bioasq
     ordered, groups = ordered_for_prefix_reuse(units)
     group = [u for u, g in zip(ordered, groups) if g == groups[0]]
     assert [u.metrics[0] for u in group] == ["AC"] * 3 + ["CC"] * 3 + ["ID"] * 3 + ["IR"] * 3 + ["QR"] * 3
-    cc = [u.plan.messages[0]["content"] for u in group if u.metrics == ("CC",)]
+    cc = [unit_request(u, JudgeConfig()).messages[0]["content"] for u in group if u.metrics == ("CC",)]
     assert len({text[:text.index("</context>")] for text in cc}) == 1  # intro + context shared by 3 readers
 
 
