@@ -33,6 +33,18 @@ class ChatRequest:
     temperature: float = 0.0
     max_tokens: int = 16
     extra_body: dict[str, Any] = field(default_factory=dict)
+    top_logprobs: int = 0
+    continue_final: bool = False
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token: its text, its log-probability and the server's top alternatives at that
+    position as (token text, log-probability) pairs, most likely first (the token itself among them)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...]
 
 
 @dataclass
@@ -42,6 +54,7 @@ class ChatResult:
     completion_tokens: int
     finish_reason: str | None
     attempts: int
+    logprobs: list[TokenLogprob] | None = None
 
 
 class LLMRequestError(RuntimeError):
@@ -237,6 +250,13 @@ class LLMClient:
             "max_tokens": request.max_tokens,
             "seed": self.config.seed,
         }
+        if request.top_logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = request.top_logprobs
+        if request.continue_final:
+            # vLLM's chat extension: the last (assistant) message is continued, not closed and answered
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
         body.update(request.extra_body)
         return body
 
@@ -293,7 +313,7 @@ class LLMClient:
             return response.status_code, f"HTTP {response.status_code}: {response.text[:500]}"
         try:
             return self._result(response.json(), 0)
-        except (ValueError, TypeError, AttributeError, IndexError) as exc:
+        except (ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
             self._error("invalid_body")
             return None, f"unreadable 200 response ({type(exc).__name__}): {response.text[:200]!r}"
 
@@ -322,7 +342,18 @@ class LLMClient:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             finish_reason=choice.get("finish_reason"),
             attempts=attempts,
+            logprobs=_token_logprobs(choice.get("logprobs")),
         )
+
+
+def _token_logprobs(block: dict[str, Any] | None) -> list[TokenLogprob] | None:
+    """The OpenAI `choices[0].logprobs.content` list, or None when the server sent none."""
+    if not block or block.get("content") is None:
+        return None
+    return [TokenLogprob(str(item["token"]), float(item["logprob"]),
+                         tuple((str(alt["token"]), float(alt["logprob"]))
+                               for alt in item.get("top_logprobs") or ()))
+            for item in block["content"]]
 
 
 def wait_until_ready(

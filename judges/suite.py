@@ -14,10 +14,10 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
-from judges.client import ChatRequest, LLMClient, LLMRequestError
+from judges.client import ChatRequest, ChatResult, LLMClient, LLMRequestError, TokenLogprob
 
 Count = Callable[[str], int]
 
@@ -67,7 +67,11 @@ class Sample:
 class Judgment:
     """One metric of one sample, the same record for every suite. `score` in [0, 1] feeds the statistics
     (None when not computable); `llm_score` is the judge's own mark on the metric's scale (None where
-    the metric has none, e.g. a share of verdicts); status: ok | failed | empty_response | skipped."""
+    the metric has none, e.g. a share of verdicts); status: ok | failed | empty_response | skipped.
+    `scoring` says what `score` was computed from (judges/scoring.py): "integer" (the reply's integer,
+    `llm_score`), "expected" (`llm_score_expected`, the probability-weighted mark; `llm_score` stays the
+    argmax integer beside it) or "integer_fallback" (expected asked for, but `score_mass`, the
+    probability on allowed marks, was too low or unknown: the integer is used, the reason in `detail`)."""
 
     query_id: str
     system: str
@@ -88,6 +92,9 @@ class Judgment:
     n_context_truncated: int = 0
     cached: bool = False
     detail: str | None = None
+    scoring: str = "integer"
+    llm_score_expected: float | None = None
+    score_mass: float | None = None
 
     COLUMNS: ClassVar[tuple[str, ...]]
 
@@ -150,13 +157,24 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    def add(self, result: ChatResult) -> None:
+        """One more successful call (e.g. a continuation request of an expected mark)."""
+        self.attempts += 1
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+
 
 @dataclass(frozen=True)
 class Answer:
+    """`messages`: the dialogue of the last ask (with its re-asks); `logprobs`: what the server returned
+    for its reply, when the request asked for them."""
+
     ok: bool
     value: Any
     raw: str | None
     reason: str | None
+    messages: tuple[dict[str, str], ...] = ()
+    logprobs: list[TokenLogprob] | None = None
 
 
 def reply_budget(messages: Sequence[dict[str, str]], wanted: int, window: int | None,
@@ -179,8 +197,7 @@ def ask(client: LLMClient, request: ChatRequest, parse: Callable[[str | None], P
     for _ in range(max_reasks + 1):
         max_tokens = reply_budget(messages, request.max_tokens, window, count)
         try:
-            result = client.chat(ChatRequest(request.model, messages, request.temperature, max_tokens,
-                                             request.extra_body))
+            result = client.chat(replace(request, messages=messages, max_tokens=max_tokens))
         except LLMRequestError as exc:
             usage.attempts += exc.attempts or 1
             return Answer(False, None, raw, f"request failed: {exc}")
@@ -190,7 +207,7 @@ def ask(client: LLMClient, request: ChatRequest, parse: Callable[[str | None], P
         raw = result.text
         parsed = parse(raw)
         if parsed.ok:
-            return Answer(True, parsed.value, raw, None)
+            return Answer(True, parsed.value, raw, None, tuple(messages), result.logprobs)
         reason = parsed.reason or "invalid"
         messages = list(request.messages) + [{"role": "assistant", "content": raw or ""},
                                              {"role": "user", "content": reask(reason)}]
