@@ -174,3 +174,55 @@ def test_scoring_is_a_checked_choice():
         JudgeConfig(scoring="probability")
     with pytest.raises(ValueError):
         ExpectedScoringOptions(top_logprobs=50)
+
+
+# --- on the real CPU model (SmolLM2-135M-Instruct: one token per digit) -------------------------------
+
+@pytest.mark.llm
+def test_the_server_returns_logprobs_and_a_confident_mark_is_its_own_expectation(llm_endpoint):
+    from judges.ccrs import parse_score, sampling_extra
+    from judges.config import ClientConfig
+    from judges.scoring import expected_mark
+    from judges.suite import user_request
+
+    cfg = JudgeConfig(model=llm_endpoint.judge_model, structured_output=True, scoring="expected")
+    request = user_request(cfg.model, 'Copy this JSON exactly: {"score": 42}', 16, sampling_extra(cfg))
+    request.top_logprobs = cfg.expected.top_logprobs
+    with LLMClient(ClientConfig(max_retries=2), llm_endpoint.base_url) as client:
+        result = client.chat(request)
+        mark = parse_score(result.text, expect_json=True).score
+        expected = expected_mark(client, request, request.messages, result.text, result.logprobs, mark,
+                                 (0, 100), cfg.expected)
+    assert result.logprobs and all(token.top for token in result.logprobs)
+    assert mark == 42, result.text
+    assert expected.value is not None and 0 <= expected.value <= 100
+    assert expected.mass > 0.9 and round(expected.value) == mark
+
+
+@pytest.mark.llm
+def test_a_real_ccrs_judgment_in_expected_mode_records_both_marks(llm_endpoint):
+    from conftest import bioasq_questions
+
+    from judges.ccrs import build_request, run_judgment
+    from judges.config import ClientConfig
+
+    question = bioasq_questions(1)[0]
+    snippets = [s["text"] for s in _literal(question["snippets"])[:2]]
+    answer = _literal(question["ideal_answer"])
+    answer = answer[0] if isinstance(answer, list) else answer
+    item = Sample(question["id"], "A", question["body"], answer, answer, snippets)
+    cfg = JudgeConfig(model=llm_endpoint.judge_model, structured_output=True, scoring="expected")
+    request = build_request(CCRS_METRICS["QR"], item, snippets, cfg)
+    with LLMClient(ClientConfig(max_retries=2), llm_endpoint.base_url) as client:
+        j = run_judgment(client, CCRS_METRICS["QR"], item, request, cfg)
+    assert j.status == "ok", (j.reason, j.raw)
+    assert j.scoring in ("expected", "integer_fallback") and 0 <= j.score_mass <= 1
+    if j.scoring == "expected":
+        assert 0 <= j.llm_score_expected <= 100 and j.score == pytest.approx(j.llm_score_expected / 100)
+    assert isinstance(j.llm_score, int) and j.attempts >= 1
+
+
+def _literal(value):
+    import ast
+
+    return ast.literal_eval(value) if isinstance(value, str) and value[:1] in "[{" else value
