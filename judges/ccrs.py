@@ -347,14 +347,13 @@ class CcrsSuite:
             fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge),
                                 chunks, window_budget(judge), count)
             request = build_request(spec, sample, fitted.chunks, judge)
-            expected = judge.expected.model_dump() if judge.scoring == "expected" else None
-            key = unit_key(SUITE, {"request": request_payload(request),
-                                   "prompt_version": judge.prompt_version,
-                                   "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
-                                   "expected": expected,
-                                   "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms,
-                                          sample.exact_answers]
-                                   if name in EM_COMBINED else None})
+            determinants = {"request": request_payload(request), "prompt_version": judge.prompt_version,
+                            "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
+                            "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms, sample.exact_answers]
+                            if name in EM_COMBINED else None}
+            if judge.scoring == "expected":  # integer-mode keys stay as they were: their cache stays valid
+                determinants["expected"] = judge.expected.model_dump()
+            key = unit_key(SUITE, determinants)
             units.append(Unit(SUITE, sample, (name,), request, key, len(fitted.chunks), fitted.n_truncated))
         return units
 
