@@ -163,6 +163,8 @@ def main() -> int:
                         help="questions, one run each on the same server (default: the config's limit)")
     parser.add_argument("--run-dir", help="default: the config's run_dir (a folder per limit under it)")
     parser.add_argument("--b", type=int, help="HSD/bootstrap resamples (default: the config's stats.b)")
+    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint instead of "
+                        "deploying the Serve app")
     parser.add_argument("--integer-from-argmax", action="store_true", help="one expected pass; integer "
                         "scores from its argmax marks (the same greedy replies) instead of a second pass")
     args = parser.parse_args()
@@ -175,7 +177,7 @@ def main() -> int:
     configs = [load(args, limit) for limit in args.limit]
     ensure_ray(configs[0].ray.address, configs[0].ray.num_cpus)
     serving = configs[0].serving.model_copy(update={"port": _free_port()})
-    base_url = start_serve_app(serving)
+    base_url = args.llm_base_url or start_serve_app(serving)
     try:
         for config in configs:
             print(f"\n=== {config.dataset.path} limit {config.dataset.limit} ({config.resolved_run_dir()})")
@@ -185,7 +187,8 @@ def main() -> int:
             print(f"samples judged: {len(samples)} (failed generations left out: {len(failed)})")
             report(judged, results, results["integer"]["n_queries"], len(results["integer"]["systems"]))
     finally:
-        stop_serve_app(serving)
+        if not args.llm_base_url:
+            stop_serve_app(serving)
         ray.shutdown()
     return 0
 
