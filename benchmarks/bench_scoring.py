@@ -91,7 +91,7 @@ def judge_both(config, base_url: str, samples, from_argmax: bool = False) -> dic
     for mode in (("expected",) if from_argmax else MODES):
         judge = config.judge.model_copy(update={"scoring": mode, "cache": False})
         started = time.perf_counter()
-        judgments, stats = judge_suite(suite, samples, judge, config.client, base_url, progress=False)
+        judgments, stats = judge_suite(suite, samples, judge, config.client, base_url, progress=True)
         seconds = time.perf_counter() - started
         frame = judgments_frame(judgments, metric_order=suite.selected_metrics(judge))
         out[mode] = (frame, seconds, int(frame["attempts"].sum()))
