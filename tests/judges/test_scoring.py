@@ -201,7 +201,7 @@ def test_the_server_returns_logprobs_and_a_confident_mark_is_its_own_expectation
 
 @pytest.mark.llm
 def test_a_real_ccrs_judgment_in_expected_mode_records_both_marks(llm_endpoint):
-    from conftest import bioasq_questions
+    from tests.conftest import bioasq_questions
 
     from judges.ccrs import build_request, run_judgment
     from judges.config import ClientConfig
