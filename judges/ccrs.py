@@ -16,6 +16,7 @@ from judges import templates
 from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.em import exact_match
+from judges.scoring import ExpectedMark, expected_mark
 from judges.suite import (
     Count,
     Judgment,
@@ -25,6 +26,7 @@ from judges.suite import (
     Unit,
     Usage,
     ask,
+    detail_json,
     neutralize,
     register_suite,
     unit_key,
@@ -258,8 +260,11 @@ def sample_values(sample: Sample, context: list[str]) -> dict[str, Any]:
 
 
 def build_request(spec: Metric, sample: Sample, context: list[str], cfg: JudgeConfig) -> ChatRequest:
-    return user_request(cfg.model, render_prompt(spec, sample_values(sample, context), cfg),
-                        reply_tokens(cfg), sampling_extra(cfg))
+    request = user_request(cfg.model, render_prompt(spec, sample_values(sample, context), cfg),
+                           reply_tokens(cfg), sampling_extra(cfg))
+    if cfg.scoring == "expected":
+        request.top_logprobs = cfg.expected.top_logprobs
+    return request
 
 
 def parser(spec: Metric, cfg: JudgeConfig):
@@ -272,15 +277,35 @@ def parser(spec: Metric, cfg: JudgeConfig):
 
 
 def judgment(spec: Metric, sample: Sample, cfg: JudgeConfig, llm_score: int | None, status: str,
-             reason: str | None, raw: str | None, usage: Usage) -> Judgment:
+             reason: str | None, raw: str | None, usage: Usage, expected: ExpectedMark | None = None
+             ) -> Judgment:
+    """`score` from the expected mark where there is one, else from the integer (`scoring` says which)."""
     em = sample_em(sample, cfg) if spec.name in EM_COMBINED else None
+    mark: float | None = llm_score
+    scoring = "integer"
+    if expected is not None:
+        scoring = "expected" if expected.value is not None else "integer_fallback"
+        mark = expected.value if expected.value is not None else llm_score
     score = None
-    if llm_score is not None:
-        score = (combine_ac(em or 0.0, llm_score, cfg.ac_lambda) if spec.name in EM_COMBINED
-                 else llm_score / 100.0)
-    return Judgment(sample.query_id, sample.system, SUITE, spec.name, score, llm_score, em, status, reason,
-                    raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens, cfg.prompt_version,
-                    cfg.model, usage.cached_tokens)
+    if mark is not None:
+        score = (combine_ac(em or 0.0, mark, cfg.ac_lambda) if spec.name in EM_COMBINED else mark / 100.0)
+    j = Judgment(sample.query_id, sample.system, SUITE, spec.name, score, llm_score, em, status, reason,
+                 raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens, cfg.prompt_version,
+                 cfg.model, usage.cached_tokens, scoring=scoring)
+    if expected is not None:
+        j.llm_score_expected, j.score_mass = expected.value, expected.mass
+        j.detail = expected_detail(expected)
+    return j
+
+
+def expected_detail(expected: ExpectedMark) -> str | None:
+    walk = expected.distribution
+    if walk is None:
+        return detail_json(fallback=expected.reason)
+    return detail_json(fallback=expected.reason, expansions=walk.expansions,
+                       off_scale=round(walk.off_scale, 4), unseen=round(walk.unseen, 4),
+                       unresolved=round(walk.unresolved, 4),
+                       marks={str(k): round(v, 4) for k, v in sorted(walk.probabilities.items())})
 
 
 def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatRequest,
@@ -290,9 +315,13 @@ def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatR
     usage = Usage()
     answer = ask(client, request, parser(spec, cfg),
                  lambda reason: reask_message(reason, cfg, _expects_json(cfg)), cfg.max_reasks, usage)
-    if answer.ok:
-        return judgment(spec, sample, cfg, answer.value, "ok", None, answer.raw, usage)
-    return judgment(spec, sample, cfg, None, "failed", answer.reason, answer.raw, usage)
+    if not answer.ok:
+        return judgment(spec, sample, cfg, None, "failed", answer.reason, answer.raw, usage)
+    expected = None
+    if cfg.scoring == "expected":
+        expected = expected_mark(client, request, answer.messages, answer.raw or "", answer.logprobs,
+                                 answer.value, spec.scale, cfg.expected, usage.add)
+    return judgment(spec, sample, cfg, answer.value, "ok", None, answer.raw, usage, expected)
 
 
 def empty_judgment(spec: Metric, sample: Sample, cfg: JudgeConfig) -> Judgment:
@@ -330,12 +359,15 @@ class CcrsSuite:
             fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge),
                                 chunks, window_budget(judge), count)
             request = user_request(judge.model, fitted.prompt, reply_tokens(judge), sampling_extra(judge))
-            key = unit_key(SUITE, {"request": request_payload(request),
-                                   "prompt_version": judge.prompt_version,
-                                   "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
-                                   "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms,
-                                          sample.exact_answers]
-                                   if name in EM_COMBINED else None})
+            if judge.scoring == "expected":
+                request.top_logprobs = judge.expected.top_logprobs
+            determinants = {"request": request_payload(request), "prompt_version": judge.prompt_version,
+                            "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
+                            "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms, sample.exact_answers]
+                            if name in EM_COMBINED else None}
+            if judge.scoring == "expected":  # integer-mode keys stay as they were: their cache stays valid
+                determinants["expected"] = judge.expected.model_dump()
+            key = unit_key(SUITE, determinants)
             # plan=None: the rendered prompt is not kept (unit_request renders it again where it is
             # sent); keeping every prompt of a paper-scale run took ~15 KB a unit, gigabytes in the driver.
             units.append(Unit(SUITE, sample, (name,), None, key, len(fitted.chunks), fitted.n_truncated))
@@ -363,8 +395,11 @@ def unit_request(unit: Unit, judge: JudgeConfig) -> ChatRequest:
 
 
 def request_payload(request: ChatRequest) -> dict[str, Any]:
-    return {"model": request.model, "messages": request.messages, "temperature": request.temperature,
-            "max_tokens": request.max_tokens, "extra": request.extra_body}
+    payload = {"model": request.model, "messages": request.messages, "temperature": request.temperature,
+               "max_tokens": request.max_tokens, "extra": request.extra_body}
+    if request.top_logprobs:
+        payload["top_logprobs"] = request.top_logprobs
+    return payload
 
 
 register_suite(CcrsSuite())

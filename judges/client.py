@@ -33,6 +33,18 @@ class ChatRequest:
     temperature: float = 0.0
     max_tokens: int = 16
     extra_body: dict[str, Any] = field(default_factory=dict)
+    top_logprobs: int = 0
+    continue_final: bool = False
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token: its text, its log-probability and the server's top alternatives at that
+    position as (token text, log-probability) pairs, most likely first (the token itself among them)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...]
 
 
 @dataclass
@@ -43,6 +55,7 @@ class ChatResult:
     finish_reason: str | None
     attempts: int
     cached_tokens: int = 0  # prompt tokens vLLM served from its prefix cache (usage.prompt_tokens_details)
+    logprobs: list[TokenLogprob] | None = None
 
 
 class LLMRequestError(RuntimeError):
@@ -247,6 +260,13 @@ class LLMClient:
             "max_tokens": request.max_tokens,
             "seed": self.config.seed,
         }
+        if request.top_logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = request.top_logprobs
+        if request.continue_final:
+            # vLLM's chat extension: the last (assistant) message is continued, not closed and answered
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
         body.update(request.extra_body)
         return body
 
@@ -303,7 +323,7 @@ class LLMClient:
             return response.status_code, f"HTTP {response.status_code}: {response.text[:500]}"
         try:
             return self._result(response.json(), 0)
-        except (ValueError, TypeError, AttributeError, IndexError) as exc:
+        except (ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
             self._error("invalid_body")
             return None, f"unreadable 200 response ({type(exc).__name__}): {response.text[:200]!r}"
 
@@ -333,6 +353,7 @@ class LLMClient:
             finish_reason=choice.get("finish_reason"),
             attempts=attempts,
             cached_tokens=cached_prompt_tokens(usage),
+            logprobs=_token_logprobs(choice.get("logprobs")),
         )
 
 
@@ -341,6 +362,16 @@ def cached_prompt_tokens(usage: Mapping[str, Any]) -> int:
     with `enable_prompt_tokens_details` (infra/serve_configs); a server that does not report it counts 0."""
     details = usage.get("prompt_tokens_details") or {}
     return int(details.get("cached_tokens") or 0) if isinstance(details, Mapping) else 0
+
+
+def _token_logprobs(block: dict[str, Any] | None) -> list[TokenLogprob] | None:
+    """The OpenAI `choices[0].logprobs.content` list, or None when the server sent none."""
+    if not block or block.get("content") is None:
+        return None
+    return [TokenLogprob(str(item["token"]), float(item["logprob"]),
+                         tuple((str(alt["token"]), float(alt["logprob"]))
+                               for alt in item.get("top_logprobs") or ()))
+            for item in block["content"]]
 
 
 def wait_until_ready(

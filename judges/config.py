@@ -95,6 +95,18 @@ class RagCheckerOptions(_Strict):
     max_claims: int = Field(default=10, ge=1)
 
 
+class ExpectedScoringOptions(_Strict):
+    """`scoring: expected` (judges/scoring.py, docs/judges.md "Expected scores")."""
+
+    top_logprobs: int = Field(default=20, ge=2, le=20, description="alternatives per token position; 20 is "
+                              "the OpenAI API's maximum and vLLM's default --max-logprobs")
+    min_branch: float = Field(default=0.02, gt=0, lt=1, description="an unfinished number less likely than "
+                              "this is not expanded (its probability is counted as unresolved)")
+    max_expansions: int = Field(default=8, ge=0, description="continuation requests per judgment at most")
+    min_mass: float = Field(default=0.5, ge=0, le=1, description="below this probability on allowed marks "
+                            "there is no expected mark: the integer is used and counted as a fallback")
+
+
 class JudgeConfig(_Strict):
     """The judge: model, window and parsing settings shared by every suite; the CCRS settings at the top
     level (metrics, AC's lambda, layout); per-suite settings under grouse / vera / ragchecker. Metric and
@@ -115,6 +127,10 @@ class JudgeConfig(_Strict):
     context_window: int = Field(default=2048, ge=64)
     tokenizer: str | None = None
     cache: bool = True
+    scoring: Literal["integer", "expected"] = Field(default="integer", description="integer: the reply's "
+                                                    "mark; expected: its probability-weighted mean over the "
+                                                    "allowed marks (CCRS metrics; other suites: integer)")
+    expected: ExpectedScoringOptions = ExpectedScoringOptions()
     grouse: GrouseOptions = GrouseOptions()
     vera: VeraOptions = VeraOptions()
     ragchecker: RagCheckerOptions = RagCheckerOptions()

@@ -14,10 +14,10 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Protocol
 
-from judges.client import ChatRequest, LLMClient, LLMRequestError
+from judges.client import ChatRequest, ChatResult, LLMClient, LLMRequestError, TokenLogprob
 
 Count = Callable[[str], int]
 
@@ -67,7 +67,11 @@ class Sample:
 class Judgment:
     """One metric of one sample, the same record for every suite. `score` in [0, 1] feeds the statistics
     (None when not computable); `llm_score` is the judge's own mark on the metric's scale (None where
-    the metric has none, e.g. a share of verdicts); status: ok | failed | empty_response | skipped."""
+    the metric has none, e.g. a share of verdicts); status: ok | failed | empty_response | skipped.
+    `scoring` says what `score` was computed from (judges/scoring.py): "integer" (the reply's integer,
+    `llm_score`), "expected" (`llm_score_expected`, the probability-weighted mark; `llm_score` stays the
+    argmax integer beside it) or "integer_fallback" (expected asked for, but `score_mass`, the
+    probability on allowed marks, was too low or unknown: the integer is used, the reason in `detail`)."""
 
     query_id: str
     system: str
@@ -89,6 +93,9 @@ class Judgment:
     n_context_truncated: int = 0
     cached: bool = False
     detail: str | None = None
+    scoring: str = "integer"
+    llm_score_expected: float | None = None
+    score_mass: float | None = None
 
     COLUMNS: ClassVar[tuple[str, ...]]
 
@@ -102,8 +109,8 @@ class Judgment:
         return self.status == "failed" and (self.reason or "").startswith("request failed")
 
 
-Judgment.COLUMNS = tuple(Judgment.__dataclass_fields__)
 _JUDGMENT_FIELDS = tuple(f.name for f in fields(Judgment))  # the instance fields (COLUMNS is a ClassVar)
+Judgment.COLUMNS = _JUDGMENT_FIELDS
 
 
 def detail_json(**detail: Any) -> str | None:
@@ -162,13 +169,25 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0  # of prompt_tokens, served from the server's prefix cache
 
+    def add(self, result: ChatResult) -> None:
+        """One more successful call (e.g. a continuation request of an expected mark)."""
+        self.attempts += 1
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.cached_tokens += result.cached_tokens
+
 
 @dataclass(frozen=True)
 class Answer:
+    """`messages`: the dialogue of the last ask (with its re-asks); `logprobs`: what the server returned
+    for its reply, when the request asked for them."""
+
     ok: bool
     value: Any
     raw: str | None
     reason: str | None
+    messages: tuple[dict[str, str], ...] = ()
+    logprobs: list[TokenLogprob] | None = None
 
 
 def reply_budget(messages: Sequence[dict[str, str]], wanted: int, window: int | None,
@@ -191,8 +210,7 @@ def ask(client: LLMClient, request: ChatRequest, parse: Callable[[str | None], P
     for _ in range(max_reasks + 1):
         max_tokens = reply_budget(messages, request.max_tokens, window, count)
         try:
-            result = client.chat(ChatRequest(request.model, messages, request.temperature, max_tokens,
-                                             request.extra_body))
+            result = client.chat(replace(request, messages=messages, max_tokens=max_tokens))
         except LLMRequestError as exc:
             usage.attempts += exc.attempts or 1
             return Answer(False, None, raw, f"request failed: {exc}")
@@ -203,7 +221,7 @@ def ask(client: LLMClient, request: ChatRequest, parse: Callable[[str | None], P
         raw = result.text
         parsed = parse(raw)
         if parsed.ok:
-            return Answer(True, parsed.value, raw, None)
+            return Answer(True, parsed.value, raw, None, tuple(messages), result.logprobs)
         reason = parsed.reason or "invalid"
         messages = list(request.messages) + [{"role": "assistant", "content": raw or ""},
                                              {"role": "user", "content": reask(reason)}]

@@ -241,6 +241,8 @@ def judgments_frame(judgments: list[Judgment], flags: dict[tuple[str, str], str]
     frame["prefix_cached_tokens"] = frame["prefix_cached_tokens"].fillna(0).astype("int64")
     frame["score"] = frame["score"].astype("float64")
     frame["em"] = frame["em"].astype("float64")
+    frame["llm_score_expected"] = frame["llm_score_expected"].astype("float64")
+    frame["score_mass"] = frame["score_mass"].astype("float64")
     order = {m: i for i, m in enumerate(metric_order or sorted(frame["metric"].unique()))}
     frame["_order"] = frame["metric"].map(order)
     return frame.sort_values(["system", "query_id", "_order"]).drop(columns="_order").reset_index(drop=True)
@@ -257,6 +259,8 @@ def judging_summary(frame: pd.DataFrame, stats: dict[str, Any], seconds: float, 
         "prompt_version": prompt_version,
         "judge_model": judge_model,
         "status_counts": {k: int(v) for k, v in frame["status"].value_counts().items()},
+        "scoring_counts": {k: int(v) for k, v in frame.loc[frame["status"] == "ok", "scoring"]
+                           .value_counts().sort_index().items()},
         "failures": {f"{m}/{s}": int(n) for (m, s), n in failed.groupby(["metric", "system"]).size().items()},
         "failure_reasons": {
             k: int(v) for k, v in failed["reason"].str.slice(0, 60).value_counts().head(10).items()
