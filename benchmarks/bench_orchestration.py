@@ -35,6 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from tests.conftest import sample_field  # noqa: E402 - the sample's literal fields, parsed as the tests do
 BIOASQ_DIRS = (Path("/work/shared/data/bioasq-12b"), REPO.parent / "shared" / "data" / "bioasq-12b")
 BIOASQ_SAMPLE = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
 PAPER_REQUESTS = 4719 * 6 * 5
@@ -54,21 +55,10 @@ def _bioasq_questions() -> list[dict]:
     return json.loads(BIOASQ_SAMPLE.read_text())["questions"]
 
 
-def _field(value):
-    import ast
-
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            return value
-    return value
-
-
 def _chunk_pool(questions: list[dict], size: int) -> list[str]:
     """`size` distinct ~300-token chunks (about the 40,221 passages of rag-mini-bioasq): real snippets
     joined until CHUNK_CHARS, starting at every snippet in turn, then in rotated order."""
-    snippets = [s["text"] for q in questions for s in _field(q.get("snippets") or [])]
+    snippets = [s["text"] for q in questions for s in sample_field(q.get("snippets") or [])]
     pool: list[str] = []
     for rotation in range(math.ceil(size / len(snippets))):
         for start in range(len(snippets)):
@@ -100,11 +90,11 @@ def build_inputs(directory: Path, requests: int, metrics: int) -> tuple[Path, Pa
     for i in range(n_questions):
         question, copy = real[i % len(real)], i // len(real)
         qid = f"{question['id']}-{copy}"
-        ideal = _field(question.get("ideal_answer"))
+        ideal = sample_field(question.get("ideal_answer"))
         answer = ideal[0] if isinstance(ideal, list) else str(ideal)
-        snippets = [s["text"] for s in _field(question.get("snippets") or [])] or [answer]
+        snippets = [s["text"] for s in sample_field(question.get("snippets") or [])] or [answer]
         queries.append({"query_id": qid, "text": question["body"], "answer": answer,
-                        "exact_answer": json.dumps(_field(question.get("exact_answer"))),
+                        "exact_answer": json.dumps(sample_field(question.get("exact_answer"))),
                         "qtype": question["type"]})
         for r, retriever in enumerate(RETRIEVER_ORDER):
             start = (i * 7919 + r * 104729) % len(pool)

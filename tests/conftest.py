@@ -135,7 +135,7 @@ def bioasq_questions(limit: int | None = None) -> list[dict]:
     return questions[:limit] if limit else questions
 
 
-def _field(value):
+def sample_field(value):
     """The sample stores nested fields as Python literals; parse them back."""
     import ast
 
@@ -156,13 +156,13 @@ def write_bioasq_inputs(directory: Path, limit: int = 4, chunks_per_query: int =
 
     queries, retrieved = [], []
     for question in bioasq_questions(limit):
-        ideal = _field(question.get("ideal_answer"))
+        ideal = sample_field(question.get("ideal_answer"))
         queries.append({
             "query_id": question["id"], "text": question["body"],
             "answer": ideal[0] if isinstance(ideal, list) else str(ideal),
-            "exact_answer": json.dumps(_field(question.get("exact_answer"))), "qtype": question["type"],
+            "exact_answer": json.dumps(sample_field(question.get("exact_answer"))), "qtype": question["type"],
         })
-        snippets = [s["text"] for s in _field(question["snippets"])][:chunks_per_query]
+        snippets = [s["text"] for s in sample_field(question["snippets"])][:chunks_per_query]
         for retriever, ordered in (("bm25", snippets), ("knn", snippets[::-1])):
             for rank, text in enumerate(ordered, 1):
                 retrieved.append({"query_id": question["id"], "retriever": retriever, "rank": rank,

@@ -11,20 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from judges.grouse_unit_tests import TABLE6_CONDITIONS
+
 HERE = Path(__file__).parent
 REFUSAL = "No document seems to precisely answer your question."
 
-# Table 6 conditions: relevancy, completeness, usefulness, faithfulness.
-CONDITIONS = {
-    1: ("==5", "==5", "==None", "==1"), 2: ("==None", "==None", "==None", "==None"),
-    3: ("==None", "==None", "==1", "==1"), 4: ("==5", "==5", "==None", "==1"),
-    5: ("==None", "==None", "==None", "==None"), 6: ("==5", "==5", "==None", "==1"),
-    7: ("==None", "==None", "==1", "==1"), 8: ("<5", "==5", "==None", "==1"),
-    9: ("==1", "==None", "==None", "==1"), 10: ("==5", "<5", "==None", "==1"),
-    11: ("==None", "==1", "==None", "==None"), 12: ("==None", "==1", "==1", "==1"),
-    13: ("==None", "==None", "==0", "==1"), 14: ("==5", "==5", "==None", "==0"),
-    15: ("==5", "==5", "==None", "==0"), 16: ("==5", "==5", "==None", "==0"),
-}
+# Table 6 conditions (relevancy, completeness, usefulness, faithfulness): the one table in judges/.
+CONDITIONS = TABLE6_CONDITIONS
 # Which references each test type sees, and which answer is the reference answer (expected_output).
 REFS = {1: "ans", 2: "rel", 3: "rel", 4: "dense", 5: "off", 6: "abs", 7: "abs_rel", 8: "ans", 9: "off",
         10: "ans", 11: "ans", 12: "ans", 13: "off", 14: "ans", 15: "ans", 16: "ans"}

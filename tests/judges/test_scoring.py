@@ -11,6 +11,7 @@ from judges.client import LLMClient, TokenLogprob
 from judges.config import ExpectedScoringOptions, JudgeConfig
 from judges.scoring import ExpectedMark, MarkDistribution, Scale, locate_mark, mark_distribution
 from judges.suite import Sample, Usage
+from tests.conftest import sample_field
 
 SCALE = Scale(0, 100)
 EOS = "<|im_end|>"
@@ -207,8 +208,8 @@ def test_a_real_ccrs_judgment_in_expected_mode_records_both_marks(llm_endpoint):
     from judges.config import ClientConfig
 
     question = bioasq_questions(1)[0]
-    snippets = [s["text"] for s in _literal(question["snippets"])[:2]]
-    answer = _literal(question["ideal_answer"])
+    snippets = [s["text"] for s in sample_field(question["snippets"])[:2]]
+    answer = sample_field(question["ideal_answer"])
     answer = answer[0] if isinstance(answer, list) else answer
     item = Sample(question["id"], "A", question["body"], answer, answer, snippets)
     cfg = JudgeConfig(model=llm_endpoint.judge_model, structured_output=True, scoring="expected")
@@ -222,7 +223,3 @@ def test_a_real_ccrs_judgment_in_expected_mode_records_both_marks(llm_endpoint):
     assert isinstance(j.llm_score, int) and j.attempts >= 1
 
 
-def _literal(value):
-    import ast
-
-    return ast.literal_eval(value) if isinstance(value, str) and value[:1] in "[{" else value
