@@ -31,16 +31,16 @@ RC = ("rc_precision", "rc_recall", "rc_faithfulness")
 
 
 def samples(n: int):
-    from tests.conftest import _field, bioasq_questions
+    from tests.conftest import sample_field, bioasq_questions
 
     out = []
     for i, q in enumerate(bioasq_questions(n)):
-        ideal = _field(q["ideal_answer"])
+        ideal = sample_field(q["ideal_answer"])
         ideal = ideal[0] if isinstance(ideal, list) else str(ideal)
-        snippets = [s["text"] for s in _field(q["snippets"])][:3]
+        snippets = [s["text"] for s in sample_field(q["snippets"])][:3]
         # half the responses are the first sentence only: some spread in recall
         response = ideal if i % 2 == 0 else ideal.split(". ")[0].rstrip(".") + "."
-        exact = _field(q.get("exact_answer"))
+        exact = sample_field(q.get("exact_answer"))
         exact = [str(x) for x in (exact if isinstance(exact, list) else [exact]) if x]
         out.append({"id": q["id"], "question": q["body"], "response": response, "ground_truth": ideal,
                     "context": snippets, "exact": exact})

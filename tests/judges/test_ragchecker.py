@@ -120,13 +120,13 @@ def test_registry_and_not_judged():
 def test_ragchecker_on_real_bioasq_questions(llm_endpoint, judge_cache_dir):
     from judges.config import ClientConfig
     from tasks.judge import judge_suite
-    from tests.conftest import _field, bioasq_questions
+    from tests.conftest import sample_field, bioasq_questions
 
     samples = []
     for q in bioasq_questions(2):
-        ideal = _field(q["ideal_answer"])
+        ideal = sample_field(q["ideal_answer"])
         ideal = ideal[0] if isinstance(ideal, list) else str(ideal)
-        snippets = [s["text"] for s in _field(q["snippets"])][:3]
+        snippets = [s["text"] for s in sample_field(q["snippets"])][:3]
         samples.append(Sample(q["id"], "ideal", q["body"], ideal, ideal, snippets))
     judge = JudgeConfig(model=llm_endpoint.judge_model, ragchecker=RagCheckerOptions(max_tokens=96))
     judgments, stats = judge_suite(get_suite("ragchecker"), samples, judge,
