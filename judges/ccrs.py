@@ -26,6 +26,7 @@ from judges.suite import (
     Unit,
     Usage,
     ask,
+    check_prompt_version_exists,
     detail_json,
     neutralize,
     register_suite,
@@ -70,15 +71,6 @@ def load_template(version: str, filename: str) -> dict[str, str]:
 def prompt_versions() -> tuple[str, ...]:
     """The selectable `JudgeConfig.prompt_version`s: the folders under judges/prompts/ccrs/."""
     return templates.versions(SUITE)
-
-
-def check_prompt_version(cfg: JudgeConfig) -> None:
-    """A version that does not exist, or a layout it does not offer, is a config error before any work."""
-    if cfg.prompt_version not in prompt_versions():
-        raise ValueError(f"judge.prompt_version {cfg.prompt_version!r} is not a CCRS prompt version; "
-                         f"choose from {list(prompt_versions())}")
-    if cfg.shared_prefix:
-        _require_shared_prefix_layout(cfg, load_template(cfg.prompt_version, "_common.txt"))
 
 
 def _require_shared_prefix_layout(cfg: JudgeConfig, common: dict[str, str]) -> None:
@@ -349,6 +341,13 @@ class CcrsSuite:
     def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
         return tuple(judge.metrics)
 
+    def check_config(self, judge: JudgeConfig) -> None:
+        """A version that does not exist, or a layout it does not offer (judge.shared_prefix), is a config
+        error before any work."""
+        check_prompt_version_exists(self, judge)
+        if judge.shared_prefix:
+            _require_shared_prefix_layout(judge, load_template(judge.prompt_version, "_common.txt"))
+
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         from judges.readers import fit_chunks
 
@@ -384,6 +383,17 @@ class CcrsSuite:
                     for name in self.selected_metrics(judge)]
         return [judgment(CCRS_METRICS[name], sample, judge, None, status, reason, None, Usage())
                 for name in self.selected_metrics(judge)]
+
+    def single_request(self, unit: Unit, judge: JudgeConfig) -> ChatRequest:
+        """Every CCRS unit is one call (re-asks aside): its request, rendered again from the unit."""
+        return unit_request(unit, judge)
+
+    def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> str | None:
+        """A bare mark, or its JSON object under structured output; a justification's length is not known
+        (None: its budget)."""
+        if judge.justification:
+            return None
+        return '{"score": 50}' if judge.structured_output else "50"
 
 
 def unit_request(unit: Unit, judge: JudgeConfig) -> ChatRequest:

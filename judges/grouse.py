@@ -30,6 +30,7 @@ from judges.suite import (
     Unit,
     Usage,
     ask,
+    check_prompt_version_exists,
     detail_json,
     neutralize,
     register_suite,
@@ -453,6 +454,9 @@ class GrouseSuite:
     def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
         return METRIC_ORDER
 
+    def check_config(self, judge: JudgeConfig) -> None:
+        check_prompt_version_exists(self, judge)
+
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         fitted = fit_references(sample, judge, count)
         shown = replace(sample, context=fitted.chunks)
@@ -484,6 +488,14 @@ class GrouseSuite:
         for judgment in judgments:
             judgment.n_context_chunks = len(sample.context)
         return judgments
+
+    def single_request(self, unit: Unit, judge: JudgeConfig) -> None:
+        """None: whether usefulness and faithfulness are asked depends on the relevancy reply."""
+        return None
+
+    def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> None:
+        """None: a JSON analysis of two answers, as long as the judge makes it (its budget)."""
+        return None
 
 
 register_suite(GrouseSuite())

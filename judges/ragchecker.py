@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judges import templates
-from judges.client import LLMClient
+from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.suite import (
     Answer,
@@ -32,6 +32,7 @@ from judges.suite import (
     Unit,
     Usage,
     ask,
+    check_prompt_version_exists,
     detail_json,
     neutralize,
     register_suite,
@@ -179,6 +180,9 @@ class RagCheckerSuite:
     def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
         return METRICS
 
+    def check_config(self, judge: JudgeConfig) -> None:
+        check_prompt_version_exists(self, judge)
+
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         from judges.readers import fit_chunks
 
@@ -204,6 +208,14 @@ class RagCheckerSuite:
         if status == "empty_response":
             return [empty_judgment(sample, judge, m) for m in METRICS]
         return [_judgment(sample, judge, m, None, status, reason, None, Usage()) for m in METRICS]
+
+    def single_request(self, unit: Unit, judge: JudgeConfig) -> None:
+        """None: the entailment calls check the claims that the first calls extract."""
+        return None
+
+    def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> None:
+        """None: claim lists and verdict lines, counted at their budget."""
+        return None
 
 
 register_suite(RagCheckerSuite())

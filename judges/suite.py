@@ -6,7 +6,9 @@ things: `plan` (the units of work for one sample: one per metric, or one per sam
 on each other), `evaluate` (ask the judge through `ask` and turn the replies into `Judgment`s) and
 `not_judged` (the records of a sample that is not sent: empty response, failed generation). The stage
 (tasks/judge.py) does the rest the same way for every suite: context fitting budget, fan-out, cache,
-checkpoints, failure accounting, output files.
+checkpoints, failure accounting, output files. Around the stage, a suite answers `check_config` (the run
+config's validation: can this judge config run?) and, for the cost plan, `single_request` and
+`reply_estimate` (what a unit sends and roughly what comes back), so that no caller names a suite.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Protocol
 
+from judges import templates
 from judges.client import ChatRequest, ChatResult, LLMClient, LLMRequestError, TokenLogprob
 
 Count = Callable[[str], int]
@@ -245,18 +248,45 @@ class JudgeSuite(Protocol):
 
     def selected_metrics(self, judge: Any) -> tuple[str, ...]: ...
 
+    def check_config(self, judge: Any) -> None:
+        """Raise ValueError, naming the setting, when the judge config cannot be run by this suite (a prompt
+        version that does not exist, a layout or a template it lacks): a config error before any work."""
+        ...
+
     def plan(self, sample: Sample, judge: Any, seed: int, count: Count) -> list[Unit]: ...
 
     def evaluate(self, client: LLMClient, unit: Unit, judge: Any, count: Count | None) -> list[Judgment]: ...
 
     def not_judged(self, sample: Sample, judge: Any, status: str, reason: str) -> list[Judgment]: ...
 
+    def single_request(self, unit: Unit, judge: Any) -> ChatRequest | None:
+        """The one request a planned unit sends when it makes a single call; None when a unit's calls
+        depend on each other's replies (then nothing before the replies says what they will be)."""
+        ...
 
+    def reply_estimate(self, request: ChatRequest, judge: Any) -> str | None:
+        """A representative reply to `request` (the cost plan counts its tokens), or None: count the
+        request's whole reply budget (max_tokens, an upper bound)."""
+        ...
+
+
+SUITE_METHODS = tuple(name for name, member in vars(JudgeSuite).items()
+                      if callable(member) and not name.startswith("_"))
 _SUITES: dict[str, JudgeSuite] = {}
 SUITE_MODULES = ("judges.ccrs", "judges.grouse", "judges.vera", "judges.ragchecker")
 
 
+def check_prompt_version_exists(suite: JudgeSuite, judge: Any) -> None:
+    """The check every suite makes: its configured prompt version is a folder of judges/prompts/<suite>/."""
+    version, known = suite.prompt_version(judge), templates.versions(suite.name)
+    if version not in known:
+        raise ValueError(f"{suite.name} prompt version {version!r} does not exist; choose from {list(known)}")
+
+
 def register_suite(suite: JudgeSuite) -> JudgeSuite:
+    missing = [name for name in SUITE_METHODS if not callable(getattr(suite, name, None))]
+    if missing:
+        raise TypeError(f"suite {getattr(suite, 'name', suite)!r} lacks the JudgeSuite methods {missing}")
     taken = {m for other in _SUITES.values() if other.name != suite.name for m in other.metrics}
     clash = taken & set(suite.metrics)
     if clash:

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from judges import templates
-from judges.client import LLMClient
+from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.suite import (
     Count,
@@ -53,6 +53,7 @@ from judges.suite import (
     Unit,
     Usage,
     ask,
+    check_prompt_version_exists,
     detail_json,
     neutralize,
     register_suite,
@@ -465,6 +466,11 @@ class VeraSuite:
     def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
         return tuple(metric_name(m) for m in judge.vera.metrics)
 
+    def check_config(self, judge: JudgeConfig) -> None:
+        """The version exists and has the templates of every selected metric (v1 has no recall.txt)."""
+        check_prompt_version_exists(self, judge)
+        check_templates(judge.vera.prompt_version, self.selected_metrics(judge))
+
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         from judges.readers import fit_chunks
 
@@ -506,6 +512,14 @@ class VeraSuite:
             j.status = status
             out.append(j)
         return out
+
+    def single_request(self, unit: Unit, judge: JudgeConfig) -> None:
+        """None: a unit's calls follow each other (statements first, then their verdicts)."""
+        return None
+
+    def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> None:
+        """None: lists of statements, verdicts or questions, counted at their budget."""
+        return None
 
 
 def check_templates(version: str, metrics: Sequence[str]) -> None:

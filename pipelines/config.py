@@ -9,7 +9,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infra.serving import ServingConfig
-from judges import ccrs, templates
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite, suites
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
@@ -85,14 +84,10 @@ class RunConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _existing_prompt_versions(self) -> "RunConfig":
+    def _runnable_judge_settings(self) -> "RunConfig":
+        """Each selected suite checks the judge settings it reads (prompt version, layout, templates)."""
         for name in self.judges:
-            version = get_suite(name).prompt_version(self.judge)
-            if version not in templates.versions(name):
-                raise ValueError(f"{name} prompt version {version!r} does not exist; "
-                                 f"choose from {list(templates.versions(name))}")
-        if "ccrs" in self.judges:
-            ccrs.check_prompt_version(self.judge)
+            get_suite(name).check_config(self.judge)
         return self
 
     @model_validator(mode="after")

@@ -24,7 +24,7 @@ import pyarrow as pa
 from infra.serving import ServedModel
 from judges.client import ChatRequest
 from judges.readers import extractive_answer, fit_chunks, generation_prompt
-from judges.suite import Sample, get_suite
+from judges.suite import JudgeSuite, Sample, get_suite
 from judges.tokens import CHARS_PER_TOKEN_FALLBACK, token_counter, token_ids
 from pipelines.config import REPO_ROOT, RunConfig
 from retrievers.config import DatasetConfig
@@ -242,22 +242,11 @@ def reader_stage(config: RunConfig, pilot: PilotSample) -> tuple[list[StageCost]
     return costs, samples
 
 
-def reply_estimate(suite: str, request: ChatRequest, judge: Any, meter: PromptMeter) -> int:
-    """A CCRS reply is a bare score, or its JSON object under structured output; a justification or
-    another suite's reply is counted at its budget (an upper bound)."""
-    if suite != "ccrs" or judge.justification:
-        return request.max_tokens
-    return meter.reply_tokens('{"score": 50}' if request.extra_body else "50")
-
-
-def single_request(suite: str, unit: Any, judge: Any) -> ChatRequest | None:
-    """The one request of a single-call unit (a CCRS unit renders it where it is sent; a unit planned with
-    its request carries it), or None for units whose calls depend on each other's replies."""
-    if suite == "ccrs":
-        from judges.ccrs import unit_request
-
-        return unit_request(unit, judge)
-    return unit.plan if isinstance(unit.plan, ChatRequest) else None
+def reply_tokens(suite: JudgeSuite, request: ChatRequest, judge: Any, meter: PromptMeter) -> int:
+    """The suite's representative reply, counted; where it has none, the request's budget (an upper
+    bound)."""
+    reply = suite.reply_estimate(request, judge)
+    return request.max_tokens if reply is None else meter.reply_tokens(reply)
 
 
 def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
@@ -272,10 +261,10 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
         for sample in samples:
             for unit in suite.plan(sample, judge, config.client.seed, count):
                 units += 1
-                request = single_request(name, unit, judge)
+                request = suite.single_request(unit, judge)
                 if request is not None:
                     meter.add("\n\n".join(m["content"] for m in request.messages))
-                    output += reply_estimate(name, request, judge, meter)
+                    output += reply_tokens(suite, request, judge, meter)
                 else:
                     modelled = False
         notes = [] if modelled else [f"{name}: its calls depend on each other's replies; counted are its "

@@ -11,7 +11,6 @@ import pytest
 from judges.ccrs import (
     CCRS_METRICS,
     CcrsSuite,
-    check_prompt_version,
     empty_judgment,
     load_template,
     prompt_versions,
@@ -20,6 +19,8 @@ from judges.ccrs import (
 )
 from judges.config import JudgeConfig
 from judges.suite import Sample
+
+check_config = CcrsSuite().check_config
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,8 @@ def test_the_fixture_inputs_are_distinct_real_texts():
 
 def test_paper_and_v1_are_both_selectable_versions():
     assert {"paper", "v1"} <= set(prompt_versions())
-    check_prompt_version(PAPER_CFG)
-    check_prompt_version(JudgeConfig())
+    check_config(PAPER_CFG)
+    check_config(JudgeConfig())
 
 
 @pytest.mark.parametrize("metric", sorted(PAPER))
@@ -150,14 +151,14 @@ def test_paper_reask_adds_no_criteria(expect_json):
 def test_paper_version_has_no_shared_prefix_layout():
     cfg = JudgeConfig(prompt_version="paper", shared_prefix=True)
     with pytest.raises(ValueError, match="input order"):
-        check_prompt_version(cfg)
+        check_config(cfg)
     with pytest.raises(ValueError, match="input order"):
         render_prompt(CCRS_METRICS["ID"], VALUES, cfg)
 
 
 def test_unknown_version_is_rejected_before_rendering():
-    with pytest.raises(ValueError, match="paper"):
-        check_prompt_version(JudgeConfig(prompt_version="v999"))
+    with pytest.raises(ValueError, match=r"ccrs prompt version 'v999' does not exist; .*'paper'"):
+        check_config(JudgeConfig(prompt_version="v999"))
 
 
 def test_empty_response_scores_0_without_a_call_and_ac_combines_as_in_the_paper():

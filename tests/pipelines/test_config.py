@@ -71,3 +71,17 @@ def test_prompt_versions_are_checked_against_the_template_folders(tmp_path):
         load_config(_write(tmp_path, readers + "judge: {prompt_version: paper, shared_prefix: true}\n"))
     with pytest.raises(ConfigError, match="(?i)grouse prompt version"):
         load_config(_write(tmp_path, readers + "judges: [grouse]\njudge: {grouse: {prompt_version: v9}}\n"))
+
+
+def test_each_selected_suite_checks_its_settings_when_the_config_loads(tmp_path):
+    """Through the suites' check_config: the messages name the setting and the choices."""
+    readers = "readers: [{name: r1, kind: extractive}]\n"
+    with pytest.raises(ConfigError, match=r"ccrs prompt version 'v9' does not exist; choose from \['paper'"):
+        load_config(_write(tmp_path, readers + "judge: {prompt_version: v9}\n"))
+    with pytest.raises(ConfigError, match="ragchecker prompt version 'v9' does not exist"):
+        load_config(_write(tmp_path, readers + "judges: [ragchecker]\n"
+                                                "judge: {ragchecker: {prompt_version: v9}}\n"))
+    vera_v1 = readers + "judges: [vera]\njudge: {vera: {prompt_version: v1}}\n"
+    with pytest.raises(ConfigError, match="has no recall.txt for vera_retrieval_recall"):
+        load_config(_write(tmp_path, vera_v1))
+    assert load_config(_write(tmp_path, readers + "judge: {vera: {prompt_version: v1}}\n")).judges == ["ccrs"]

@@ -4,7 +4,10 @@ import pytest
 
 from pipelines import cli
 from pipelines.config import REPO_ROOT, load_config
-from pipelines.tools.cost_plan import PrefixCache, cost_plan, model_parameters
+from judges.suite import Sample
+from pipelines.tools.cost_plan import PrefixCache, PromptMeter, cost_plan, judge_stages, model_parameters
+from tasks.generate import default_tokenizer
+from tests.conftest import bioasq_questions, sample_field
 
 SAMPLE = str(REPO_ROOT / "data" / "bioasq-sample")
 
@@ -60,3 +63,30 @@ def test_a_missing_dataset_is_a_clear_error(tmp_path, capsys):
     config.write_text(text.replace("path: data/bioasq-sample", f"path: {tmp_path / 'nowhere'}"))
     assert cli.main(["plan", "cost", "--config", str(config)]) == 2
     assert "--sample-dataset" in capsys.readouterr().err
+
+
+def _samples(n: int) -> list[Sample]:
+    samples = []
+    for question in bioasq_questions(n):
+        ideal = sample_field(question["ideal_answer"])
+        answer = ideal[0] if isinstance(ideal, list) else str(ideal)
+        snippets = [s["text"] for s in sample_field(question["snippets"])][:3]
+        samples.append(Sample(question["id"], "A", question["body"], answer, answer, snippets))
+    return samples
+
+
+@pytest.mark.parametrize("options, reply", [({"judge.structured_output": False}, "50"),
+                                            ({}, '{"score": 50}'),
+                                            ({"judge.justification": True}, None)])
+def test_judge_tokens_follow_each_suites_single_request_and_reply_estimate(options, reply):
+    """CCRS units are one request each and reply with a mark (its JSON under structured output; a
+    justification counts its budget, 96 tokens); GroUSE's calls depend on each other: units only."""
+    config = load_config(None, {"judges": ["ccrs", "grouse"], **options})
+    ccrs, grouse = judge_stages(config, _samples(2))
+    assert (ccrs.stage, ccrs.calls) == ("judge_ccrs", 2 * 5) and 0 < ccrs.prompt_tokens_sent
+    meter = PromptMeter(default_tokenizer(config.judge.model))  # the judge's tokenizer where it is here
+    assert ccrs.output_tokens == ccrs.calls * (96 if reply is None else meter.reply_tokens(reply))
+    assert (grouse.stage, grouse.calls, grouse.prompt_tokens_sent, grouse.prompt_tokens_computed,
+            grouse.output_tokens) == ("judge_grouse", 2, 0, None, 0)
+    assert grouse.notes == ["grouse: its calls depend on each other's replies; counted are its units (at "
+                            "least one call each), not their tokens"]
