@@ -27,7 +27,9 @@ def _write_config(path: Path, llm_base_url: str) -> Path:
     config = yaml.safe_load(Path(DEFAULT_CONFIG).read_text())
     config.update({"name": "resume", "run_dir": str(path.parent / "run")})
     config["dataset"]["limit"] = 2
-    config["stats"]["b"] = 200
+    # the LLM reader (its generations must resume identically) and one extractive reader: 4 systems
+    config["readers"] = config["readers"][:2]
+    config["stats"].update({"b": 200, "hypotheses": None})  # the demo's hypotheses name systems E and F
     config["serving"] = {"profile": "external", "base_url": llm_base_url}
     # small shards so the judging stage checkpoints several times before it ends
     config["client"].update({"shard_size": 4, "max_shards_in_flight": 2})
