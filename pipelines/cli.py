@@ -1,10 +1,18 @@
 """The `ccrs` command. Each subcommand lives in its own module exposing `add_arguments(parser)` and
-`main(args) -> int`; modules are imported only when their subcommand runs, so `ccrs --help` stays fast."""
+`main(args) -> int`; modules are imported only when their subcommand runs, so `ccrs --help` stays fast.
+
+A module that starts Ray, Ray Serve, vLLM or an HTTP client also exposes `console_log(args) -> Path | None`:
+the file its third-party log records go to (`log_file_in(its output folder)`, else `home_log_file(name)`),
+or None where this invocation starts none of them. That declaration is the only one: the command gets
+`--verbose` and runs inside `infra.console.quiet_console()`, which keeps its `say()` output, progress
+bars and errors on the terminal; an exception is one line there, its traceback goes to the log file."""
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+import traceback
+from datetime import datetime, timezone
 from pathlib import Path
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -43,7 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         sub_parser.set_defaults(_module=module_name)
         if name == _command(argv):
-            importlib.import_module(module_name).add_arguments(sub_parser, name)
+            module = importlib.import_module(module_name)
+            module.add_arguments(sub_parser, name)
+            if hasattr(module, "console_log"):
+                sub_parser.add_argument("--verbose", action="store_true", help="show the log records of "
+                                        "Ray, Serve, vLLM and HTTP clients here too (by default they go to "
+                                        "a log file, named at the start)")
     args = parser.parse_args(argv)
     try:
         _load_secrets(args.secrets_file)
@@ -52,10 +65,54 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(args._module)
     try:
-        return int(module.main(args) or 0)
+        return run_command(args.command, module, args)
     except KeyboardInterrupt:
         print("interrupted; finished stages are kept and a rerun resumes", file=sys.stderr)
         return 130
+
+
+def run_command(name: str, module, args: argparse.Namespace) -> int:
+    """The command's main(), inside the quiet console when the command declares a log file for this
+    invocation (and --verbose is not given)."""
+    quiet = hasattr(module, "console_log") and not args.verbose
+    log_file = module.console_log(args) if quiet else None
+    if log_file is None:
+        return int(module.main(args) or 0)
+    from infra.console import quiet_console, say
+
+    with quiet_console(log_file):
+        say(f"log records of Ray, Serve, vLLM, HTTP clients and MLflow: {log_file} "
+            "(--verbose shows them here)", err=True)
+        try:
+            code, failed = int(module.main(args) or 0), None
+        except Exception as exc:  # noqa: BLE001 - one line on the terminal, the traceback in the log file
+            traceback.print_exc()
+            sys.stderr.flush()
+            code, failed = 1, exc
+        if failed is not None:
+            say(f"ccrs {name}: {_one_line(failed)}", err=True)
+            say(f"traceback and log records: {log_file}", err=True)
+        elif code and log_file.stat().st_size:
+            say(f"log records: {log_file}", err=True)
+    return code
+
+
+def _one_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def log_file_in(folder: str | Path) -> Path:
+    """The log file of a command that writes into `folder` (`ccrs run`'s is RunLayout.console_log)."""
+    return Path(folder) / "console.log"
+
+
+def home_log_file(name: str) -> Path:
+    """The log file of a command without an output folder: $CCRS_HOME/logs/<name>-<UTC time>.log."""
+    from infra.models import ccrs_home
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return ccrs_home() / "logs" / f"{name}-{stamp}.log"
 
 
 def _command(argv: list[str]) -> str | None:

@@ -2,13 +2,15 @@
 
 Per-query scores of both runs are paired on (query, system, metric); each system x metric difference is
 tested with a paired randomization (sign-flip) test, Holm-adjusted over all cells. The run is tagged, a
-summary artifact is written, and `--fail-on-regression` exits 3 on a significant drop."""
+summary artifact is written, and `--fail-on-regression` exits 3 on a significant drop. MLflow's log
+records go to $CCRS_HOME/logs/compare-<UTC time>.log."""
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+
+from infra.console import say
 
 EXIT_REGRESSION = 3
 
@@ -24,6 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--fail-on-regression", action="store_true")
 
 
+def console_log(args: argparse.Namespace) -> Path:
+    from pipelines.cli import home_log_file
+
+    return home_log_file("compare")
+
+
 def main(args: argparse.Namespace) -> int:
     from pipelines.config import MlflowConfig
     from pipelines.tools.regression import RegressionError, compare_runs
@@ -32,9 +40,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         report = compare_runs(uri, args.experiment, args.run, args.baseline, args.alpha, args.b, args.seed)
     except RegressionError as exc:
-        print(f"ccrs compare: {exc}", file=sys.stderr)
+        say(f"ccrs compare: {exc}", err=True)
         return 2
-    print(report.markdown)
-    print(json.dumps({"run": report.run_id, "baseline": report.baseline_id,
-                      "regressions": report.n_regressions}))
+    say(report.markdown)
+    say(json.dumps({"run": report.run_id, "baseline": report.baseline_id,
+                    "regressions": report.n_regressions}))
     return EXIT_REGRESSION if args.fail_on_regression and report.n_regressions else 0

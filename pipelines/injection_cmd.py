@@ -7,15 +7,16 @@ Real BioASQ questions with their ideal answer as the response and their gold sni
 judged clean and with each injection template in the response or in the top-ranked chunk. Judge and
 client settings come from the run config (default configs/cpu-demo.yaml); without --llm-base-url the
 config's Serve app is used (started here when it is not already up, and removed again afterwards). Prints
-the mean shift per variant and metric; writes the judgments, report (JSON, CSV) and a plot to --out;
-logs to MLflow when --tracking-uri is given.
+the mean shift per variant and metric; writes the judgments, report (JSON, CSV), a plot and console.log
+(the log records of Ray, Serve, vLLM and the HTTP client) to --out; logs to MLflow when --tracking-uri is
+given.
 """
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from infra.console import say
 from pipelines.config import REPO_ROOT, ConfigError, load_config
 
 
@@ -44,27 +45,33 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "injection-eval")
     parser.add_argument("--no-progress", action="store_true")
 
 
+def console_log(args: argparse.Namespace) -> Path:
+    from pipelines.cli import log_file_in
+
+    return log_file_in(args.out)
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, _overrides(args))
     except ConfigError as exc:
-        print(f"ccrs injection-eval: {exc}", file=sys.stderr)
+        say(f"ccrs injection-eval: {exc}", err=True)
         return 2
     try:
         samples = _samples(args, config)
     except (OSError, ValueError) as exc:  # DatasetError is a ValueError
-        print(f"ccrs injection-eval: error: {exc}", file=sys.stderr)
+        say(f"ccrs injection-eval: error: {exc}", err=True)
         return 2
     if not samples:
-        print("ccrs injection-eval: error: no question with an ideal answer selected", file=sys.stderr)
+        say("ccrs injection-eval: error: no question with an ideal answer selected", err=True)
         return 2
     try:
         result = _run(args, config, samples)
     except TimeoutError as exc:
-        print(f"ccrs injection-eval: error: judge endpoint not ready: {exc}", file=sys.stderr)
+        say(f"ccrs injection-eval: error: judge endpoint not ready: {exc}", err=True)
         return 1
     print_report(result.report)
-    print("wrote " + ", ".join(str(p) for p in result.paths.values()))
+    say("wrote " + ", ".join(str(p) for p in result.paths.values()))
     return _log(args, config, result)
 
 
@@ -96,8 +103,8 @@ def _run(args, config, samples):
     from infra.serving import start_serve_app, stop_serve_app
     from pipelines.tools.injection_eval import run_injection_eval
 
-    print(f"{len(samples)} questions x (1 clean + {len(args.templates)} templates x {len(args.placements)} "
-          f"placements) x {len(config.judge.metrics)} metrics, judge {config.judge.model}", file=sys.stderr)
+    say(f"{len(samples)} questions x (1 clean + {len(args.templates)} templates x {len(args.placements)} "
+        f"placements) x {len(config.judge.metrics)} metrics, judge {config.judge.model}", err=True)
     base_url = start_serve_app(config.serving)
     try:
         return run_injection_eval(samples, args.templates, args.placements, config.judge, config.client,
@@ -112,21 +119,21 @@ def print_report(report) -> None:
     metric does not read the injected input); `flagged`: share of injected texts the detector flags."""
     cells = {(c.template, c.placement, c.metric): c for c in report.cells}
     flags = {(d.template, d.placement): d.flag_rate for d in report.detector_injected}
-    print(f"judge {report.judge_model}, {report.n_questions} questions, {report.judgments} judgments "
+    say(f"judge {report.judge_model}, {report.n_questions} questions, {report.judgments} judgments "
           f"{report.status_counts}; mean shift injected - clean (judge 0-100), paired")
-    print(f"{'variant':28s}" + "".join(f"{m:>8s}" for m in report.metrics) + f"{'flagged':>9s}")
+    say(f"{'variant':28s}" + "".join(f"{m:>8s}" for m in report.metrics) + f"{'flagged':>9s}")
     clean = report.detector_clean
-    print(f"{'clean (mean score)':28s}"
+    say(f"{'clean (mean score)':28s}"
           + "".join(_fmt(report.mean_clean_by_metric[m], sign=False) for m in report.metrics)
           + _pct(clean["response_flag_rate"]))
     for template in report.templates:
         for placement in report.placements:
             row = [cells[(template, placement, m)] for m in report.metrics]
             shifts = "".join(_fmt(c.mean_shift) if c.reaches_judge else f"{'.':>8s}" for c in row)
-            print(f"{template + '@' + placement:28s}{shifts}{_pct(flags.get((template, placement)))}")
-    print(f"{'all injections (pooled)':28s}"
+            say(f"{template + '@' + placement:28s}{shifts}{_pct(flags.get((template, placement)))}")
+    say(f"{'all injections (pooled)':28s}"
           + "".join(_fmt(report.mean_shift_by_metric[m]) for m in report.metrics))
-    print(f"detector on clean text: {clean['responses_flagged']}/{clean['responses']} responses, "
+    say(f"detector on clean text: {clean['responses_flagged']}/{clean['responses']} responses, "
           f"{clean['chunks_flagged']}/{clean['chunks']} chunks flagged")
 
 
@@ -153,7 +160,7 @@ def _log(args, config, result) -> int:
     try:
         run_id = log_injection_eval(result, args.tracking_uri, params)
     except TrackingError as exc:
-        print(f"ccrs injection-eval: warning: {exc}; results are kept in {args.out}", file=sys.stderr)
+        say(f"ccrs injection-eval: warning: {exc}; results are kept in {args.out}", err=True)
         return 1
-    print(f"MLflow run {run_id} ({args.tracking_uri})")
+    say(f"MLflow run {run_id} ({args.tracking_uri})")
     return 0

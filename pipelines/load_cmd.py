@@ -6,15 +6,16 @@
 Judge and client settings come from the run config (--max-concurrency overrides client.max_concurrency,
 the client limit under test). Without --llm-base-url the config's Serve app is used like `ccrs run` does
 (the local CPU app: found when already up, else started here and removed again afterwards). Prints one
-row per level and writes load_test.json, load_test.csv, load_test_requests.csv and load_test.png.
+row per level and writes load_test.json, load_test.csv, load_test_requests.csv, load_test.png and
+console.log (the log records of Ray, Serve, vLLM and the HTTP client).
 """
 from __future__ import annotations
 
 import argparse
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+from infra.console import say
 from pipelines.config import REPO_ROOT, ConfigError, RunConfig, load_config
 
 
@@ -49,6 +50,12 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
+def console_log(args: argparse.Namespace) -> Path:
+    from pipelines.cli import log_file_in
+
+    return log_file_in(args.out)
+
+
 def main(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -60,23 +67,23 @@ def main(args: argparse.Namespace) -> int:
                               compare_unlimited=args.compare_unlimited, warmup_requests=args.warmup,
                               dataset=_dataset(args, config), chunks_per_sample=args.chunks_per_sample)
     except (ConfigError, ValidationError) as exc:
-        print(f"ccrs load-test: {exc}", file=sys.stderr)
+        say(f"ccrs load-test: {exc}", err=True)
         return 2
     judge = config.judge.model_copy(update={"model": args.model or config.judge.model, "cache": False})
     try:
         with _endpoint(config) as base_url:
-            print(f"load test of {judge.model} at {base_url}: levels {test.levels}, "
-                  f"{test.requests_per_level} requests each, client limit {config.client.max_concurrency}",
-                  file=sys.stderr)
+            say(f"load test of {judge.model} at {base_url}: levels {test.levels}, "
+                f"{test.requests_per_level} requests each, client limit {config.client.max_concurrency}",
+                err=True)
             result = run_load_test(test, judge, config.client, base_url, on_level=_progress)
     except (TimeoutError, LoadTestError) as exc:
-        print(f"ccrs load-test: {type(exc).__name__}: {exc}", file=sys.stderr)
+        say(f"ccrs load-test: {type(exc).__name__}: {exc}", err=True)
         return 1
     paths = write_outputs(result, args.out)
-    print(format_table(result.levels))
-    print(f"{result.environment['cpu_cores']} CPU cores, {result.distinct_requests} distinct judge requests, "
+    say(format_table(result.levels))
+    say(f"{result.environment['cpu_cores']} CPU cores, {result.distinct_requests} distinct judge requests, "
           f"{result.seconds:.0f} s")
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    say("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
 
 
@@ -110,8 +117,7 @@ def _endpoint(config: RunConfig):
     started = serving.profile != "external" and not already_serving(serving.app_base_url(),
                                                                     serving.model_ids())
     if started:
-        print(f"starting the {serving.profile} Serve app on port {serving.port} (minutes)...",
-              file=sys.stderr)
+        say(f"starting the {serving.profile} Serve app on port {serving.port} (minutes)...", err=True)
     try:
         yield start_serve_app(serving)
     finally:
@@ -123,8 +129,8 @@ def _endpoint(config: RunConfig):
 
 
 def _progress(report) -> None:
-    print(f"  {report.mode:9s} L={report.level:<3d} {report.requests} requests, {report.errors} errors, "
-          f"{report.throughput_rps:.2f} req/s, p90 {_seconds(report.latency.p90_s)}", file=sys.stderr)
+    say(f"  {report.mode:9s} L={report.level:<3d} {report.requests} requests, {report.errors} errors, "
+        f"{report.throughput_rps:.2f} req/s, p90 {_seconds(report.latency.p90_s)}", err=True)
 
 
 def _seconds(value: float | None) -> str:

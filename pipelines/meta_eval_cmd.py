@@ -6,15 +6,17 @@
 
 Without --base-url the local CPU model is used (the Serve app of `ccrs serve up`, started here when it is
 not already up, and stopped again afterwards). Prints pass rates per metric and overall and every failing
-case with the judge's raw output; writes results.json, failures.jsonl and matrix.png; logs to MLflow.
+case with the judge's raw output; writes results.json, failures.jsonl and matrix.png (and console.log, the
+log records of Ray, Serve, vLLM and the HTTP client) to --out; logs to MLflow.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
+
+from infra.console import say
 
 DEFAULT_TESTS = Path(__file__).resolve().parents[1] / "data" / "grouse-bioasq" / "test.jsonl"
 
@@ -52,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
                         help="only compute agreement between two results.json files (no judge calls)")
 
 
+def console_log(args: argparse.Namespace) -> Path | None:
+    from pipelines.cli import log_file_in
+
+    return None if args.agreement else log_file_in(args.out)
+
+
 def main(args: argparse.Namespace) -> int:
     if args.agreement:
         return _agreement(args)
@@ -60,24 +68,24 @@ def main(args: argparse.Namespace) -> int:
     try:
         tests = _select(load_unit_tests(args.tests), args)
     except (OSError, UnitTestFormatError) as exc:
-        print(f"ccrs meta-eval: error: {exc}", file=sys.stderr)
+        say(f"ccrs meta-eval: error: {exc}", err=True)
         return 2
     if not tests:
-        print("ccrs meta-eval: error: no tests selected", file=sys.stderr)
+        say("ccrs meta-eval: error: no tests selected", err=True)
         return 2
     from pydantic import ValidationError
 
     try:  # checked before a local judge is started
         grouse = _grouse_options(args)
     except ValidationError as exc:
-        print("ccrs meta-eval: error: --grouse-prompt-version/--max-tokens/--faithfulness-max-tokens: "
-              f"{exc}", file=sys.stderr)
+        say("ccrs meta-eval: error: --grouse-prompt-version/--max-tokens/--faithfulness-max-tokens: "
+            f"{exc}", err=True)
         return 2
     try:
         with _endpoint(args) as (base_url, model, local):
             result, paths = _run(args, grouse, tests, base_url, model, local)
     except TimeoutError as exc:
-        print(f"ccrs meta-eval: error: judge endpoint not ready: {exc}", file=sys.stderr)
+        say(f"ccrs meta-eval: error: judge endpoint not ready: {exc}", err=True)
         return 1
     _print_report(result, paths)
     return _log(args, grouse, result, paths)
@@ -120,7 +128,9 @@ def _run(args, grouse, tests, base_url, model, local):
 def _bar(total: int, disabled: bool):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc="meta-eval", unit="test", disable=disabled, file=sys.stderr)
+    from infra.console import progress_stream
+
+    return tqdm(total=total, desc="meta-eval", unit="test", disable=disabled, file=progress_stream())
 
 
 class _endpoint:
@@ -139,8 +149,7 @@ class _endpoint:
         url = self.cfg.app_base_url()
         self.started = not already_serving(url, self.cfg.model_ids())
         if self.started:
-            print(f"starting the local CPU judge on port {self.args.port} (a few minutes)...",
-                  file=sys.stderr)
+            say(f"starting the local CPU judge on port {self.args.port} (a few minutes)...", err=True)
         url = start_serve_app(self.cfg)
         return url, self.args.model or self.cfg.model_ids()[0], True
 
@@ -155,31 +164,31 @@ class _endpoint:
 
 
 def _print_report(result, paths) -> None:
-    print(f"judge {result.model} on {result.n_tests} tests ({result.tests_path}), {result.seconds:.0f}s")
+    say(f"judge {result.model} on {result.n_tests} tests ({result.tests_path}), {result.seconds:.0f}s")
     if result.outcomes:
-        print(f"GroUSE unit tests (prompt version {result.grouse_prompt_version}), pass rate per metric:")
+        say(f"GroUSE unit tests (prompt version {result.grouse_prompt_version}), pass rate per metric:")
         for metric, rate in result.pass_rates.items():
-            print(f"  {metric:22s} {100 * rate:6.2f}%")
+            say(f"  {metric:22s} {100 * rate:6.2f}%")
         failures = [(o, m, c) for o in result.outcomes for m, c in o.checks.items() if not c["passed"]]
-        print(f"failing checks: {len(failures)}")
+        say(f"failing checks: {len(failures)}")
         for outcome, metric, check in failures:
             raw = (check["raw"] or "").replace("\n", " ")
-            print(f"  FAIL {outcome.test_id} {metric}: expected {check['condition']}, got {check['value']} "
+            say(f"  FAIL {outcome.test_id} {metric}: expected {check['condition']}, got {check['value']} "
                   f"[{check['status']}{': ' + check['reason'] if check['reason'] else ''}] raw={raw[:300]!r}")
     if result.ccrs:
         ccrs = result.ccrs
         rate = ccrs["pass_rate"]
-        print(f"CCRS calibration (paired, variant < correct answer): "
+        say(f"CCRS calibration (paired, variant < correct answer): "
               f"{'n/a' if rate is None else f'{100 * rate:.2f}%'} of {len(ccrs['pairs'])} pairs; "
               f"failed judgments {ccrs['judgments_failed']}/{ccrs['judgments']}")
         for metric, value in ccrs["per_metric"].items():
-            print(f"  {metric:4s} {100 * value:6.2f}%")
+            say(f"  {metric:4s} {100 * value:6.2f}%")
         for pair in ccrs["pairs"]:
             if not pair["passed"]:
-                print(f"  FAIL {pair['set']} type {pair['test_type']} {pair['metric']}: variant "
+                say(f"  FAIL {pair['set']} type {pair['test_type']} {pair['metric']}: variant "
                       f"{pair['variant_score']} vs correct {pair['correct_score']} "
                       f"raw={pair['variant_raw']!r}")
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    say("wrote " + ", ".join(str(p) for p in paths.values()))
 
 
 def _log(args, grouse, result, paths) -> int:
@@ -197,9 +206,9 @@ def _log(args, grouse, result, paths) -> int:
     try:
         run_id = log_meta_eval(result, paths, uri, params)
     except TrackingError as exc:
-        print(f"ccrs meta-eval: warning: {exc}; results are kept in {args.out}", file=sys.stderr)
+        say(f"ccrs meta-eval: warning: {exc}; results are kept in {args.out}", err=True)
         return 1
-    print(f"MLflow run {run_id} ({uri})")
+    say(f"MLflow run {run_id} ({uri})")
     return 0
 
 
@@ -209,7 +218,7 @@ def _agreement(args) -> int:
     try:
         result = agreement_between(*args.agreement)
     except (OSError, ValueError, KeyError) as exc:
-        print(f"ccrs meta-eval: error: {exc}", file=sys.stderr)
+        say(f"ccrs meta-eval: error: {exc}", err=True)
         return 2
-    print(json.dumps(result, indent=2))
+    say(json.dumps(result, indent=2))
     return 0

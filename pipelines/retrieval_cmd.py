@@ -1,14 +1,15 @@
 """`ccrs index` (ingest, chunk, embed, index) and `ccrs retrieve` (the same, then top-k retrieval and
-retrieval metrics). Both reuse finished stages of the run directory unless --force."""
+retrieval metrics). Both reuse finished stages of the run directory unless --force; the log records of Ray
+and the embedders go to <run dir>/logs/console.log."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from infra.console import say
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
 
 DEFAULT_RUN_DIR = "runs/retrieval"
@@ -39,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     if name == "retrieve":
         parser.add_argument("--top-k", type=int, help="chunks per question (paper: 20)")
+
+
+def console_log(args: argparse.Namespace) -> Path:
+    from tasks.layout import RunLayout
+
+    return RunLayout(args.run_dir).console_log
 
 
 def load_command_config(path: Path | None) -> RetrievalCommandConfig:
@@ -81,7 +88,7 @@ def format_metrics(summary: dict[str, dict[str, float]]) -> str:
 def _print_stages(stages) -> None:
     for stage in stages:
         state = "reused" if stage.reused else f"{stage.seconds:.1f}s"
-        print(f"  {stage.name:<18} {state:>8}  {stage.out_dir}")
+        say(f"  {stage.name:<18} {state:>8}  {stage.out_dir}")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -91,13 +98,13 @@ def main(args: argparse.Namespace) -> int:
     try:
         config = apply_overrides(load_command_config(args.config), args)
     except (TypeError, ValueError) as err:  # pydantic's ValidationError is a ValueError
-        print(f"error: {err}", file=sys.stderr)
+        say(f"error: {err}", err=True)
         return 2
     try:
         return _run(args, config)
     except (DatasetError, IndexBackendError) as err:
         # Raised inside a Ray task, the error arrives wrapped; its `cause` is the original, without traceback.
-        print(f"error: {getattr(err, 'cause', None) or err}", file=sys.stderr)
+        say(f"error: {getattr(err, 'cause', None) or err}", err=True)
         return 1
 
 
@@ -109,11 +116,11 @@ def _run(args: argparse.Namespace, config: RetrievalCommandConfig) -> int:
     if args.command == "index":
         built = build_retrieval_index(args.run_dir, *parts, force=args.force, progress=progress)
         _print_stages(built.stages)
-        print(f"indexed: {built.counts}")
+        say(f"indexed: {built.counts}")
         return 0
     outputs = run_retrieval(args.run_dir, *parts, force=args.force, progress=progress)
     _print_stages(outputs.stages)
-    print(f"counts: {outputs.counts}")
-    print(f"retrieved: {outputs.retrieved_path}")
-    print(format_metrics(outputs.metrics_summary))
+    say(f"counts: {outputs.counts}")
+    say(f"retrieved: {outputs.retrieved_path}")
+    say(format_metrics(outputs.metrics_summary))
     return 0

@@ -24,75 +24,79 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
                         "(e.g. the RayService) instead of deploying the Serve app")
     parser.add_argument("--keep-serving", action="store_true", help="leave the Serve app up after the run")
     parser.add_argument("--check-config", action="store_true", help="validate the config and exit")
-    parser.add_argument("--verbose", action="store_true", help="show Ray, Serve, vLLM and HTTP log records "
-                        "on the console too (by default they go to <run dir>/logs/console.log)")
+
+
+def console_log(args: argparse.Namespace) -> Path | None:
+    """<run dir>/logs/console.log; none for --check-config or a config that does not load (main says why)."""
+    from tasks.layout import RunLayout
+
+    if args.check_config:
+        return None
+    try:
+        config = load_config(args.config, _overrides(args))
+    except ConfigError:
+        return None
+    return RunLayout(config.resolved_run_dir()).console_log
 
 
 def main(args: argparse.Namespace) -> int:
+    from infra.console import print_markdown, say
+
     try:
         config = load_config(args.config, _overrides(args))
     except ConfigError as exc:
-        print(f"ccrs run: {exc}", file=sys.stderr)
+        say(f"ccrs run: {exc}", err=True)
         return 2
     if args.check_config:
-        print(f"config OK: {config.name} ({len(config.readers)} readers x "
-              f"{len(config.retrieval.retrievers)} retrievers)")
+        say(f"config OK: {config.name} ({len(config.readers)} readers x "
+            f"{len(config.retrieval.retrievers)} retrievers)")
         return 0
     if config.serving.profile == "cluster":
         print_cost_plan(config)
-    from infra.console import print_markdown, quiet_console, say
     from pipelines.pipeline import run_pipeline
     from tasks.layout import RunLayout
 
     started = time.perf_counter()
     layout = RunLayout(config.resolved_run_dir())
-    error: BaseException | None = None
-    with quiet_console(layout.console_log, verbose=args.verbose) as log_file:
-        if log_file:
-            say(f"log records of Ray, Serve, vLLM and HTTP clients: {log_file} (--verbose shows them here)")
-        try:
-            result = run_pipeline(config, from_stage=args.from_stage, keep_serving=args.keep_serving)
-        except _expected_errors() as exc:
-            error = exc
-        finally:
-            _shutdown_ray()
-        if error is None:
-            say()
-            print_markdown(layout.summary_md.read_text())
-    if error is not None:
-        print(f"ccrs run: {type(error).__name__}: {error}", file=sys.stderr)
-        print(f"finished stages are kept in {layout.root}; rerunning resumes from there", file=sys.stderr)
-        if not args.verbose:
-            print(f"log records: {layout.console_log}", file=sys.stderr)
+    try:
+        result = run_pipeline(config, from_stage=args.from_stage, keep_serving=args.keep_serving)
+    except _expected_errors() as exc:
+        say(f"ccrs run: {type(exc).__name__}: {exc}", err=True)
+        say(f"finished stages are kept in {layout.root}; rerunning resumes from there", err=True)
         return 1
-    print(f"\nfinished in {time.perf_counter() - started:.0f} s; outputs in {result.run_dir}")
-    print(f"verdict: {result.summary_path} (again: ccrs show {result.run_dir})")
+    finally:
+        _shutdown_ray()
+    say()
+    print_markdown(layout.summary_md.read_text())
+    say(f"\nfinished in {time.perf_counter() - started:.0f} s; outputs in {result.run_dir}")
+    say(f"verdict: {result.summary_path} (again: ccrs show {result.run_dir})")
     from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT, run_url
 
     tracked = result.tracked
-    print(f"MLflow run: {tracked['url']}")
-    print("per-sample table (question, system, answer, chunks, scores, judge replies, failures): "
-          + run_url(tracked["tracking_uri"], tracked["experiment_id"], tracked["run_id"],
-                    PER_SAMPLE_TABLE_ARTIFACT))
+    say(f"MLflow run: {tracked['url']}")
+    say("per-sample table (question, system, answer, chunks, scores, judge replies, failures): "
+        + run_url(tracked["tracking_uri"], tracked["experiment_id"], tracked["run_id"],
+                  PER_SAMPLE_TABLE_ARTIFACT))
     if not result.tracked["tracking_uri"].startswith("http"):
-        print(f"browse it: mlflow ui --backend-store-uri {result.tracked['tracking_uri']} --host 127.0.0.1")
+        say(f"browse it: mlflow ui --backend-store-uri {result.tracked['tracking_uri']} --host 127.0.0.1")
     return 0
 
 
 def print_cost_plan(config: RunConfig) -> None:
     """What the run will cost (`ccrs plan cost`), printed before a cluster run starts; a plan that cannot
     be made here (e.g. the dataset lives on the cluster only) is a note, never a reason not to run."""
+    from infra.console import say
     from pipelines.tools.cost_plan import cost_plan, render
 
     try:
-        print(render(cost_plan(config)) + "\n", flush=True)
+        say(render(cost_plan(config)) + "\n")
     except Exception as exc:  # noqa: BLE001 - the plan is advice; the run goes on without it
-        print(f"ccrs run: no cost plan ({type(exc).__name__}: {exc}); see `ccrs plan cost`", flush=True)
+        say(f"ccrs run: no cost plan ({type(exc).__name__}: {exc}); see `ccrs plan cost`")
 
 
 def _shutdown_ray() -> None:
     """Shut Ray down while its last messages still go to the log file (the in-process Ray would stop at
-    exit anyway; a cluster joined at an address keeps running)."""
+    exit anyway, printing them on the terminal; a cluster joined at an address keeps running)."""
     if "ray" in sys.modules:
         import ray
 

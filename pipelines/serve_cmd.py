@@ -2,13 +2,14 @@
 
 `up` starts a Ray head that outlives the command (its pid is recorded under $CCRS_HOME/serve/), deploys
 the app and waits for readiness (a clear TimeoutError after --ready-timeout seconds). `down` deletes the
-app and stops that head. `status` prints what the endpoint serves, as JSON.
+app and stops that head. `status` prints what the endpoint serves, as JSON (it only asks the endpoint, so
+it has no log file). Log records of `up` and `down`: $CCRS_HOME/logs/serve-<action>-<UTC time>.log.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
@@ -22,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
                         help="external profile: OpenAI-compatible /v1 URL")
 
 
+def console_log(args: argparse.Namespace) -> Path | None:
+    from pipelines.cli import home_log_file
+
+    return None if args.action == "status" else home_log_file(f"serve-{args.action}")
+
+
 def load_config(args: argparse.Namespace):
     from infra.serving import ServingConfig
 
@@ -33,6 +40,7 @@ def load_config(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
+    from infra.console import say
     from infra.serving import serve_status, start_serve_app, stop_serve_app
 
     cfg = load_config(args)
@@ -41,14 +49,14 @@ def main(args: argparse.Namespace) -> int:
         try:
             url = start_serve_app(cfg)
         except TimeoutError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            say(f"error: {exc}", err=True)
             return 1
-        print(f"serving {', '.join(cfg.model_ids()) or 'external endpoint'} at {url}")
+        say(f"serving {', '.join(cfg.model_ids()) or 'external endpoint'} at {url}")
         return 0
     if args.action == "down":
         stop_serve_app(cfg)
-        print("stopped")
+        say("stopped")
         return 0
     status = serve_status(cfg)
-    print(json.dumps(status, indent=2))
+    say(json.dumps(status, indent=2))
     return 0 if status["ready"] else 3

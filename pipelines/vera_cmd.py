@@ -14,13 +14,17 @@ answered from its top-k repository chunks by the reader LLM and judged with the 
 metric the two sets' bootstrap means are compared. Needs --llm-base-url, or --scores with the judged scores
 of an earlier run (written next to --out as <out>.scores.parquet). --method cosine (ours, no LLM) compares
 the mean kNN cosine of the retrieved chunks instead.
+
+Log records of Ray, vLLM and the HTTP client: `score` in <run dir>/vera/console.log, `topicality` (unless
+from --scores) in $CCRS_HOME/logs/vera-topicality-<UTC time>.log.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+
+from infra.console import say
 
 # llm: VERA's LLM metrics (the paper's, pipelines.tools.vera.llm_topicality_report);
 # cosine: our embedding variant (pipelines.tools.vera.topicality_report)
@@ -66,6 +70,19 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
                            help="judged topicality scores of an earlier llm run (no LLM call)")
 
 
+def console_log(args: argparse.Namespace) -> Path | None:
+    """score: <run dir>/vera/console.log; topicality that retrieves or asks an LLM: a file under
+    $CCRS_HOME/logs; bootstrap and topicality from --scores only compute: none."""
+    from pipelines.cli import home_log_file, log_file_in
+    from tasks.layout import RunLayout
+
+    if args.vera_command == "score":
+        return log_file_in(RunLayout(Path(args.run_dir)).vera_dir)
+    if args.vera_command == "topicality" and not args.scores and (args.method == "cosine" or args.base_url):
+        return home_log_file("vera-topicality")
+    return None
+
+
 class UsageError(ValueError):
     """A combination of options that cannot run; reported without a traceback."""
 
@@ -76,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         return run(args)
     except (UsageError, CrossEncoderUnavailable) as exc:
-        print(f"ccrs vera: {exc}", file=sys.stderr)
+        say(f"ccrs vera: {exc}", err=True)
         return 2
 
 
@@ -91,11 +108,11 @@ def run(args: argparse.Namespace) -> int:
         # the judge model of the VERA suite; its options (judge.vera) and the window are the defaults
         cross_encoder = None if args.cross_encoder == "none" else args.cross_encoder
         if cross_encoder is None:
-            print(vera_tool.AGGREGATE_OFF, file=sys.stderr)
+            say(vera_tool.AGGREGATE_OFF, err=True)
         summary = vera_tool.run_vera(args.run_dir, JudgeConfig(model=args.model), ClientConfig(),
                                      args.base_url, args.top_k, cross_encoder, args.b, args.n, args.seed,
                                      args.limit, progress=True)
-        print(json.dumps(summary, indent=2))
+        say(json.dumps(summary, indent=2))
         return 0
     if args.vera_command == "bootstrap":
         report = vera_tool.bootstrap_report(pd.read_parquet(args.scores), args.b, args.seed, args.n)
@@ -105,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(text + "\n")
     shown = not args.out or args.vera_command == "topicality" and len(text) < 4000
-    print(text if shown else f"wrote {args.out}")
+    say(text if shown else f"wrote {args.out}")
     return 0
 
 
