@@ -13,7 +13,7 @@ from tasks.layout import RunLayout
 from tests.pipelines.conftest import e2e_config
 
 QUESTIONS = 2
-# One extractive reader (2 systems, deterministic generations) and at most 3 claims per answer keep the
+# One extractive reader (2 systems, deterministic generations) and at most 2 claims per answer keep the
 # four suites' ~150 judge calls within a few CPU minutes; every suite still runs through every stage.
 READERS = [{"name": "extractive-top3", "kind": "extractive", "max_sentences": 3}]
 SYSTEMS = 2 * len(READERS)
@@ -26,8 +26,12 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     config = e2e_config(tmp_path / "run", llm_endpoint.base_url, f"sqlite:///{tmp_path / 'mlflow.db'}",
                         experiment="ccrs-all-suites")
     config = RunConfig.model_validate({**config.model_dump(), "judges": list(suites()), "readers": READERS})
-    config.judge.ragchecker.max_claims = 3
-    config.judge.grouse.faithfulness_max_tokens = 256  # the tiny judge may ramble up to the budget
+    # Small reply budgets (CI time): the tiny judge rambles up to its budget, e.g. the `paper` GroUSE
+    # faithfulness analysis until the JSON is cut (a recorded failure, which this test accepts).
+    config.judge.max_reasks = 1
+    config.judge.ragchecker.max_claims = 2
+    config.judge.vera.max_statements = 4
+    config.judge.grouse.faithfulness_max_tokens = 128
     config.dataset.limit = QUESTIONS
     config.stats.b = 200
     config.stats.hypotheses = None
