@@ -1,7 +1,7 @@
 """Integer vs expected judge scores (`judge.scoring`), side by side in one run on the same generations.
 
     flock /tmp/ccrs-llm.lock .venv/bin/python benchmarks/bench_scoring.py [--config configs/cpu-demo.yaml]
-        [--limit N] [--run-dir DIR] [--b B]
+        [--limit N] [--run-dir DIR] [--b B] [--integer-from-argmax] [--subset 8]
 
 Retrieval and generation come from the config (cached in the run directory, as in `ccrs run`); the CCRS
 judge then scores the same generations twice, with `scoring: integer` and with `scoring: expected`
@@ -156,6 +156,13 @@ def report(judged: dict, results: dict, n_queries: int, n_systems: int) -> None:
           f"{judged['expected'][2] / judged['integer'][2]:.2f}x calls")
 
 
+def _first_questions(judged: dict, query_ids: list[str]) -> dict:
+    """The judged frames restricted to these questions (seconds and calls kept: they are the whole run's)."""
+    keep = set(query_ids)
+    return {mode: (frame[frame["query_id"].isin(keep)], seconds, calls)
+            for mode, (frame, seconds, calls) in judged.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default=str(REPO / "configs" / "cpu-demo.yaml"))
@@ -167,6 +174,9 @@ def main() -> int:
                         "deploying the Serve app")
     parser.add_argument("--integer-from-argmax", action="store_true", help="one expected pass; integer "
                         "scores from its argmax marks (the same greedy replies) instead of a second pass")
+    parser.add_argument("--subset", type=int, nargs="*", default=[], help="also report the statistics "
+                        "of the first N questions of each run (e.g. 8: the demo's questions inside a "
+                        "24-question run; same judgments, no extra calls)")
     args = parser.parse_args()
 
     import ray
@@ -183,9 +193,14 @@ def main() -> int:
             print(f"\n=== {config.dataset.path} limit {config.dataset.limit} ({config.resolved_run_dir()})")
             samples, failed = prepare(config, base_url)
             judged = judge_both(config, base_url, samples, args.integer_from_argmax)
-            results = {mode: statistics(judged[mode][0], config) for mode in MODES}
             print(f"samples judged: {len(samples)} (failed generations left out: {len(failed)})")
-            report(judged, results, results["integer"]["n_queries"], len(results["integer"]["systems"]))
+            order = list(dict.fromkeys(sample.query_id for sample in samples))  # the dataset's order
+            for n in [None, *(n for n in args.subset if n < len(order))]:
+                part = _first_questions(judged, order[:n]) if n else judged
+                if n:
+                    print(f"\n--- the first {n} of these {len(order)} questions (same judgments)")
+                results = {mode: statistics(part[mode][0], config) for mode in MODES}
+                report(part, results, results["integer"]["n_queries"], len(results["integer"]["systems"]))
     finally:
         if not args.llm_base_url:
             stop_serve_app(serving)

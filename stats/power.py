@@ -145,6 +145,8 @@ def minimum_detectable_difference(n: int, difference_variance: float, k: int, al
                                   pooled_variance: float | None = None) -> float:
     """The difference the HSD finds with probability `power` on n questions (0 without noise)."""
     _check_probability("power", power)
+    if power <= alpha:  # a zero difference is already found with probability alpha: nothing to solve
+        raise StatsInputError(f"power ({power}) must exceed alpha ({alpha})")
     if difference_variance <= 0.0:
         return 0.0
 
@@ -192,7 +194,7 @@ def simulated_power(scores: np.ndarray, n: int, delta: float, alpha: float, b: i
     hits = 0
     for _ in range(replicates):
         sample = residuals[rng.integers(0, n_pilot, size=n)] + effects
-        hits += randomized_tukey_hsd(sample, b, rng).p_values[pair] < alpha
+        hits += randomized_tukey_hsd(sample, b, rng).p_values[pair] <= alpha  # stats.report's rule
     return SimulatedPower(hits / replicates, n, replicates, b, pair)
 
 

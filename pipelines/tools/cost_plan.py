@@ -60,6 +60,7 @@ class StageCost:
     gpu_hours: float | None = None
     wall_hours: float | None = None
     notes: list[str] = field(default_factory=list)
+    tokens_modelled: bool = True  # False: calls counted, tokens (and so FLOPs and hours) unknown
 
 
 # --- the prefix cache model ---------------------------------------------------------------------------
@@ -271,7 +272,7 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
                                      f"units (at least one call each), not their tokens"]
         costs.append(StageCost(RunLayout.judge_stage(name), judge.model, units, meter.sent if modelled else 0,
                                meter.computed if modelled else None, output, model_parameters(judge.model),
-                               notes=notes))
+                               notes=notes, tokens_modelled=modelled))
     return costs
 
 
@@ -298,6 +299,9 @@ def scaled(cost: StageCost, factor: float) -> StageCost:
 def add_hardware(cost: StageCost, served: dict[str, ServedModel], mfu: float) -> StageCost:
     if cost.parameters is None:
         cost.notes.append(f"{cost.model}: parameter count not in the model id; no FLOPs")
+        return cost
+    if not cost.tokens_modelled:  # zero counted tokens would read as free compute
+        cost.notes.append(f"{cost.stage}: tokens not modelled, so no FLOPs or hours (totals: n/a)")
         return cost
     computed = cost.prompt_tokens_sent if cost.prompt_tokens_computed is None else cost.prompt_tokens_computed
     cost.flops = 2.0 * cost.parameters * (computed + cost.output_tokens)
@@ -347,7 +351,8 @@ def totals(stages: list[StageCost]) -> dict[str, Any]:
             "prompt_tokens_computed": total("prompt_tokens_computed"),
             "output_tokens": total("output_tokens"),
             "flops": total("flops"), "gpu_hours": total("gpu_hours"),
-            "wall_hours": sum(by_stage.values()) if by_stage else None}
+            "wall_hours": sum(by_stage.values())
+            if by_stage and all(c.tokens_modelled for c in stages) else None}
 
 
 def assumptions(config: RunConfig, mfu: float) -> list[str]:

@@ -75,14 +75,19 @@ def metric_plan(matrix: np.ndarray, systems: tuple[str, ...], delta: float, powe
                 "df": estimate.df, "n_questions": None, "requirements": {},
                 "note": "no system differs from another within any question (every score ties): the pilot "
                         "shows no noise to plan from; pilot with a judge whose scores vary"}
-    means = matrix.mean(axis=0)
-    pairs = {"best_worst": (int(np.argmax(means)), int(np.argmin(means))), "any_pair": estimate.worst_pair()}
+    order = np.argsort(matrix.mean(axis=0), kind="stable")  # two distinct systems even when all means tie
+    pairs = {"best_worst": (int(order[-1]), int(order[0])), "any_pair": estimate.worst_pair()}
     requirements = {name: requirement_plan(matrix, estimate, name, pairs[name], delta, power, alpha, b,
                                            replicates, rng, systems) for name in REQUIREMENTS}
-    return {"n_pilot": estimate.n_questions, "residual_variance": estimate.residual_variance,
+    plan = {"n_pilot": estimate.n_questions, "residual_variance": estimate.residual_variance,
             "residual_sd": float(np.sqrt(estimate.residual_variance)), "df": estimate.df,
             "n_questions": max(r["n_questions"] for r in requirements.values()),
             "requirements": requirements}
+    missed = [name for name, r in requirements.items() if r["target_reached"] is False]
+    if missed:
+        plan["note"] = (f"the simulated HSD stays below the target power at the largest n tried "
+                        f"({', '.join(missed)}): n_questions is a lower bound")
+    return plan
 
 
 def requirement_plan(matrix: np.ndarray, estimate: VarianceEstimate, requirement: str, pair: tuple[int, int],
@@ -93,11 +98,12 @@ def requirement_plan(matrix: np.ndarray, estimate: VarianceEstimate, requirement
     k = estimate.n_systems
     parametric_n = questions_needed(delta, variance, k, alpha, power, pooled)
     n, simulated = parametric_n, None
-    for _ in range(MAX_REFINEMENTS + 1 if replicates > 0 else 0):
+    for attempt in range(MAX_REFINEMENTS + 1 if replicates > 0 else 0):
         simulated = float(simulated_power(matrix, n, delta, alpha, b, replicates, rng, pair).power)
-        if simulated >= power - REFINE_TOLERANCE:
-            break
+        if simulated >= power - REFINE_TOLERANCE or attempt == MAX_REFINEMENTS:
+            break  # the reported n is always the one last simulated
         n = int(np.ceil(n * REFINE_STEP))
+    reached = None if simulated is None else simulated >= power - REFINE_TOLERANCE
     grid = np.unique(np.linspace(2, max(2 * n, estimate.n_questions, 10), 40).astype(int))
     return {
         "n_questions": n,
@@ -105,6 +111,7 @@ def requirement_plan(matrix: np.ndarray, estimate: VarianceEstimate, requirement
         "difference_sd": float(np.sqrt(variance)),
         "parametric_power": hsd_power(delta, n, variance, k, alpha, pooled),
         "simulated_power": simulated,
+        "target_reached": reached,
         "simulated_pair": [systems[pair[0]], systems[pair[1]]],
         "mdd_at_pilot_n": minimum_detectable_difference(estimate.n_questions, variance, k, alpha, power,
                                                         pooled),

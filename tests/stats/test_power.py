@@ -96,3 +96,8 @@ def test_bad_input_is_a_clear_error():
         questions_needed(0.0, 0.05, 3, 0.05, 0.8)
     with pytest.raises(StatsInputError, match="power must lie"):
         questions_needed(0.1, 0.05, 3, 0.05, 1.0)
+
+
+def test_a_target_power_at_or_below_alpha_is_a_clear_error():
+    with pytest.raises(StatsInputError, match="must exceed alpha"):
+        minimum_detectable_difference(20, 0.05, 3, 0.05, 0.04)

@@ -90,3 +90,19 @@ def test_judge_tokens_follow_each_suites_single_request_and_reply_estimate(optio
             grouse.output_tokens) == ("judge_grouse", 2, 0, None, 0)
     assert grouse.notes == ["grouse: its calls depend on each other's replies; counted are its units (at "
                             "least one call each), not their tokens"]
+
+
+def test_a_suite_whose_tokens_are_not_modelled_gets_no_flops_and_no_total_hours():
+    """GroUSE's calls depend on each other's replies: zero counted tokens must not read as free compute."""
+    from infra.serving import ServedModel
+    from pipelines.tools.cost_plan import add_hardware, totals
+
+    config = load_config(None, {"judges": ["ccrs", "grouse"]})
+    served = {config.judge.model: ServedModel(model_id=config.judge.model, source=config.judge.model,
+                                                   accelerator_type="A100-80G")}
+    ccrs, grouse = (add_hardware(c, served, 0.3) for c in judge_stages(config, _samples(1)))
+    assert ccrs.flops > 0 and ccrs.gpu_hours > 0
+    assert (grouse.flops, grouse.gpu_hours, grouse.wall_hours) == (None, None, None)
+    assert "tokens not modelled" in grouse.notes[-1]
+    assert {k: totals([ccrs, grouse])[k] for k in ("flops", "gpu_hours", "wall_hours")} == {
+        "flops": None, "gpu_hours": None, "wall_hours": None}
