@@ -74,13 +74,16 @@ def quiet_console(log_file: Path, verbose: bool = False) -> Iterator[Path | None
     made = [folder for folder in (log_file.parent, *log_file.parent.parents) if not folder.exists()]
     created = not log_file.exists()
     log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)  # fails before any change
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     saved = {fd: os.dup(fd) for fd in (1, 2)}
-    kept = [_keep_terminal(stream, saved) for stream in (sys.stdout, sys.stderr)]
-    terminal = _Terminal(out=kept[0][0], err=kept[1][0])
+    if _CONSOLE:  # nested: fds 1 and 2 already lead to the outer log; the terminal is the outer one's
+        kept, terminal = [], _CONSOLE[-1]
+    else:
+        kept = [_keep_terminal(stream, saved) for stream in (sys.stdout, sys.stderr)]
+        terminal = _Terminal(out=kept[0][0], err=kept[1][0])
     replaced = _point_sys_streams_at_fds()
-    log_fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         for fd in (1, 2):
             os.dup2(log_fd, fd)

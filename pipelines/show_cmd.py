@@ -7,7 +7,6 @@ $MLFLOW_TRACKING_URI or ./mlflow.db, as for `ccrs run`).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
@@ -19,17 +18,25 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "show") -> None:
                         "rendered tables")
 
 
+def console_log(args: argparse.Namespace) -> Path | None:
+    """A run id is looked up through the MLflow client, whose log records belong in a file."""
+    from pipelines.cli import home_log_file
+
+    return None if Path(args.run).is_dir() else home_log_file("show")
+
+
 def main(args: argparse.Namespace) -> int:
+    from infra.console import console_stream, print_markdown, say
+
     try:
         text = _summary_text(args.run, args.tracking_uri)
     except LookupError as exc:
-        print(f"ccrs show: {exc}", file=sys.stderr)
+        say(f"ccrs show: {exc}", err=True)
         return 2
     if args.markdown:
-        print(text, end="")
+        console_stream().write(text)
+        console_stream().flush()
     else:
-        from infra.console import print_markdown
-
         print_markdown(text)
     return 0
 

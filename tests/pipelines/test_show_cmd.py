@@ -6,7 +6,8 @@ from tasks.verdict import write_summary
 from tests.tasks.test_verdict import make_judged_run
 
 
-def test_show_prints_the_verdict_of_a_run_directory_and_of_an_mlflow_run(tmp_path, capsys):
+def test_show_prints_the_verdict_of_a_run_directory_and_of_an_mlflow_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CCRS_HOME", str(tmp_path / "home"))  # a run id's lookup logs there
     layout = make_judged_run(tmp_path / "run")
     assert main(["show", str(layout.root), "--markdown"]) == 0  # no summary.md yet: rebuilt from the files
     rebuilt = capsys.readouterr().out
@@ -25,7 +26,8 @@ def test_show_prints_the_verdict_of_a_run_directory_and_of_an_mlflow_run(tmp_pat
     assert capsys.readouterr().out == rebuilt
 
 
-def test_show_names_what_is_missing(tmp_path, capsys):
+def test_show_names_what_is_missing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CCRS_HOME", str(tmp_path / "home"))
     (tmp_path / "empty").mkdir()
     assert main(["show", str(tmp_path / "empty")]) == 2
     assert "did not reach the statistics" in capsys.readouterr().err
