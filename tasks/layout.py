@@ -13,6 +13,7 @@ tracking, `ccrs report`, `ccrs compare`, `ccrs vera`) finds files through `RunLa
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,9 +65,13 @@ class RunLayout:
         return self.judge_dir(suite) / SCORES_FILE
 
     def judged_suites(self) -> list[str]:
-        """Suites with a finished judge stage in this run, sorted by name."""
-        return sorted(path.parent.name.removeprefix(JUDGE_PREFIX)
-                      for path in self.root.glob(f"{JUDGE_PREFIX}*/{SCORES_FILE}"))
+        """Suites with a finished judge stage in this run, sorted by name: of those its config.json names
+        (a suite judged under an earlier config of the same folder is not this run's), or every one
+        where no config names them (a pilot folder)."""
+        finished = {path.parent.name.removeprefix(JUDGE_PREFIX)
+                    for path in self.root.glob(f"{JUDGE_PREFIX}*/{SCORES_FILE}")}
+        named = json.loads(self.config_json.read_text()).get("judges") if self.config_json.exists() else None
+        return sorted(finished if named is None else finished & set(named))
 
     # --- reduce, tracking, reports
     @property
