@@ -281,6 +281,7 @@ def _end_children() -> None:
 
 def start_simulator(work: Path, latency_ms: float) -> tuple[subprocess.Popen, str]:
     port_file = work / "simulator.port"
+    port_file.unlink(missing_ok=True)  # a previous simulator's port would be read before the new one writes
     proc = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "llm_simulator.py"),
                              "--latency-ms", str(latency_ms), "--port-file", str(port_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
