@@ -117,7 +117,7 @@ def hsd_power(delta: float, n: int, difference_variance: float, k: int, alpha: f
 def questions_needed(delta: float, difference_variance: float, k: int, alpha: float, power: float,
                      pooled_variance: float | None = None) -> int:
     """The smallest n whose parametric HSD power for `delta` reaches `power` (doubling, then bisection)."""
-    _check_probability("power", power)
+    _check_target_power(power, alpha)
     if delta <= 0.0:
         raise StatsInputError(f"delta must be positive, got {delta}")
 
@@ -144,9 +144,7 @@ def questions_needed(delta: float, difference_variance: float, k: int, alpha: fl
 def minimum_detectable_difference(n: int, difference_variance: float, k: int, alpha: float, power: float,
                                   pooled_variance: float | None = None) -> float:
     """The difference the HSD finds with probability `power` on n questions (0 without noise)."""
-    _check_probability("power", power)
-    if power <= alpha:  # a zero difference is already found with probability alpha: nothing to solve
-        raise StatsInputError(f"power ({power}) must exceed alpha ({alpha})")
+    _check_target_power(power, alpha)
     if difference_variance <= 0.0:
         return 0.0
 
@@ -206,6 +204,12 @@ def _complete_matrix(scores: np.ndarray) -> np.ndarray:
     if not np.isfinite(x).all():
         raise StatsInputError("a power plan needs complete data: the pilot matrix holds NaN or inf")
     return x
+
+
+def _check_target_power(power: float, alpha: float) -> None:
+    _check_probability("power", power)
+    if power <= alpha:  # a zero difference is already found with probability alpha: nothing to plan
+        raise StatsInputError(f"power ({power}) must exceed alpha ({alpha})")
 
 
 def _check_probability(name: str, value: float) -> None:

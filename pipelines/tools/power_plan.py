@@ -97,13 +97,13 @@ def requirement_plan(matrix: np.ndarray, estimate: VarianceEstimate, requirement
     pooled = estimate.difference_variance("best_worst")
     k = estimate.n_systems
     parametric_n = questions_needed(delta, variance, k, alpha, power, pooled)
-    n, simulated = parametric_n, None
+    n, simulated, reached = parametric_n, None, None
     for attempt in range(MAX_REFINEMENTS + 1 if replicates > 0 else 0):
         simulated = float(simulated_power(matrix, n, delta, alpha, b, replicates, rng, pair).power)
-        if simulated >= power - REFINE_TOLERANCE or attempt == MAX_REFINEMENTS:
+        reached = simulated >= power - REFINE_TOLERANCE
+        if reached or attempt == MAX_REFINEMENTS:
             break  # the reported n is always the one last simulated
         n = int(np.ceil(n * REFINE_STEP))
-    reached = None if simulated is None else simulated >= power - REFINE_TOLERANCE
     grid = np.unique(np.linspace(2, max(2 * n, estimate.n_questions, 10), 40).astype(int))
     return {
         "n_questions": n,

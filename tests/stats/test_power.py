@@ -101,3 +101,5 @@ def test_bad_input_is_a_clear_error():
 def test_a_target_power_at_or_below_alpha_is_a_clear_error():
     with pytest.raises(StatsInputError, match="must exceed alpha"):
         minimum_detectable_difference(20, 0.05, 3, 0.05, 0.04)
+    with pytest.raises(StatsInputError, match="must exceed alpha"):
+        questions_needed(0.1, 0.05, 3, 0.05, 0.05)
