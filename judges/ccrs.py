@@ -252,8 +252,13 @@ def sample_values(sample: Sample, context: list[str]) -> dict[str, Any]:
 
 
 def build_request(spec: Metric, sample: Sample, context: list[str], cfg: JudgeConfig) -> ChatRequest:
-    request = user_request(cfg.model, render_prompt(spec, sample_values(sample, context), cfg),
-                           reply_tokens(cfg), sampling_extra(cfg))
+    return prompt_request(render_prompt(spec, sample_values(sample, context), cfg), cfg)
+
+
+def prompt_request(prompt: str, cfg: JudgeConfig) -> ChatRequest:
+    """The one place a rendered CCRS prompt becomes a request: what `plan` keys the cache on is what
+    `build_request` sends."""
+    request = user_request(cfg.model, prompt, reply_tokens(cfg), sampling_extra(cfg))
     if cfg.scoring == "expected":
         request.top_logprobs = cfg.expected.top_logprobs
     return request
@@ -357,10 +362,8 @@ class CcrsSuite:
             chunks = sample.context if "context" in spec.inputs else []
             fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge),
                                 chunks, window_budget(judge), count)
-            request = user_request(judge.model, fitted.prompt, reply_tokens(judge), sampling_extra(judge))
-            if judge.scoring == "expected":
-                request.top_logprobs = judge.expected.top_logprobs
-            determinants = {"request": request_payload(request), "prompt_version": judge.prompt_version,
+            determinants = {"request": request_payload(prompt_request(fitted.prompt, judge)),
+                            "prompt_version": judge.prompt_version,
                             "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
                             "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms, sample.exact_answers]
                             if name in EM_COMBINED else None}

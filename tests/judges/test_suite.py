@@ -78,7 +78,8 @@ class RecordingClient:
         return ChatResult(self.reply, 10, 2, "stop", 1)
 
 
-@pytest.mark.parametrize("options", [{}, {"structured_output": True}, {"shared_prefix": True}])
+@pytest.mark.parametrize("options", [{}, {"structured_output": True}, {"shared_prefix": True},
+                                     {"scoring": "expected"}])
 def test_a_ccrs_unit_is_one_request_the_one_it_sends(options):
     judge, suite = JudgeConfig(**options), get_suite("ccrs")
     units = suite.plan(_sample(), judge, 0, count)
@@ -86,6 +87,7 @@ def test_a_ccrs_unit_is_one_request_the_one_it_sends(options):
     for unit in units:
         request = suite.single_request(unit, judge)
         assert request == unit_request(unit, judge) and _sample().response in request.messages[0]["content"]
+        assert bool(request.top_logprobs) == (judge.scoring == "expected")
         client = RecordingClient('{"score": 50}' if judge.structured_output else "50")
         (judgment,) = suite.evaluate(client, unit, judge, None)
         assert judgment.status == "ok" and client.requests == [request]
