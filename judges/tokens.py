@@ -65,3 +65,16 @@ def token_ids(tokenizer_source: str | None) -> Callable[[str], list[int]] | None
             return list(tokenizer.encode(text))
 
     return ids
+
+
+def splits_numbers(tokenizer_source: str | None) -> bool | None:
+    """Whether the tokenizer spells a two-digit number in more than one token (SmolLM2, Mistral: one token a
+    digit) or not (Llama-3: one token a number up to 999); None when no tokenizer can be loaded."""
+    if not tokenizer_source:
+        return None
+    try:
+        tokenizer = _load_tokenizer(tokenizer_source)
+    except Exception as exc:  # noqa: BLE001 - any load failure: the caller says it does not know
+        log.warning("tokenizer %s unavailable (%s)", tokenizer_source, exc)
+        return None
+    return len(tokenizer.encode("85", add_special_tokens=False)) > 1

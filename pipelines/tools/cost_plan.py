@@ -25,7 +25,7 @@ from infra.serving import ServedModel
 from judges.client import ChatRequest
 from judges.readers import extractive_answer, fit_chunks, generation_prompt
 from judges.suite import JudgeSuite, Sample, get_suite
-from judges.tokens import CHARS_PER_TOKEN_FALLBACK, token_counter, token_ids
+from judges.tokens import CHARS_PER_TOKEN_FALLBACK, splits_numbers, token_counter, token_ids
 from pipelines.config import REPO_ROOT, RunConfig
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
@@ -254,29 +254,59 @@ def reply_tokens(suite: JudgeSuite, request: ChatRequest, judge: Any, meter: Pro
     return request.max_tokens if reply is None else meter.reply_tokens(reply)
 
 
+def continuations(judge: Any, tokenizer: str | None) -> tuple[int, str]:
+    """Continuation requests a judgment makes under `scoring: expected` (judges/scoring.py), and why: where
+    the judge's tokenizer splits numbers into digits, each likely first digit other than the greedy one
+    costs a request, counted at the cap `max_expansions` (an upper bound: the CPU demo's judge measured 7.8
+    of 8); where numbers are single tokens the walk reads the reply's own log-probabilities (0 requests)."""
+    cap = judge.expected.max_expansions
+    split = splits_numbers(tokenizer)
+    if split is False:
+        return 0, "the judge's tokenizer has single-token numbers: no continuation requests counted"
+    why = "splits numbers into digits" if split else "was not available here (assumed to split digits)"
+    return cap, (f"the judge's tokenizer {why}: {cap} continuation requests a judgment counted (the cap "
+                 "expected.max_expansions, an upper bound), each its prompt again (prefix-cached) + 1 token")
+
+
+def continuation_prompt(prompt: str, reply: str | None) -> str:
+    """What a continuation request sends, for counting: the prompt, then the reply up to its first digit."""
+    digit = next((i for i, ch in enumerate(reply or "") if ch.isdigit()), None)
+    return f"{prompt}\n\n{reply[:digit + 1] if digit is not None else '5'}"
+
+
 def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
     judge = config.judge
     count = judge_counter(judge)
+    tokenizer = judge.tokenizer or default_tokenizer(judge.model)
     costs = []
     for name in config.judges:
         suite = get_suite(name)
-        meter = PromptMeter(judge.tokenizer or default_tokenizer(judge.model))
-        units = output = 0
+        meter = PromptMeter(tokenizer)
+        calls = output = 0
         modelled = True
+        notes: list[str] = []
         for sample in samples:
             for unit in suite.plan(sample, judge, config.client.seed, count):
-                units += 1
+                calls += 1
                 request = suite.single_request(unit, judge)
-                if request is not None:
-                    meter.add("\n\n".join(m["content"] for m in request.messages))
-                    output += reply_tokens(suite, request, judge, meter)
-                else:
+                if request is None:
                     modelled = False
-        notes = [] if modelled else [f"{name}: its calls depend on each other's replies; counted are its "
-                                     f"units (at least one call each), not their tokens"]
-        costs.append(StageCost(RunLayout.judge_stage(name), judge.model, units, meter.sent if modelled else 0,
+                    continue
+                prompt = "\n\n".join(m["content"] for m in request.messages)
+                meter.add(prompt)
+                output += reply_tokens(suite, request, judge, meter)
+                if request.top_logprobs:  # the suite scores expected marks
+                    extra, why = continuations(judge, tokenizer)
+                    notes.append(f"{name}: scoring: expected; {why}")
+                    for _ in range(extra):
+                        meter.add(continuation_prompt(prompt, suite.reply_estimate(request, judge)))
+                    calls, output = calls + extra, output + extra
+        if not modelled:
+            notes.append(f"{name}: its calls depend on each other's replies; counted are its units (at least "
+                          "one call each), not their tokens")
+        costs.append(StageCost(RunLayout.judge_stage(name), judge.model, calls, meter.sent if modelled else 0,
                                meter.computed if modelled else None, output, model_parameters(judge.model),
-                               notes=notes, tokens_modelled=modelled))
+                               notes=list(dict.fromkeys(notes)), tokens_modelled=modelled))
     return costs
 
 
@@ -374,6 +404,8 @@ def assumptions(config: RunConfig, mfu: float) -> list[str]:
            "three readers' systems and every context metric" if config.judge.shared_prefix else
            "each metric's own intro comes first, so a context is reused only across the readers that share "
            "a retriever, per metric"),
+        "expected marks (judge.scoring: expected): continuation requests as each stage's note says; "
+        "they are counted as calls, their prompts through the prefix cache model, 1 output token each",
         "output tokens: a CCRS reply is a bare score (its JSON object under structured output) plus the "
         "end of sequence; other suites' replies and justifications count at their budget (an upper bound); "
         "readers: the reference answer's length",

@@ -29,6 +29,7 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     # Small reply budgets (CI time): the tiny judge rambles up to its budget, e.g. the `paper` GroUSE
     # faithfulness analysis until the JSON is cut (a recorded failure, which this test accepts).
     config.judge.max_reasks = 1
+    config.judge.scoring = "integer"  # the demo's expected marks cost 3x (tested in test_e2e)
     config.judge.ragchecker.max_claims = 2
     config.judge.vera.max_statements = 4
     config.judge.grouse.faithfulness_max_tokens = 128

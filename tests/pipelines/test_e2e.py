@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from judges.ccrs import EM_COMBINED
 from pipelines.pipeline import run_pipeline
 from tests.pipelines.conftest import PLANTED_SECRETS, e2e_config
 from tasks.layout import RunLayout
@@ -76,6 +77,23 @@ def test_every_sample_has_one_judgment_or_one_recorded_failure(e2e_run):
     ok = judgments["status"] != "failed"
     assert judgments.loc[ok, "score"].between(0, 1).all()
     assert judgments.loc[~ok, "score"].isna().all() and judgments.loc[~ok, "reason"].str.len().gt(0).all()
+
+
+def test_the_demo_scores_expected_marks_and_keeps_the_integer_beside_them(e2e_run):
+    """configs/cpu-demo.yaml judges with `scoring: expected`: the score every statistic reads is the
+    probability-weighted mark (or the integer, counted as a fallback), the argmax integer kept beside it."""
+    config, result = e2e_run
+    assert config.judge.scoring == "expected"
+    judgments = pd.read_parquet(RunLayout(result.run_dir).judgments("ccrs"))
+    ok = judgments[judgments["status"] == "ok"]
+    assert len(ok) and set(ok["scoring"]) <= {"expected", "integer_fallback"}
+    expected = ok[ok["scoring"] == "expected"]
+    assert len(expected) and expected["llm_score_expected"].between(0, 100).all()
+    assert expected["llm_score"].notna().all()
+    plain = expected[~expected["metric"].isin(EM_COMBINED)]  # AC mixes in EM
+    assert (plain["score"] - plain["llm_score_expected"] / 100).abs().max() < 1e-9
+    counts = result.stages[RunLayout.judge_stage("ccrs")]["summary"]["scoring_counts"]
+    assert sum(counts.values()) == len(ok)
 
 
 def test_rerun_reuses_every_stage(e2e_run):

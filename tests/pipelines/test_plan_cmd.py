@@ -61,4 +61,5 @@ def test_ccrs_run_prints_the_cost_plan_or_why_not_before_a_cluster_run(capsys):
                                        "dataset.limit": 3}))
     printed = capsys.readouterr().out
     assert "Cost plan of ccrs-cpu-demo: 3 questions x 6 systems" in printed
-    assert "| judge_ccrs | smollm2-135m-instruct | 90 |" in printed
+    # the demo scores expected marks: 90 judgments, each with up to 8 continuation requests (split digits)
+    assert "| judge_ccrs | smollm2-135m-instruct | 810 |" in printed

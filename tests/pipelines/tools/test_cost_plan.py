@@ -49,7 +49,8 @@ def test_paper_config_plans_141570_ccrs_judge_calls(tmp_path, capsys):
 
 
 def test_shared_prefix_layout_computes_fewer_judge_tokens():
-    plans = [cost_plan(load_config(None, {"judge.shared_prefix": shared}), 4, sample_size=2)
+    plans = [cost_plan(load_config(None, {"judge.shared_prefix": shared, "judge.scoring": "integer"}), 4,
+                       sample_size=2)
              for shared in (False, True)]
     judge = [next(s for s in plan["stages"] if s["stage"] == "judge_ccrs") for plan in plans]
     assert judge[0]["calls"] == judge[1]["calls"] == 4 * 6 * 5
@@ -81,7 +82,7 @@ def _samples(n: int) -> list[Sample]:
 def test_judge_tokens_follow_each_suites_single_request_and_reply_estimate(options, reply):
     """CCRS units are one request each and reply with a mark (its JSON under structured output; a
     justification counts its budget, 96 tokens); GroUSE's calls depend on each other: units only."""
-    config = load_config(None, {"judges": ["ccrs", "grouse"], **options})
+    config = load_config(None, {"judges": ["ccrs", "grouse"], "judge.scoring": "integer", **options})
     ccrs, grouse = judge_stages(config, _samples(2))
     assert (ccrs.stage, ccrs.calls) == ("judge_ccrs", 2 * 5) and 0 < ccrs.prompt_tokens_sent
     meter = PromptMeter(default_tokenizer(config.judge.model))  # the judge's tokenizer where it is here
@@ -90,6 +91,38 @@ def test_judge_tokens_follow_each_suites_single_request_and_reply_estimate(optio
             grouse.output_tokens) == ("judge_grouse", 2, 0, None, 0)
     assert grouse.notes == ["grouse: its calls depend on each other's replies; counted are its units (at "
                             "least one call each), not their tokens"]
+
+
+def test_expected_marks_count_the_continuation_requests_of_split_digits():
+    """SmolLM2 spells 85 as 8, 5: each judgment may send max_expansions continuations (its prompt again,
+    prefix-cached, plus the reply up to the digit; one token out). Single-token numbers need none."""
+    from pipelines.tools import cost_plan as module
+
+    samples = _samples(2)
+    integer, expected = (judge_stages(load_config(None, {"judge.scoring": scoring, "judge.expected":
+                                                         {"max_expansions": 3}}), samples)[0]
+                         for scoring in ("integer", "expected"))
+    assert expected.calls == integer.calls * (1 + 3)
+    assert expected.output_tokens == integer.output_tokens + 3 * integer.calls
+    assert 3 * integer.prompt_tokens_sent < expected.prompt_tokens_sent - integer.prompt_tokens_sent
+    # the repeated prompts are prefix-cached: far fewer computed than sent
+    assert expected.prompt_tokens_computed - integer.prompt_tokens_computed < 0.2 * (
+        expected.prompt_tokens_sent - integer.prompt_tokens_sent)
+    assert "splits numbers into digits: 3 continuation requests" in expected.notes[0]
+    assert module.continuation_prompt("P", '{"score": 50}') == 'P\n\n{"score": 5'
+    assert module.continuation_prompt("P", None) == "P\n\n5"
+
+
+def test_single_token_numbers_need_no_continuation_requests(monkeypatch):
+    from pipelines.tools import cost_plan as module
+
+    monkeypatch.setattr(module, "splits_numbers", lambda tokenizer: False)
+    config = load_config(None, {"judge.scoring": "expected"})
+    assert module.continuations(config.judge, "any") == (
+        0, "the judge's tokenizer has single-token numbers: no continuation requests counted")
+    monkeypatch.setattr(module, "splits_numbers", lambda tokenizer: None)
+    extra, why = module.continuations(config.judge, None)
+    assert extra == config.judge.expected.max_expansions and "not available here" in why
 
 
 def test_a_suite_whose_tokens_are_not_modelled_gets_no_flops_and_no_total_hours():
