@@ -16,6 +16,7 @@ and seconds of each pass.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import socket
 import sys
@@ -151,9 +152,11 @@ def report(judged: dict, results: dict, n_queries: int, n_systems: int) -> None:
     print(f"|expected - argmax| on the 0-100 scale: mean {gap.mean():.2f}, max {gap.max():.2f}")
     for mode in MODES:
         _, seconds, calls = judged[mode]
-        print(f"{mode:<9} pass: {seconds:.0f} s, {calls} judge calls")
-    print(f"expected/integer: {judged['expected'][1] / judged['integer'][1]:.2f}x time, "
-          f"{judged['expected'][2] / judged['integer'][2]:.2f}x calls")
+        took = "not run (the expected pass's argmax marks)" if math.isnan(seconds) else f"{seconds:.0f} s"
+        print(f"{mode:<9} pass: {took}, {calls} judge calls")
+    ratio = judged["expected"][1] / judged["integer"][1]
+    print("expected/integer: " + ("" if math.isnan(ratio) else f"{ratio:.2f}x time, ")
+          + f"{judged['expected'][2] / judged['integer'][2]:.2f}x calls")
 
 
 def _first_questions(judged: dict, query_ids: list[str]) -> dict:

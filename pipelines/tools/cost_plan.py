@@ -285,6 +285,7 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
         calls = output = 0
         modelled = True
         notes: list[str] = []
+        continued: tuple[int, str] | None = None  # (requests, why) once a request asks for expected marks
         for sample in samples:
             for unit in suite.plan(sample, judge, config.client.seed, count):
                 calls += 1
@@ -296,17 +297,19 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
                 meter.add(prompt)
                 output += reply_tokens(suite, request, judge, meter)
                 if request.top_logprobs:  # the suite scores expected marks
-                    extra, why = continuations(judge, tokenizer)
-                    notes.append(f"{name}: scoring: expected; {why}")
+                    continued = continued or continuations(judge, tokenizer)
+                    extra = continued[0]
                     for _ in range(extra):
                         meter.add(continuation_prompt(prompt, suite.reply_estimate(request, judge)))
                     calls, output = calls + extra, output + extra
+        if continued:
+            notes.append(f"{name}: scoring: expected; {continued[1]}")
         if not modelled:
             notes.append(f"{name}: its calls depend on each other's replies; counted are its units (at least "
                           "one call each), not their tokens")
         costs.append(StageCost(RunLayout.judge_stage(name), judge.model, calls, meter.sent if modelled else 0,
                                meter.computed if modelled else None, output, model_parameters(judge.model),
-                               notes=list(dict.fromkeys(notes)), tokens_modelled=modelled))
+                               notes=notes, tokens_modelled=modelled))
     return costs
 
 
