@@ -34,7 +34,10 @@ from tasks.judge import judge_counter, parse_exact_answers
 from tasks.layout import RunLayout
 
 DEFAULT_MFU = 0.3
-BLOCK_TOKENS = 16  # vLLM's default KV-cache block: only whole blocks are reused
+# vLLM's default KV-cache block (only whole blocks are reused from the prefix cache): 16 tokens on GPUs,
+# 128 on its CPU backend (vllm/platforms/cpu.py); an engine_kwargs block_size overrides both.
+BLOCK_TOKENS = 16
+CPU_BLOCK_TOKENS = 128
 # Chunk width in characters where the chunking tokenizer is not available: English prose averages about 4
 # characters a token, the width a real chunk would have. Counting keeps judges.tokens' lower 3 a token
 # (CHARS_PER_TOKEN_FALLBACK), which errs towards more tokens: a budget is not overrun.
@@ -94,10 +97,10 @@ class PromptMeter:
     """Counts sent and computed prompt tokens of one model's prompts with its tokenizer (characters at
     CHARS_PER_TOKEN_FALLBACK per token when none loads: then the cache works on character blocks)."""
 
-    def __init__(self, tokenizer: str | None):
+    def __init__(self, tokenizer: str | None, block_tokens: int = BLOCK_TOKENS):
         self.count = token_counter(tokenizer)
         self.ids = token_ids(tokenizer)
-        block = BLOCK_TOKENS if self.ids else int(BLOCK_TOKENS * CHARS_PER_TOKEN_FALLBACK)
+        block = block_tokens if self.ids else int(block_tokens * CHARS_PER_TOKEN_FALLBACK)
         self.cache = PrefixCache(block)
         self.exact = self.ids is not None
         self.sent = self.computed = self.prompts = 0
@@ -216,6 +219,17 @@ def truncated(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
     return text
 
 
+def kv_block_tokens(config: RunConfig, model: str | None) -> int:
+    """The KV-cache block of the engine serving `model`: its engine_kwargs block_size, else vLLM's default
+    for where it runs (a served model without an accelerator runs on vLLM's CPU backend); a model the
+    serving profile does not list (an external endpoint) gets the GPU default."""
+    served = next((m for m in config.serving.models if m.model_id == model), None)
+    if served is None:
+        return BLOCK_TOKENS
+    default = BLOCK_TOKENS if served.accelerator_type else CPU_BLOCK_TOKENS
+    return int(served.engine_kwargs.get("block_size", default))
+
+
 def reader_stage(config: RunConfig, pilot: PilotSample) -> tuple[list[StageCost], list[Sample]]:
     """Generation: one call per (question, LLM reader, retriever); the judge's samples, with the reference
     answer standing in for an LLM reader's answer (cut at its max_tokens) and the extractive readers'
@@ -224,7 +238,8 @@ def reader_stage(config: RunConfig, pilot: PilotSample) -> tuple[list[StageCost]
     retrievers = [r for r in RETRIEVER_ORDER if r in config.retrieval.retrievers]
     for index, reader in enumerate(config.readers):
         llm = reader.kind == "llm"
-        meter = PromptMeter(reader.tokenizer or default_tokenizer(reader.model)) if llm else None
+        meter = (PromptMeter(reader.tokenizer or default_tokenizer(reader.model),
+                             kv_block_tokens(config, reader.model)) if llm else None)
         output = 0
         for retriever in retrievers:
             for query in pilot.queries:
@@ -281,7 +296,7 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
     costs = []
     for name in config.judges:
         suite = get_suite(name)
-        meter = PromptMeter(tokenizer)
+        meter = PromptMeter(tokenizer, kv_block_tokens(config, judge.model))
         calls = output = 0
         modelled = True
         notes: list[str] = []
@@ -401,7 +416,8 @@ def assumptions(config: RunConfig, mfu: float) -> list[str]:
         "chunks, top_k in all, fitted to the window as the stages do",
         "responses: an LLM reader answers like the reference answer (cut at its max_tokens); extractive "
         "readers give their real answer",
-        "prefix reuse: vLLM automatic prefix caching with an unbounded cache and 16-token blocks, per model, "
+        "prefix reuse: vLLM automatic prefix caching with an unbounded cache and its default blocks (16 "
+        "tokens on GPUs, 128 on vLLM's CPU backend, or the model's engine_kwargs block_size), per model, "
         f"prompts in stage order; the judge's shared_prefix is {config.judge.shared_prefix}: "
         + ("the context comes first, so one (question, retriever) context prefix is computed once for the "
            "three readers' systems and every context metric" if config.judge.shared_prefix else

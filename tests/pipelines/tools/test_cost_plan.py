@@ -125,6 +125,20 @@ def test_single_token_numbers_need_no_continuation_requests(monkeypatch):
     assert extra == config.judge.expected.max_expansions and "not available here" in why
 
 
+def test_the_prefix_cache_blocks_are_those_of_the_engine_that_serves_the_model():
+    """vLLM reuses whole KV blocks: 16 tokens on GPUs, 128 on its CPU backend, engine_kwargs wins."""
+    from pipelines.tools.cost_plan import kv_block_tokens
+
+    cpu = load_config(None)
+    assert kv_block_tokens(cpu, cpu.judge.model) == 128
+    paper = load_config(REPO_ROOT / "configs" / "paper-bioasq.yaml")
+    assert kv_block_tokens(paper, paper.judge.model) == 16
+    assert kv_block_tokens(paper, "a-model-the-profile-does-not-serve") == 16
+    models = [{**m.model_dump(), "engine_kwargs": {"block_size": 32}} for m in cpu.serving.models]
+    tuned = load_config(None, {"serving.models": models})
+    assert kv_block_tokens(tuned, cpu.judge.model) == 32
+
+
 def test_a_suite_whose_tokens_are_not_modelled_gets_no_flops_and_no_total_hours():
     """GroUSE's calls depend on each other's replies: zero counted tokens must not read as free compute."""
     from infra.serving import ServedModel
