@@ -138,10 +138,15 @@ def _failures_section(failures: dict | None) -> str:
 def _judges_section(judges: dict[str, dict]) -> str:
     if not judges:
         return ""
-    rows = [f"| {suite} | {summary.get('judge_model', '?')} | {summary.get('prompt_version', '?')} |"
-            for suite, summary in judges.items()]
-    return ("## Judge\n\n| suite | judge model | prompt version |\n| --- | --- | --- |\n"
-            + "\n".join(rows))
+    rows = [f"| {suite} | {summary.get('judge_model', '?')} | {summary.get('prompt_version', '?')} | "
+            f"{_scoring(summary.get('scoring_counts'))} |" for suite, summary in judges.items()]
+    return ("## Judge\n\n| suite | judge model | prompt version | scores (judge.scoring) |\n"
+            "| --- | --- | --- | --- |\n" + "\n".join(rows))
+
+
+def _scoring(counts: dict[str, int] | None) -> str:
+    """How the ok judgments were scored: `expected 238, integer_fallback 2` (docs/judges.md)."""
+    return ", ".join(f"{kind} {n}" for kind, n in counts.items()) if counts else "?"
 
 
 # --- inputs ------------------------------------------------------------------------------------------

@@ -33,7 +33,8 @@ def make_judged_run(root, hypotheses=None):
     layout.judge_dir("ccrs").mkdir(parents=True)
     _scores(CCRS, query_ids, 0).to_parquet(layout.scores("ccrs"))
     (layout.judge_dir("ccrs") / MANIFEST).write_text(json.dumps(
-        {"stage": "judge_ccrs", "summary": {"judge_model": "smollm2-135m-instruct", "prompt_version": "v1"}}))
+        {"stage": "judge_ccrs", "summary": {"judge_model": "smollm2-135m-instruct", "prompt_version": "v1",
+                                            "scoring_counts": {"expected": 955, "integer_fallback": 2}}}))
     layout.generations.parent.mkdir()
     readers = {"A": ("bm25", "mistral"), "B": ("knn", "mistral"),
                "C": ("bm25", "extractive-top1"), "D": ("knn", "extractive-top1"),
@@ -71,6 +72,7 @@ def test_summary_holds_means_cis_letters_hypotheses_failures_and_judge(judged_ru
     stats = json.loads(judged_run.stats_json.read_text())
     assert text.startswith("# Verdict: planted\n")
     assert f"{stats['n_queries']} questions, 6 systems, judge `smollm2-135m-instruct`" in text
+    assert "| ccrs | smollm2-135m-instruct | v1 | expected 955, integer_fallback 2 |" in text
     cc_row = next(line for line in text.splitlines() if line.startswith("| CC |"))
     cells = [cell.strip() for cell in cc_row.strip("|").split("|")]
     mean_a, (low_a, high_a) = stats["per_metric"]["CC"]["means"]["A"], stats["per_metric"]["CC"]["ci95"]["A"]
