@@ -9,7 +9,7 @@ from mlflow.tracking import MlflowClient
 
 from judges.ccrs import EM_COMBINED
 from pipelines.pipeline import run_pipeline
-from tests.pipelines.conftest import PLANTED_SECRETS, e2e_config
+from tests.pipelines.conftest import E2E_QUESTIONS, PLANTED_SECRETS, e2e_config
 from tasks.layout import RunLayout
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
@@ -64,7 +64,7 @@ def test_one_nested_run_per_system_with_ccrs_means_and_cis(e2e_run):
         assert run.data.tags["retriever"] in ("bm25", "knn") and run.data.tags["reader"]
         for metric in CCRS:
             failed = run.data.metrics[f"{metric}_failed"]
-            if failed < 3:  # a metric with every judgment failed has no mean (never a NaN or 0)
+            if failed < E2E_QUESTIONS:  # a metric with every judgment failed has no mean (never a NaN or 0)
                 assert 0.0 <= run.data.metrics[metric] <= 1.0
                 assert run.data.metrics[f"{metric}_ci_low"] <= run.data.metrics[f"{metric}_ci_high"]
 
@@ -73,7 +73,7 @@ def test_every_sample_has_one_judgment_or_one_recorded_failure(e2e_run):
     config, result = e2e_run
     judgments = pd.read_parquet(RunLayout(result.run_dir).judgments("ccrs"))
     assert not judgments.duplicated(["query_id", "system", "metric"]).any()
-    assert len(judgments) == 3 * 6 * len(CCRS)
+    assert len(judgments) == E2E_QUESTIONS * 6 * len(CCRS)
     ok = judgments["status"] != "failed"
     assert judgments.loc[ok, "score"].between(0, 1).all()
     assert judgments.loc[~ok, "score"].isna().all() and judgments.loc[~ok, "reason"].str.len().gt(0).all()
