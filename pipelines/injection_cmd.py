@@ -22,6 +22,7 @@ from pipelines.config import REPO_ROOT, ConfigError, load_config
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "injection-eval") -> None:
     from judges.injection import PLACEMENTS, TEMPLATES
+    from judges.scoring import SCORINGS
     from judges.suite import get_suite
 
     parser.add_argument("--config",
@@ -35,6 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "injection-eval")
                         help="where the injection goes (default: both)")
     parser.add_argument("--metrics", nargs="+", choices=list(get_suite("ccrs").metrics),
                         help="CCRS metrics (default: the config's)")
+    parser.add_argument("--scoring", choices=SCORINGS, help="integer marks or expected (probability-"
+                        "weighted) marks (default: the config's judge.scoring)")
     parser.add_argument("--max-chunks", type=int, default=5,
                         help="gold snippets per question used as context")
     parser.add_argument("--llm-base-url",
@@ -81,6 +84,8 @@ def _overrides(args: argparse.Namespace) -> dict:
         overrides["serving"] = {"profile": "external", "base_url": args.llm_base_url}
     if args.metrics:
         overrides["judge.metrics"] = args.metrics
+    if args.scoring:
+        overrides["judge.scoring"] = args.scoring
     return overrides
 
 

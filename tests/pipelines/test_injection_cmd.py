@@ -28,6 +28,20 @@ def test_metric_choices_are_the_registered_ccrs_metrics(capsys):
     assert all(repr(name) in err for name in get_suite("ccrs").metrics)
 
 
+def test_scoring_overrides_the_configs_judge_scoring():
+    import argparse
+
+    from pipelines.config import load_config
+    from pipelines.injection_cmd import _overrides, add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for scoring in ("integer", "expected"):
+        args = parser.parse_args(["--scoring", scoring])
+        assert load_config(None, _overrides(args)).judge.scoring == scoring
+    assert "judge.scoring" not in _overrides(parser.parse_args([]))
+
+
 def test_missing_dataset_is_an_error(tmp_path, capsys):
     args = ["injection-eval", "--dataset", str(tmp_path / "none"), "--llm-base-url", "http://127.0.0.1:9/v1"]
     assert main(args) == 2
