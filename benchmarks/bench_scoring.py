@@ -62,8 +62,10 @@ def prepare(config, base_url: str):
                               config.retrieval)
     generation = run_generation(run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers,
                                 config.client, base_url, config.retrieval.top_k)
-    return load_samples(pd.read_parquet(retrieval.queries_path), pd.read_parquet(retrieval.retrieved_path),
-                        pd.read_parquet(generation.path), config.retrieval.top_k)
+    queries = pd.read_parquet(retrieval.queries_path)
+    samples, failed = load_samples(queries, pd.read_parquet(retrieval.retrieved_path),
+                                   pd.read_parquet(generation.path), config.retrieval.top_k)
+    return samples, failed, list(dict.fromkeys(queries["query_id"]))  # the dataset's question order
 
 
 def integer_from_argmax(expected, ac_lambda: float):
@@ -194,10 +196,9 @@ def main() -> int:
     try:
         for config in configs:
             print(f"\n=== {config.dataset.path} limit {config.dataset.limit} ({config.resolved_run_dir()})")
-            samples, failed = prepare(config, base_url)
+            samples, failed, order = prepare(config, base_url)
             judged = judge_both(config, base_url, samples, args.integer_from_argmax)
             print(f"samples judged: {len(samples)} (failed generations left out: {len(failed)})")
-            order = list(dict.fromkeys(sample.query_id for sample in samples))  # the dataset's order
             for n in [None, *(n for n in args.subset if n < len(order))]:
                 part = _first_questions(judged, order[:n]) if n else judged
                 if n:
