@@ -21,14 +21,21 @@ def _load_tokenizer(source: str):
     return AutoTokenizer.from_pretrained(source)
 
 
+def _tokenizer_or_none(source: str | None, fallback: str = ""):
+    """The loaded tokenizer, or None (logged, with what the caller does instead) when there is no source
+    or it cannot be loaded."""
+    if not source:
+        return None
+    try:
+        return _load_tokenizer(source)
+    except Exception as exc:  # noqa: BLE001 - any load failure: the caller falls back
+        log.warning("tokenizer %s unavailable (%s)%s", source, exc, fallback)
+        return None
+
+
 def token_counter(tokenizer_source: str | None) -> Callable[[str], int]:
     """count(user_prompt) -> tokens of the whole chat-templated request for one user message."""
-    tokenizer = None
-    if tokenizer_source:
-        try:
-            tokenizer = _load_tokenizer(tokenizer_source)
-        except Exception as exc:  # noqa: BLE001 - any load failure falls back to the estimate
-            log.warning("tokenizer %s unavailable (%s); using a character estimate", tokenizer_source, exc)
+    tokenizer = _tokenizer_or_none(tokenizer_source, "; using a character estimate")
     if tokenizer is None:
         return lambda text: int(len(text) / CHARS_PER_TOKEN_FALLBACK) + 16
 
@@ -48,12 +55,8 @@ def token_counter(tokenizer_source: str | None) -> Callable[[str], int]:
 def token_ids(tokenizer_source: str | None) -> Callable[[str], list[int]] | None:
     """ids(user_prompt) -> the token ids of the whole chat-templated request (what a prefix cache sees),
     or None when no tokenizer can be loaded."""
-    if not tokenizer_source:
-        return None
-    try:
-        tokenizer = _load_tokenizer(tokenizer_source)
-    except Exception as exc:  # noqa: BLE001 - any load failure: the caller falls back to characters
-        log.warning("tokenizer %s unavailable (%s)", tokenizer_source, exc)
+    tokenizer = _tokenizer_or_none(tokenizer_source)
+    if tokenizer is None:
         return None
 
     def ids(text: str) -> list[int]:
@@ -70,11 +73,5 @@ def token_ids(tokenizer_source: str | None) -> Callable[[str], list[int]] | None
 def splits_numbers(tokenizer_source: str | None) -> bool | None:
     """Whether the tokenizer spells a two-digit number in more than one token (SmolLM2, Mistral: one token a
     digit) or not (Llama-3: one token a number up to 999); None when no tokenizer can be loaded."""
-    if not tokenizer_source:
-        return None
-    try:
-        tokenizer = _load_tokenizer(tokenizer_source)
-    except Exception as exc:  # noqa: BLE001 - any load failure: the caller says it does not know
-        log.warning("tokenizer %s unavailable (%s)", tokenizer_source, exc)
-        return None
-    return len(tokenizer.encode("85", add_special_tokens=False)) > 1
+    tokenizer = _tokenizer_or_none(tokenizer_source)
+    return None if tokenizer is None else len(tokenizer.encode("85", add_special_tokens=False)) > 1

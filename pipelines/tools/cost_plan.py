@@ -314,8 +314,9 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
                 if request.top_logprobs:  # the suite scores expected marks
                     continued = continued or continuations(judge, tokenizer)
                     extra = continued[0]
+                    continuation = continuation_prompt(prompt, suite.reply_estimate(request, judge))
                     for _ in range(extra):
-                        meter.add(continuation_prompt(prompt, suite.reply_estimate(request, judge)))
+                        meter.add(continuation)
                     calls, output = calls + extra, output + extra
         if continued:
             notes.append(f"{name}: scoring: expected; {continued[1]}")
