@@ -205,3 +205,12 @@ def connect_ray(address: str | None = None, start_if_missing: bool = True, detac
         return True
     ensure_ray()
     return True
+
+
+def shutdown_ray() -> None:
+    """Shut down the Ray this process joined or started (nothing when Ray was never imported)."""
+    if "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()

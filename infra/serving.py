@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -210,6 +212,25 @@ def start_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False) -> str:
             "Check `ccrs serve status` and the Ray logs."
         ) from exc
     return url
+
+
+@contextmanager
+def llm_endpoint(cfg: ServingConfig, keep: bool = False, shutdown_ray: bool = False,
+                 announce: Callable[[str], None] | None = None) -> Iterator[str]:
+    """The one way a command or stage gets its LLM endpoint: the OpenAI base URL of the external endpoint
+    (waited for), of the Serve app already up (left alone), or of the app deployed here, which is removed
+    again on exit unless `keep` (and the Ray this process joined shut down when `shutdown_ray`).
+    `announce` is told, before a deployment starts, what is being started."""
+    deploys = cfg.profile != "external" and not already_serving(cfg.app_base_url(), cfg.model_ids())
+    if deploys and announce is not None:
+        announce(f"starting the {cfg.profile} Serve app on port {cfg.port} (minutes on CPU)")
+    try:
+        yield start_serve_app(cfg)
+    finally:
+        if deploys and not keep:
+            stop_serve_app()
+            if shutdown_ray:
+                ray_runtime.shutdown_ray()
 
 
 def _smoke_request(url: str, model_ids: list[str], timeout_s: float) -> None:

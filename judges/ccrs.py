@@ -338,6 +338,7 @@ class CcrsSuite:
 
     name = SUITE
     description = "CCRS (paper section 2.3): five zero-shot 0-100 judge metrics"
+    reads_scoring = True  # judge.scoring: expected applies to this suite (the others score integers)
     metrics = CCRS_METRICS
 
     def prompt_version(self, judge: JudgeConfig) -> str:

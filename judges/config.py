@@ -107,12 +107,32 @@ class ExpectedScoringOptions(_Strict):
                             "there is no expected mark: the integer is used and counted as a fallback")
 
 
+class EndpointSystemConfig(_Strict):
+    """A user's own RAG service as a system of `ccrs run` (docs/evaluate.md, "Your service as a system"):
+    the generate stage POSTs {"question_id", "question"} to `url` and records {"answer", "contexts"}."""
+
+    kind: Literal["endpoint"] = "endpoint"
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="the system's label in the "
+                      "verdict and MLflow")
+    url: str = Field(pattern=r"^https?://", description="the service's HTTP(S) URL")
+    timeout_s: float = Field(default=120.0, gt=0)
+    concurrency: int = Field(default=4, ge=1, description="requests in flight at once")
+    max_retries: int = Field(default=3, ge=0, description="re-sends of a request that failed in transport "
+                             "or with a 5xx/429 status")
+    headers: dict[str, str] = Field(default_factory=dict, description="header name -> name of the "
+                                    "environment variable (or secrets file entry) holding its value")
+
+
 class JudgeConfig(_Strict):
     """The judge: model, window and parsing settings shared by every suite; the CCRS settings at the top
     level (metrics, AC's lambda, layout); per-suite settings under grouse / vera / ragchecker. Metric and
     suite names are checked against the registry (judges/suite.py) by the run config."""
 
     model: str = "smollm2-135m-instruct"
+    base_url: str | None = Field(default=None, description="the judge's own OpenAI-compatible /v1 URL; None: "
+                                 "the run's endpoint (the Serve app, or serving.base_url), as the readers'")
+    api_key_env: str = Field(default="CCRS_JUDGE_API_KEY", description="environment variable (or secrets "
+                             "file entry) holding the key of the judge's own endpoint (with base_url)")
     metrics: list[str] = ["CC", "QR", "ID", "AC", "IR"]
     ac_lambda: float = Field(default=0.7, ge=0, le=1)
     em_use_exact_answer_synonyms: bool = False

@@ -218,3 +218,32 @@ def expected_mark(client: LLMClient, request: ChatRequest, messages: Sequence[di
         return ExpectedMark(None, mass, f"probability on allowed marks {mass:.3f} < min_mass "
                             f"{options.min_mass}", distribution)
     return ExpectedMark(distribution.expected(), mass, None, distribution)
+
+
+class ScoringUnsupportedError(RuntimeError):
+    """The judge endpoint cannot give what `scoring: expected` needs."""
+
+
+def probe_expected_support(client: LLMClient, model: str, top_logprobs: int) -> None:
+    """Two tiny requests before any judging: token log-probabilities with `top_logprobs` alternatives, and
+    vLLM's `continue_final_message` (continuation requests). An endpoint lacking either (a hosted API, TGI)
+    fails here with one line instead of falling back to integers on every judgment."""
+    question = [{"role": "user", "content": "Reply with one digit: how many legs has a cat?"}]
+    hint = "set judge.scoring: integer, or judge with a vLLM server"
+    try:
+        result = client.chat(ChatRequest(model, question, max_tokens=2, top_logprobs=top_logprobs))
+    except LLMRequestError as exc:
+        raise ScoringUnsupportedError(f"judge endpoint {client.base_url} refused a request for token "
+                                      f"log-probabilities (scoring: expected needs them): {exc}; "
+                                      f"{hint}") from exc
+    if not result.logprobs or not result.logprobs[0].top:
+        raise ScoringUnsupportedError(f"judge endpoint {client.base_url} returned no token log-probabilities "
+                                      f"for model {model} (scoring: expected needs them); {hint}")
+    unfinished = question + [{"role": "assistant", "content": "A cat has"}]
+    try:
+        client.chat(ChatRequest(model, unfinished, max_tokens=1, top_logprobs=top_logprobs,
+                                continue_final=True))
+    except LLMRequestError as exc:
+        raise ScoringUnsupportedError(f"judge endpoint {client.base_url} refused continue_final_message "
+                                      f"(vLLM's continuation of an unfinished reply, which scoring: expected "
+                                      f"uses): {exc}; {hint}") from exc

@@ -17,6 +17,8 @@ from pathlib import Path
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("pipelines.setup_cmd", "prepare local models (GGUF -> HF folder) for the CPU stack"),
+    "evaluate": ("pipelines.evaluate_cmd",
+                 "judge YOUR systems' outputs (JSONL/CSV/Parquet): statistics, verdict, MLflow"),
     "run": ("pipelines.run_cmd", "run the whole pipeline: ingest -> ... -> statistics -> MLflow"),
     "show": ("pipelines.show_cmd",
              "print a run's verdict again: means, CIs, HSD groups, hypotheses, failures"),

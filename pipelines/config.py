@@ -9,13 +9,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infra.serving import ServingConfig
-from judges.config import ClientConfig, JudgeConfig, ReaderConfig
+from judges.config import ClientConfig, EndpointSystemConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite, suites
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
 from tasks.layout import PIPELINE_STAGES as STAGES  # noqa: F401 - the --from-stage choices
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIG = REPO_ROOT / "configs" / "cpu-demo.yaml"
+# configs/ and the demo sample (data/bioasq-sample): in a checkout (or an editable install) the repository's
+# own folders; in a wheel install the copies packaged under ccrs_eval/resources (pyproject.toml).
+RESOURCE_ROOT = REPO_ROOT if (REPO_ROOT / "configs").is_dir() else REPO_ROOT / "ccrs_eval" / "resources"
+DEFAULT_CONFIG = RESOURCE_ROOT / "configs" / "cpu-demo.yaml"
 
 
 class ConfigError(ValueError):
@@ -58,7 +61,10 @@ class RunConfig(_Strict):
     retrieval: RetrievalConfig = RetrievalConfig()
     serving: ServingConfig = ServingConfig()
     client: ClientConfig = ClientConfig()
-    readers: list[ReaderConfig] = Field(min_length=1)
+    readers: list[ReaderConfig] = Field(default_factory=list, description="readers x retrievers = the "
+                                        "built-in systems A, B, ...; [] when `systems` are given")
+    systems: list[EndpointSystemConfig] = Field(default_factory=list, description="the user's own RAG "
+                                                "services, each a system of the run (docs/evaluate.md)")
     judge: JudgeConfig = JudgeConfig()
     stats: StatsConfig = StatsConfig()
     mlflow: MlflowConfig = MlflowConfig()
@@ -96,6 +102,25 @@ class RunConfig(_Strict):
         if len(set(names)) != len(names):
             raise ValueError(f"reader names must be unique, got {names}")
         return self
+
+    @model_validator(mode="after")
+    def _systems_to_evaluate(self) -> "RunConfig":
+        if not self.readers and not self.systems:
+            raise ValueError("readers: give at least one reader, or `systems:` of kind endpoint")
+        names = [system.name for system in self.systems]
+        if len(set(names)) != len(names):
+            raise ValueError(f"systems: names must be unique, got {names}")
+        built_in = [name for name in names if len(name) == 1 and name.isupper()]
+        if built_in:
+            raise ValueError(f"systems: names {built_in} are the labels of built-in systems (A, B, ...); "
+                             "choose longer names")
+        return self
+
+    def needs_llm_endpoint(self, generates: bool = True) -> bool:
+        """Whether the run needs the shared endpoint (the Serve app, or serving.base_url): an LLM reader
+        when it generates (`ccrs evaluate` does not), or a judge without an endpoint of its own."""
+        llm_readers = generates and any(reader.kind == "llm" for reader in self.readers)
+        return llm_readers or self.judge.base_url is None
 
     def resolved_run_dir(self, base: Path | None = None) -> Path:
         path = Path(self.run_dir.format(name=self.name))

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from infra.console import say
-from pipelines.config import REPO_ROOT, ConfigError, load_config
+from pipelines.config import RESOURCE_ROOT, ConfigError, load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "injection-eval") -> None:
@@ -94,7 +94,7 @@ def dataset_path(value: str) -> Path:
     path = Path(value)
     if path.is_absolute() or path.exists():
         return path.resolve()
-    return (REPO_ROOT / path).resolve()
+    return (RESOURCE_ROOT / path).resolve()
 
 
 def _samples(args, config):
@@ -105,18 +105,15 @@ def _samples(args, config):
 
 
 def _run(args, config, samples):
-    from infra.serving import start_serve_app, stop_serve_app
+    from infra.serving import llm_endpoint
     from pipelines.tools.injection_eval import run_injection_eval
 
     say(f"{len(samples)} questions x (1 clean + {len(args.templates)} templates x {len(args.placements)} "
         f"placements) x {len(config.judge.metrics)} metrics, judge {config.judge.model}", err=True)
-    base_url = start_serve_app(config.serving)
-    try:
+    with llm_endpoint(config.serving) as base_url:  # an app found running is left alone
         return run_injection_eval(samples, args.templates, args.placements, config.judge, config.client,
                                   base_url, args.out, dataset=str(args.dataset or config.dataset.path),
                                   progress=not args.no_progress)
-    finally:
-        stop_serve_app()  # only an app started here; one found running is left alone
 
 
 def print_report(report) -> None:

@@ -12,11 +12,10 @@ console.log (the log records of Ray, Serve, vLLM and the HTTP client).
 from __future__ import annotations
 
 import argparse
-from contextlib import contextmanager
 from pathlib import Path
 
 from infra.console import say
-from pipelines.config import REPO_ROOT, ConfigError, RunConfig, load_config
+from pipelines.config import RESOURCE_ROOT, ConfigError, RunConfig, load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "load-test") -> None:
@@ -103,29 +102,15 @@ def _dataset(args: argparse.Namespace, config: RunConfig) -> str:
     path = Path(config.dataset.path)
     if path.is_absolute() or path.exists():
         return str(path)
-    return str(REPO_ROOT / path)
+    return str(RESOURCE_ROOT / path)
 
 
-@contextmanager
 def _endpoint(config: RunConfig):
-    """The config's endpoint, as `ccrs run` gets it: an external URL is waited for; the local Serve app is
-    found when already up, else deployed here and removed again afterwards (an app found running, and the
-    Ray it lives in, are left alone)."""
-    from infra.serving import already_serving, start_serve_app, stop_serve_app
+    """The config's endpoint, as `ccrs run` gets it (infra.serving.llm_endpoint); Ray is shut down after
+    an app deployed here."""
+    from infra.serving import llm_endpoint
 
-    serving = config.serving
-    started = serving.profile != "external" and not already_serving(serving.app_base_url(),
-                                                                    serving.model_ids())
-    if started:
-        say(f"starting the {serving.profile} Serve app on port {serving.port} (minutes)...", err=True)
-    try:
-        yield start_serve_app(serving)
-    finally:
-        if started:
-            import ray
-
-            stop_serve_app()
-            ray.shutdown()
+    return llm_endpoint(config.serving, shutdown_ray=True, announce=lambda text: say(f"{text}...", err=True))
 
 
 def _progress(report) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from infra.console import say
@@ -133,34 +134,18 @@ def _bar(total: int, disabled: bool):
     return tqdm(total=total, desc="meta-eval", unit="test", disable=disabled, file=progress_stream())
 
 
-class _endpoint:
-    """(base_url, model, local): the given endpoint, or the local CPU Serve app (started if needed and
-    then removed again; an app that was already up is left alone)."""
+@contextmanager
+def _endpoint(args):
+    """(base_url, model, local): the given endpoint, or the local CPU Serve app (infra.serving.llm_endpoint:
+    started if needed and then removed again; an app that was already up is left alone)."""
+    if args.base_url:
+        yield args.base_url.rstrip("/"), args.model or "smollm2-135m-instruct", False
+        return
+    from infra.serving import ServingConfig, llm_endpoint
 
-    def __init__(self, args):
-        self.args, self.started, self.cfg = args, False, None
-
-    def __enter__(self):
-        if self.args.base_url:
-            return self.args.base_url.rstrip("/"), self.args.model or "smollm2-135m-instruct", False
-        from infra.serving import ServingConfig, already_serving, start_serve_app
-
-        self.cfg = ServingConfig.for_profile("cpu", port=self.args.port)
-        url = self.cfg.app_base_url()
-        self.started = not already_serving(url, self.cfg.model_ids())
-        if self.started:
-            say(f"starting the local CPU judge on port {self.args.port} (a few minutes)...", err=True)
-        url = start_serve_app(self.cfg)
-        return url, self.args.model or self.cfg.model_ids()[0], True
-
-    def __exit__(self, *exc):
-        if self.started:
-            import ray
-            from ray import serve
-
-            serve.delete(self.cfg.app_name)
-            ray.shutdown()
-        return False
+    cfg = ServingConfig.for_profile("cpu", port=args.port)
+    with llm_endpoint(cfg, shutdown_ray=True, announce=lambda text: say(f"{text}...", err=True)) as url:
+        yield url, args.model or cfg.model_ids()[0], True
 
 
 def _print_report(result, paths) -> None:

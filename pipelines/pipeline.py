@@ -1,12 +1,20 @@
-"""The pipeline DAG: composes the Ray stages of tasks/ in order and hands results to MLflow."""
+"""The pipeline DAG: composes the Ray stages of tasks/ in order and hands results to MLflow.
+
+Two ways in, one way out:
+- `run_pipeline` (`ccrs run`): retrieve -> generate (built-in readers x retrievers, endpoint systems);
+- `run_evaluation` (`ccrs evaluate`, `ccrs_eval.evaluate`): the outputs stage (the user's systems' answers);
+then both judge (every selected suite), reduce, write the failure report and the verdict, and track.
+"""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from pipelines.config import REPO_ROOT, STAGES, RunConfig
-from tasks.layout import RunLayout
+from pipelines.config import REPO_ROOT, RESOURCE_ROOT, STAGES, RunConfig
+from tasks.layout import OUTPUTS_STAGE, RunLayout
 
 
 @dataclass
@@ -19,33 +27,44 @@ class PipelineResult:
     summary_path: Path | None = None
 
 
+@dataclass
+class Answers:
+    """What the judge stages read, from the generate stage or the outputs stage."""
+
+    stage: str  # "generate" | "outputs"
+    queries_path: Path
+    retrieved_path: Path
+    generations_path: Path
+    top_k: int
+    summary: dict[str, Any]
+    reused: bool
+    retrieval: dict[str, Any] = field(default_factory=dict)  # retrieval metrics (none for outputs)
+    retrieval_reused: bool | None = None
+
+
 def _forced(stage: str, from_stage: str | None) -> bool:
     return from_stage is not None and STAGES.index(stage) >= STAGES.index(from_stage)
 
 
 def _resolve_paths(config: RunConfig) -> RunConfig:
-    """Relative dataset/hypotheses paths are taken from the working directory, then from the repo."""
+    """Relative dataset/hypotheses paths are taken from the working directory, then from the project's
+    resources (the checkout, or the installed package's copy)."""
     data = config.model_dump()
     for section, key in (("dataset", "path"), ("stats", "hypotheses"), (None, "gqm_goals")):
         tree = data[section] if section else data
         value = tree[key]
         if value and not Path(value).is_absolute():
             candidate = Path.cwd() / value
-            tree[key] = str((candidate if candidate.exists() else REPO_ROOT / value).resolve())
+            tree[key] = str((candidate if candidate.exists() else RESOURCE_ROOT / value).resolve())
     return RunConfig.model_validate(data)
 
 
-def run_pipeline(config: RunConfig, from_stage: str | None = None,
-                 keep_serving: bool = False) -> PipelineResult:
+def _prepare(config: RunConfig) -> tuple[RunConfig, Path]:
+    """Checks that fail before any work (goal tree, tracking store), the run directory and its config.json,
+    and Ray."""
     from infra.console import say
-    from infra.ray_runtime import copy_session_logs, ensure_ray
-    from infra.serving import start_serve_app, stop_serve_app
-    from tasks.failures import format_failure_table, write_failure_report
-    from tasks.generate import run_generation
-    from tasks.reduce import run_reduce
-    from tasks.retrieval_stages import preflight_index, run_retrieval
+    from infra.ray_runtime import ensure_ray
     from tasks.tracking import check_tracking_reachable
-    from tasks.verdict import write_summary
 
     config = _resolve_paths(config)
     if config.gqm_goals:
@@ -53,49 +72,148 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
 
         load_goals(config.gqm_goals)  # a broken goal tree fails now, not after hours of judging
     check_tracking_reachable(config.mlflow.resolved_uri(Path.cwd()))
-    preflight_index(config.index)
     run_dir = config.resolved_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
-    layout = RunLayout(run_dir)
-    layout.config_json.write_text(config.model_dump_json(indent=2))
+    RunLayout(run_dir).config_json.write_text(config.model_dump_json(indent=2))
     dashboard = ensure_ray(config.ray.address, config.ray.num_cpus)
     say(f"Ray: {dashboard or 'local (no dashboard)'}; run directory: {run_dir}")
-    say("retrieve: ingest, chunk, embed, index, retrieve")
+    return config, run_dir
 
+
+def _all_judged(config: RunConfig, run_dir: Path, answers: Answers) -> bool:
+    """Every selected judge stage is finished for these answers and settings: nothing to ask a judge."""
+    from tasks.judge import judge_client_config, judging_finished
+
+    inputs = (answers.queries_path, answers.retrieved_path, answers.generations_path)
+    client = judge_client_config(config.judge, config.client)
+    return all(judging_finished(run_dir, name, inputs, config.judge, client, answers.top_k)
+               for name in config.judges)
+
+
+@contextmanager
+def _endpoint(config: RunConfig, generates: bool, keep_serving: bool, needed: bool = True):
+    """The shared LLM endpoint when the run needs one (None otherwise: a judge on its own endpoint and no
+    LLM reader, or nothing left to judge)."""
+    from infra.console import say
+    from infra.serving import llm_endpoint
+
+    if not needed or not config.needs_llm_endpoint(generates):
+        yield None
+        return
+    say(f"serving: the LLM endpoint (profile {config.serving.profile})")
+    announce = lambda text: say(f"serving: {text}")  # noqa: E731
+    with llm_endpoint(config.serving, keep=keep_serving, announce=announce) as url:
+        yield url
+
+
+def run_pipeline(config: RunConfig, from_stage: str | None = None,
+                 keep_serving: bool = False) -> PipelineResult:
+    from infra.console import say
+    from tasks.generate import run_generation
+    from tasks.retrieval_stages import preflight_index, run_retrieval
+
+    preflight_index(config.index)
+    config, run_dir = _prepare(config)
+    say("retrieve: ingest, chunk, embed, index, retrieve")
     retrieval = run_retrieval(
         run_dir, config.dataset, config.chunking, config.embedder, config.index, config.retrieval,
         force=_forced("retrieve", from_stage),
     )
     say(f"retrieval: {json.dumps(retrieval.metrics_summary, default=str)}")
-    say(f"serving: starting the LLM endpoint (profile {config.serving.profile}; minutes on CPU)")
-    base_url = start_serve_app(config.serving)
-    try:
-        say(f"generate: {len(config.readers)} readers x {len(config.retrieval.retrievers)} retrievers")
+    with _endpoint(config, generates=True, keep_serving=keep_serving) as base_url:
+        endpoints = ", ".join(system.name for system in config.systems)
+        say(f"generate: {len(config.readers)} readers x {len(config.retrieval.retrievers)} retrievers"
+            + (f" + endpoint systems {endpoints}" if endpoints else ""))
         generation = run_generation(
             run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers, config.client,
-            base_url, config.retrieval.top_k, force=_forced("generate", from_stage),
+            base_url, config.retrieval.top_k, force=_forced("generate", from_stage), systems=config.systems,
         )
-        judged = _judge(config, run_dir, retrieval, generation, base_url, _forced("judge", from_stage))
-    finally:
-        if not keep_serving:
-            stop_serve_app()
+        answers = Answers("generate", retrieval.queries_path, retrieval.retrieved_path, generation.path,
+                          config.retrieval.top_k, generation.summary, generation.reused,
+                          retrieval.metrics_summary, all(stage.reused for stage in retrieval.stages))
+        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage))
+    return _conclude(config, run_dir, answers, judged, from_stage)
+
+
+def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None,
+                   keep_serving: bool = False) -> PipelineResult:
+    """The user's systems' outputs (tasks.outputs.Outputs, already read and checked) through the judge,
+    reduce and track stages of `ccrs run`."""
+    from infra.console import say
+    from tasks.outputs import run_outputs_stage
+
+    config, run_dir = _prepare(config)
+    stage = run_outputs_stage(run_dir, outputs, force=_forced("generate", from_stage))
+    summary = stage.summary
+    say(f"outputs: {summary['rows']} answers of {len(summary['systems'])} systems to {summary['questions']} "
+        f"questions ({', '.join(summary['sources'])})")
+    top_k = max([len(c) for c in outputs.rows["contexts"]] + [1])
+    answers = Answers(OUTPUTS_STAGE, stage.queries_path, stage.retrieved_path, stage.generations_path,
+                      top_k, summary, stage.reused)
+    force = _forced("judge", from_stage)
+    needed = force or not _all_judged(config, run_dir, answers)
+    with _endpoint(config, generates=False, keep_serving=keep_serving, needed=needed) as base_url:
+        judged = _judge(config, run_dir, answers, base_url, force)
+    return _conclude(config, run_dir, answers, judged, from_stage)
+
+
+def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | None, force: bool) -> dict:
+    """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
+    same answers, through the same stage, against the judge's endpoint."""
+    from infra.console import say
+    from tasks.judge import judge_client_config, probe_judge, run_judging
+
+    judge_url = config.judge.base_url or base_url
+    client = judge_client_config(config.judge, config.client)
+    where = f" at {judge_url}" if config.judge.base_url else ""
+    say(f"judge: {', '.join(config.judges)} ({config.judge.model}{where})")
+    if judge_url is not None:  # None: every judge stage is finished (nothing is sent)
+        probe_judge(config.judges, config.judge, client, judge_url)
+    judged = {}
+    for name in config.judges:
+        judged[name] = run_judging(
+            run_dir, name, answers.queries_path, answers.retrieved_path, answers.generations_path,
+            config.judge, client, judge_url, answers.top_k, force=force,
+        )
+        say(f"judge {name}: {judge_requests_line(judged[name].summary, judged[name].reused)}")
+    return judged
+
+
+def judge_requests_line(summary: dict, reused: bool) -> str:
+    """Where a judge stage's judgments came from: `24 judgments: 0 new judge requests (stage reused)`."""
+    if reused:
+        return f"{summary.get('judgments', 0)} judgments: 0 new judge requests (finished stage reused)"
+    return (f"{summary.get('judgments', 0)} judgments: {summary.get('judge_requests', 0)} new judge "
+            f"requests, {summary.get('cache_hits', 0)} from the judgment cache, "
+            f"{summary.get('resumed', 0)} resumed")
+
+
+def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict,
+              from_stage: str | None) -> PipelineResult:
+    from infra.console import say
+    from infra.ray_runtime import copy_session_logs
+    from tasks.failures import format_failure_table, write_failure_report
+    from tasks.reduce import run_reduce
+    from tasks.verdict import write_summary
+
+    layout = RunLayout(run_dir)
     say("reduce: statistics (randomized Tukey HSD, Holm, bootstrap CIs)")
     reduce = run_reduce(
         run_dir, [outputs.scores_path for outputs in judged.values()], config.stats.b, config.stats.seed,
         config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
     )
+    generated = {"generate": answers.summary} if answers.stage == "generate" else {}
     failures_path, failures = write_failure_report(
-        run_dir,
-        {"generate": generation.summary, **{_stage(name): out.summary for name, out in judged.items()}})
+        run_dir, {**generated, **{_stage(name): out.summary for name, out in judged.items()}})
     say(format_failure_table(failures))
     summary_path = write_summary(run_dir)
     copy_session_logs(layout.ray_logs_dir)
     say("track: logging to MLflow")
-    tracked = _track(config, run_dir, retrieval, generation, judged, reduce, failures_path,
+    tracked = _track(config, run_dir, answers, judged, reduce, failures_path,
                      force=_forced("track", from_stage))
-    stages = {"retrieve": {"reused": all(stage.reused for stage in retrieval.stages),
-                           "summary": retrieval.counts},
-              "generate": {"reused": generation.reused, "summary": generation.summary},
+    stages = {**({"retrieve": {"reused": answers.retrieval_reused, "summary": answers.retrieval}}
+                 if answers.stage == "generate" else {}),
+              answers.stage: {"reused": answers.reused, "summary": answers.summary},
               **{_stage(name): {"reused": out.reused, "summary": out.summary}
                  for name, out in judged.items()},
               "reduce": {"reused": reduce.reused, "summary": reduce.summary}}
@@ -106,59 +224,57 @@ def _stage(suite: str) -> str:
     return RunLayout.judge_stage(suite)
 
 
-def _judge(config: RunConfig, run_dir: Path, retrieval, generation, base_url: str, force: bool) -> dict:
-    """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
-    same generations, through the same stage."""
-    from infra.console import say
-    from tasks.judge import run_judging
+def _provenance(config: RunConfig, answers: Answers, judged: dict) -> dict:
+    from tasks.tracking import git_commit, package_versions
 
-    say(f"judge: {', '.join(config.judges)} ({config.judge.model})")
-    return {
-        name: run_judging(
-            run_dir, name, retrieval.queries_path, retrieval.retrieved_path, generation.path, config.judge,
-            config.client, base_url, config.retrieval.top_k, force=force,
-        )
-        for name in config.judges
+    provenance = {
+        "git_commit": git_commit(REPO_ROOT),
+        "packages": package_versions(),
+        "seeds": {"client": config.client.seed, "stats": config.stats.seed},
+        "models": {"judge": config.judge.model},
+        "prompt_versions": {f"{name}_judge": out.summary.get("prompt_version")
+                            for name, out in judged.items()},
     }
+    if answers.stage == "generate":
+        provenance["models"].update(readers=[r.model or r.kind for r in config.readers],
+                                    embedder=config.embedder.model)
+        provenance["prompt_versions"]["reader"] = answers.summary["prompt_version"]
+        if config.systems:
+            provenance["endpoint_systems"] = [system.name for system in config.systems]
+    else:
+        provenance["outputs"] = {"sources": answers.summary.get("sources", []),
+                                 "systems": sorted(answers.summary.get("systems", {}))}
+    return provenance
 
 
-def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path: Path, force: bool) -> dict:
+def _track(config, run_dir, answers: Answers, judged, reduce, failures_path: Path, force: bool) -> dict:
     from tasks.stage import code_version, run_stage, stage_key
-    from tasks.tracking import git_commit, log_pipeline_run, package_versions
+    from tasks.tracking import log_pipeline_run
 
     tracking_uri = config.mlflow.resolved_uri(Path.cwd())
     key = stage_key("track", {"uri": tracking_uri, "experiment": config.mlflow.experiment,
                               "gqm_goals": config.gqm_goals}, [reduce.key],
                     code_version("tasks.tracking", "pipelines.tools.gqm_report"))
+    layout = RunLayout(run_dir)
 
     def log(out_dir: Path) -> dict:
-        provenance = {
-            "git_commit": git_commit(REPO_ROOT),
-            "packages": package_versions(),
-            "seeds": {"client": config.client.seed, "stats": config.stats.seed},
-            "models": {"judge": config.judge.model, "readers": [r.model or r.kind for r in config.readers],
-                       "embedder": config.embedder.model},
-            "prompt_versions": {f"{name}_judge": out.summary.get("prompt_version")
-                                for name, out in judged.items()},
-        }
-        provenance["prompt_versions"]["reader"] = generation.summary["prompt_version"]
         tracked = log_pipeline_run(
             tracking_uri=tracking_uri,
             experiment=config.mlflow.experiment,
             run_name=config.mlflow.run_name or config.name,
             config=config.model_dump(mode="json"),
-            provenance=provenance,
+            provenance=_provenance(config, answers, judged),
             stats_dir=reduce.out_dir,
-            generations_path=generation.path,
+            generations_path=answers.generations_path,
             judgments_paths={name: out.judgments_path for name, out in judged.items()},
-            queries_path=retrieval.queries_path,
-            retrieval_metrics=retrieval.metrics_summary,
-            stage_summaries={"generate": generation.summary,
+            queries_path=answers.queries_path,
+            retrieval_metrics=answers.retrieval,
+            stage_summaries={answers.stage: answers.summary,
                              **{_stage(name): out.summary for name, out in judged.items()}},
             failures_path=failures_path,
-            pending_marker=RunLayout(run_dir).track_pending,
-            summary_path=RunLayout(run_dir).summary_md,
-            logs_dir=RunLayout(run_dir).logs_dir,
+            pending_marker=layout.track_pending,
+            summary_path=layout.summary_md,
+            logs_dir=layout.logs_dir,
         )
         if config.gqm_goals:
             from pipelines.tools.gqm_report import log_to_mlflow, write_report
@@ -169,3 +285,4 @@ def _track(config, run_dir, retrieval, generation, judged, reduce, failures_path
                 "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}
 
     return run_stage(run_dir, "track", key, log, force=force).summary
+

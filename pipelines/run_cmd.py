@@ -5,7 +5,6 @@ outputs, `--from-stage` recomputes from a stage on, and a failed stage leaves ea
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -22,8 +21,28 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--from-stage", choices=STAGES, help="recompute this stage and all later ones")
     parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint "
                         "(e.g. the RayService) instead of deploying the Serve app")
+    add_judge_endpoint_arguments(parser)
+    parser.add_argument("--experiment", help="MLflow experiment (default: the config's mlflow.experiment)")
     parser.add_argument("--keep-serving", action="store_true", help="leave the Serve app up after the run")
     parser.add_argument("--check-config", action="store_true", help="validate the config and exit")
+
+
+def add_judge_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """--llm-base-url's counterpart for the judge alone (`ccrs run` and `ccrs evaluate`)."""
+    parser.add_argument("--judge-base-url", help="the judge's own OpenAI-compatible /v1 endpoint, apart from "
+                        "the readers' (key: $CCRS_JUDGE_API_KEY or the secrets file); sets judge.base_url")
+    parser.add_argument("--judge-model", help="the judge model id at that endpoint; sets judge.model")
+
+
+def judge_endpoint_overrides(args: argparse.Namespace) -> dict:
+    overrides = {}
+    if args.judge_base_url:
+        overrides["judge.base_url"] = args.judge_base_url.rstrip("/")
+    if args.judge_model:
+        overrides["judge.model"] = args.judge_model
+    if args.experiment:
+        overrides["mlflow.experiment"] = args.experiment
+    return overrides
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
@@ -40,7 +59,7 @@ def console_log(args: argparse.Namespace) -> Path | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from infra.console import print_markdown, say
+    from infra.console import say
 
     try:
         config = load_config(args.config, _overrides(args))
@@ -48,8 +67,9 @@ def main(args: argparse.Namespace) -> int:
         say(f"ccrs run: {exc}", err=True)
         return 2
     if args.check_config:
+        endpoints = f" + {len(config.systems)} endpoint systems" if config.systems else ""
         say(f"config OK: {config.name} ({len(config.readers)} readers x "
-            f"{len(config.retrieval.retrievers)} retrievers)")
+            f"{len(config.retrieval.retrievers)} retrievers{endpoints})")
         return 0
     if config.serving.profile == "cluster":
         print_cost_plan(config)
@@ -58,14 +78,39 @@ def main(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     layout = RunLayout(config.resolved_run_dir())
+    code, result = run_guarded("ccrs run", layout,
+                               lambda: run_pipeline(config, from_stage=args.from_stage,
+                                                    keep_serving=args.keep_serving))
+    if result is None:
+        return code
+    report_result(result, layout, started)
+    return 0
+
+
+def run_guarded(command: str, layout, work) -> tuple[int, object | None]:
+    """(0, result) of `work()`; an expected failure is one line and (1, None), a judge endpoint that cannot
+    serve the config's scoring (2, None); Ray is shut down either way."""
+    from infra.console import say
+    from infra.ray_runtime import shutdown_ray
+    from judges.scoring import ScoringUnsupportedError
+
     try:
-        result = run_pipeline(config, from_stage=args.from_stage, keep_serving=args.keep_serving)
+        return 0, work()
+    except ScoringUnsupportedError as exc:
+        say(f"{command}: {exc}", err=True)
+        return 2, None
     except _expected_errors() as exc:
-        say(f"ccrs run: {type(exc).__name__}: {exc}", err=True)
+        say(f"{command}: {type(exc).__name__}: {exc}", err=True)
         say(f"finished stages are kept in {layout.root}; rerunning resumes from there", err=True)
-        return 1
+        return 1, None
     finally:
-        _shutdown_ray()
+        shutdown_ray()
+
+
+def report_result(result, layout, started: float) -> None:
+    """The verdict, where the outputs are, the MLflow links: the end of `ccrs run` and `ccrs evaluate`."""
+    from infra.console import print_markdown, say
+
     say()
     print_markdown(layout.summary_md.read_text())
     say(f"\nfinished in {time.perf_counter() - started:.0f} s; outputs in {result.run_dir}")
@@ -79,7 +124,6 @@ def main(args: argparse.Namespace) -> int:
                   PER_SAMPLE_TABLE_ARTIFACT))
     if not result.tracked["tracking_uri"].startswith("http"):
         say(f"browse it: mlflow ui --backend-store-uri {result.tracked['tracking_uri']} --host 127.0.0.1")
-    return 0
 
 
 def print_cost_plan(config: RunConfig) -> None:
@@ -92,16 +136,6 @@ def print_cost_plan(config: RunConfig) -> None:
         say(render(cost_plan(config)) + "\n")
     except Exception as exc:  # noqa: BLE001 - the plan is advice; the run goes on without it
         say(f"ccrs run: no cost plan ({type(exc).__name__}: {exc}); see `ccrs plan cost`")
-
-
-def _shutdown_ray() -> None:
-    """Shut Ray down while its last messages still go to the log file (the in-process Ray would stop at
-    exit anyway, printing them on the terminal; a cluster joined at an address keeps running)."""
-    if "ray" in sys.modules:
-        import ray
-
-        if ray.is_initialized():
-            ray.shutdown()
 
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
@@ -131,7 +165,7 @@ def _overrides(args: argparse.Namespace) -> dict:
         overrides["judges"] = args.judges
     if args.run_dir:
         overrides["run_dir"] = str(Path(args.run_dir).resolve())
-    return overrides
+    return {**overrides, **judge_endpoint_overrides(args)}
 
 
 __all__ = ["add_arguments", "main", "RunConfig", "REPO_ROOT"]

@@ -10,9 +10,15 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
     parser.add_argument(
-        "scores", type=Path, help="Parquet or CSV with columns query_id, system, metric, score"
+        "scores", type=Path, help="Parquet, CSV or JSONL of per-sample scores: long (query_id, system, "
+        "metric, score) or wide (query_id, system and one column per metric); question_id or id may stand "
+        "for query_id"
     )
-    parser.add_argument("--out", type=Path, required=True, help="output folder (stats.json, tables/, plots/)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (stats.json, tables/, plots/, "
+                        "summary.md: the verdict, printed again by `ccrs show OUT`)")
+    parser.add_argument("--scale", nargs="+", metavar="MIN MAX", help="the scores' scale, mapped onto [0, 1] "
+                        "(e.g. --scale 1 5 or --scale 1-5 for a Likert mark, --scale 0 100); default: the "
+                        "scores are already on [0, 1]")
     parser.add_argument(
         "--hypotheses", type=Path, default=None, help="hypotheses YAML (see configs/hypotheses)"
     )
@@ -20,32 +26,48 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same output)")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--markdown", action="store_true", help="print the verdict's Markdown source")
 
 
 def main(args: argparse.Namespace) -> int:
+    from infra.console import print_markdown, say
     from stats.errors import StatsInputError
-    from stats.hypotheses import load_hypotheses
-    from judges.suite import metric_order
-    from stats.report import compute_all, load_scores, write_outputs
-    from tasks.reduce import suite_membership
+    from stats.scores import read_scores_file
+    from tasks.reduce import reduce_user_scores, user_scores
 
     try:
-        scores = load_scores(args.scores)
-        hypotheses = load_hypotheses(args.hypotheses) if args.hypotheses is not None else None
-        with _progress(scores["metric"].nunique(), disabled=args.no_progress) as advance:
-            result = compute_all(
-                scores, hypotheses, b=args.b, seed=args.seed, alpha=args.alpha, on_metric=advance,
-                metric_order=metric_order(), metric_suites=suite_membership(),
-            )
-        written = write_outputs(result, scores, args.out)
+        frame = user_scores(read_scores_file(args.scores), parse_scale(args.scale))
+        with _progress(frame["metric"].nunique(), disabled=args.no_progress) as advance:
+            result, written, verdict = reduce_user_scores(
+                frame, args.out, hypotheses_path=args.hypotheses, b=args.b, seed=args.seed,
+                alpha=args.alpha, title=args.scores.name, on_metric=advance)
     except StatsInputError as error:
         print(f"ccrs stats: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
         print(f"ccrs stats: error: cannot write to {args.out}: {error}", file=sys.stderr)
         return 2
+    if args.markdown:
+        say(verdict)
+    else:
+        print_markdown(verdict)
     _print_summary(result, written, args.out)
     return 0
+
+
+def parse_scale(values: list[str] | None) -> tuple[float, float] | None:
+    """`--scale 1 5`, `--scale 1-5` -> (1.0, 5.0); None without --scale."""
+    from stats.errors import StatsInputError
+
+    if not values:
+        return None
+    parts = values[0].split("-", 1) if len(values) == 1 and "-" in values[0].lstrip("-") else values
+    try:
+        low, high = (float(part) for part in parts)
+    except ValueError as exc:
+        raise StatsInputError(f"--scale takes MIN MAX (e.g. --scale 1 5 or --scale 1-5), got "
+                              f"{' '.join(values)}") from exc
+    return low, high
 
 
 def _print_comparison(rows: list[dict]) -> None:
@@ -54,7 +76,7 @@ def _print_comparison(rows: list[dict]) -> None:
     for row in rows:
         power = row["discriminative_power"]
         shown = "n/a" if power is None else f"{power:.3f}"
-        by_suite.setdefault(row["suite"] or "(no suite)", []).append(f"{row['metric']} {shown}")
+        by_suite.setdefault(row["suite"] or "your metrics", []).append(f"{row['metric']} {shown}")
     for suite, metrics in by_suite.items():
         print(f"  discriminative power, {suite}: {', '.join(metrics)}")
 

@@ -41,9 +41,12 @@ def read_scores_file(path: str | Path) -> pd.DataFrame:
         if suffix in (".csv", ".tsv"):
             # Read everything as text so that a non-numeric score is reported, not silently coerced.
             return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+        if suffix == ".jsonl":
+            return pd.read_json(path, lines=True, dtype=False)
     except (OSError, ValueError) as error:
         raise StatsInputError(f"cannot read scores file {path}: {error}") from error
-    raise StatsInputError(f"scores file must be Parquet (.parquet) or CSV (.csv), got {path.name}")
+    raise StatsInputError(f"scores file must be Parquet (.parquet), CSV (.csv) or JSONL (.jsonl), got "
+                          f"{path.name}")
 
 
 def validate_scores(frame: pd.DataFrame) -> pd.DataFrame:
@@ -109,7 +112,8 @@ def _score_column(frame: pd.DataFrame) -> pd.Series:
     numeric = numeric.astype(np.float64)
     outside = numeric.notna() & ~numeric.between(0.0, 1.0)
     if outside.any():
-        raise StatsInputError(f"score outside [0, 1] in row(s) {_rows(outside, numeric)}")
+        raise StatsInputError(f"score outside [0, 1] in row(s) {_rows(outside, numeric)}; scores on another "
+                              "scale need it named (ccrs stats --scale MIN MAX, e.g. --scale 1 5)")
     return numeric
 
 
@@ -134,3 +138,49 @@ def _rows(mask: pd.Series, values: pd.Series | None = None) -> str:
 def _plain(value):
     """numpy scalars as Python scalars, so that messages show 1.5 rather than np.float64(1.5)."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+ID_ALIASES = ("query_id", "question_id", "id")  # a per-question id column, as the evaluation tools name it
+KEY_COLUMNS = ("system",)
+
+
+def long_scores(frame: pd.DataFrame) -> pd.DataFrame:
+    """Long format (query_id, system, metric, score) from long or wide input: wide = one row per (question,
+    system) with one column per metric (every column besides the id and `system`)."""
+    if not isinstance(frame, pd.DataFrame):
+        raise StatsInputError(f"scores must be a pandas DataFrame, got {type(frame).__name__}")
+    ids = [name for name in ID_ALIASES if name in frame.columns]
+    if not ids:
+        raise StatsInputError(f"scores lack a question id column ({' | '.join(ID_ALIASES)}); found "
+                              f"{list(frame.columns)}")
+    frame = frame.rename(columns={ids[0]: "query_id"})
+    if "system" not in frame.columns:
+        raise StatsInputError(f"scores lack a system column; found {list(frame.columns)}")
+    if {"metric", "score"} <= set(frame.columns):
+        return frame
+    metrics = [name for name in frame.columns if name not in ("query_id", "system", *ids[1:])]
+    if not metrics:
+        raise StatsInputError("scores have neither metric/score columns (long format) nor metric columns "
+                              "(wide format: one column per metric beside query_id and system)")
+    return frame.melt(id_vars=["query_id", "system"], value_vars=metrics, var_name="metric",
+                      value_name="score")
+
+
+def rescale_scores(frame: pd.DataFrame, low: float, high: float) -> pd.DataFrame:
+    """Scores on [low, high] (e.g. a 1-5 Likert mark) mapped linearly onto [0, 1]; a score outside the
+    scale is an error naming the rows, never clipped. Empty scores stay empty."""
+    if not high > low:
+        raise StatsInputError(f"--scale needs MIN < MAX, got {low:g} {high:g}")
+    frame = frame.copy()
+    raw = frame["score"]
+    text = raw.astype(str).str.strip()
+    empty = raw.isna() | (text == "")
+    numeric = pd.to_numeric(raw.where(~empty), errors="coerce")
+    not_numeric = numeric.isna() & ~empty
+    if not_numeric.any():
+        raise StatsInputError(f"non-numeric score in row(s) {_rows(not_numeric, raw)}")
+    outside = numeric.notna() & ~numeric.between(low, high)
+    if outside.any():
+        raise StatsInputError(f"score outside the scale {low:g}-{high:g} in row(s) {_rows(outside, numeric)}")
+    frame["score"] = (numeric - low) / (high - low)
+    return frame

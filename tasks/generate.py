@@ -1,15 +1,19 @@
-"""Generation stage: three readers x two retrievers = six RAG systems (A-F, paper section 3.2).
+"""Generation stage: three readers x two retrievers = six RAG systems (A-F, paper section 3.2), and the
+user's own RAG services (`systems: [{kind: endpoint, ...}]`), each a system named by its entry.
 
 Labels are reader-major with retrievers in the paper's order [bm25, knn]: A=reader1+bm25, B=reader1+knn,
 C=reader2+bm25, D=reader2+knn, E=reader3+bm25, F=reader3+knn. LLM readers go through the shared client,
 fanned out from Ray tasks with bounded concurrency; a request that still fails after the client's
-retries becomes a row with status 'failed', not a crash.
+retries becomes a row with status 'failed', not a crash. An endpoint system's row keeps the passages the
+service answered from in `contexts` (None for the built-in systems: their chunks are in retrieved.parquet).
+A rerun of a finished stage whose rows hold failures asks again for those rows only.
 """
 from __future__ import annotations
 
 import string
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from judges.client import ContextLengthError, LLMClient, LLMRequestError
-from judges.config import ClientConfig, ReaderConfig
+from judges.config import ClientConfig, EndpointSystemConfig, ReaderConfig
 from judges.readers import (
     PROMPT_VERSION,
     extract_answer,
@@ -26,11 +30,12 @@ from judges.readers import (
     generation_prompt,
     reader_request,
 )
+from judges.service import ServiceClient, ServiceError
 from judges.tokens import token_counter
 from retrievers.methods import RETRIEVAL_METHODS
 from tasks.fanout import fan_out, fan_out_report
 from tasks.layout import GENERATIONS_FILE
-from tasks.stage import StageCheckpoint, code_version, file_fingerprint, run_stage, stage_key
+from tasks.stage import StageCheckpoint, code_version, file_fingerprint, read_manifest, run_stage, stage_key
 
 __all__ = ["fan_out", "run_generation", "system_label", "top_k_contexts"]
 
@@ -39,8 +44,9 @@ RETRIEVER_ORDER = tuple(RETRIEVAL_METHODS)
 GENERATION_COLUMNS = [
     "query_id", "system", "retriever", "reader", "prompt", "response_raw", "answer", "tagged",
     "n_chunks_used", "n_chunks_truncated", "chunk_ids", "prompt_tokens", "completion_tokens", "status",
-    "error",
+    "error", "contexts",
 ]
+ENDPOINT_RETRIEVER = "own"  # an endpoint system retrieves for itself
 CODE_VERSION = code_version(__name__)
 
 
@@ -69,13 +75,17 @@ def system_label(reader_index: int, retriever: str) -> str:
     return string.ascii_uppercase[reader_index * len(RETRIEVER_ORDER) + RETRIEVER_ORDER.index(retriever)]
 
 
-def system_table(readers: Sequence[ReaderConfig]) -> dict[str, dict[str, str]]:
-    """label -> {reader, retriever, model}: what each letter means in this run."""
-    return {
+def system_table(readers: Sequence[ReaderConfig],
+                 systems: Sequence[EndpointSystemConfig] = ()) -> dict[str, dict[str, str]]:
+    """label -> {reader, retriever, model}: what each letter (and each endpoint system) means in this run."""
+    table = {
         system_label(i, retriever): {"reader": r.name, "retriever": retriever, "model": r.model or r.kind}
         for i, r in enumerate(readers)
         for retriever in RETRIEVER_ORDER
     }
+    table.update({s.name: {"reader": s.name, "retriever": ENDPOINT_RETRIEVER, "model": "endpoint"}
+                  for s in systems})
+    return table
 
 
 def default_tokenizer(reader_model: str | None) -> str | None:
@@ -93,7 +103,7 @@ def default_tokenizer(reader_model: str | None) -> str | None:
 
 def _row(item: GenerationItem, **values: Any) -> dict[str, Any]:
     row = {"query_id": item.query_id, "system": item.system, "retriever": item.retriever,
-           "reader": item.reader.name, "chunk_ids": item.chunk_ids, "error": None}
+           "reader": item.reader.name, "chunk_ids": item.chunk_ids, "error": None, "contexts": None}
     row.update(values)
     return row
 
@@ -138,6 +148,63 @@ def generate_extractive(item: GenerationItem) -> dict[str, Any]:
     return _row(item, prompt=prompt, response_raw=f"<answer>{answer}</answer>", answer=answer, tagged=True,
                 n_chunks_used=len(item.chunks), n_chunks_truncated=0, prompt_tokens=0, completion_tokens=0,
                 status="ok")
+
+
+# --- endpoint systems (the user's own RAG services) ------------------------------------------------------
+
+@dataclass(frozen=True)
+class EndpointItem:
+    system: EndpointSystemConfig
+    query_id: str
+    question: str
+
+
+def endpoint_row(item: EndpointItem, client: ServiceClient) -> tuple[dict[str, Any], int]:
+    """The service's answer as a generated row (failed: recorded with the reason), and the requests sent."""
+    base = {"query_id": item.query_id, "system": item.system.name, "retriever": ENDPOINT_RETRIEVER,
+            "reader": item.system.name, "prompt": item.question, "n_chunks_truncated": 0,
+            "prompt_tokens": 0, "completion_tokens": 0, "tagged": True}
+    try:
+        reply = client.ask(item.query_id, item.question)
+    except ServiceError as exc:
+        return {**base, "response_raw": None, "answer": None, "n_chunks_used": 0, "chunk_ids": [],
+                "status": "failed", "error": f"service {item.system.name}: {exc}"[:2000],
+                "contexts": []}, exc.attempts
+    ids = [f"{item.system.name}/{item.query_id}/{rank}" for rank in range(1, len(reply.contexts) + 1)]
+    return {**base, "response_raw": reply.answer, "answer": reply.answer,
+            "n_chunks_used": len(reply.contexts), "chunk_ids": ids, "status": "ok", "error": None,
+            "contexts": reply.contexts}, reply.attempts
+
+
+def generate_endpoints(systems: Sequence[EndpointSystemConfig], queries: pd.DataFrame,
+                       done: dict[str, dict], checkpoint: StageCheckpoint | None,
+                       progress: bool) -> tuple[list[dict], dict[str, Any]]:
+    """Every question to every endpoint system, `concurrency` requests in flight per system; rows already
+    in `done` are not asked again, answered rows are checkpointed as they come."""
+    rows, report = [], {}
+    for system in systems:
+        items = [EndpointItem(system, str(q.query_id), str(q.text)) for q in queries.itertuples(index=False)]
+        todo = [item for item in items if f"{system.name}/{item.query_id}" not in done]
+        rows += [done[f"{system.name}/{item.query_id}"] for item in items
+                 if f"{system.name}/{item.query_id}" in done]
+        with ServiceClient(system) as client, ThreadPoolExecutor(system.concurrency) as pool:
+            results = list(_progress(pool.map(lambda item: endpoint_row(item, client), todo), len(todo),
+                                     f"generate {system.name}", progress))
+        fresh = [row for row, _ in results]
+        if checkpoint is not None:
+            checkpoint.save({f"{r['system']}/{r['query_id']}": r for r in fresh if r["status"] == "ok"})
+        sent = sum(attempts for _, attempts in results)
+        report[system.name] = {"questions": len(items), "resumed": len(items) - len(todo), "sent": sent,
+                               "retries": sent - len(todo),
+                               "failed": sum(r["status"] == "failed" for r in fresh)}
+        rows += fresh
+    return rows, report
+
+
+def _progress(iterable, total: int, desc: str, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="q", disable=not enabled or not total)
 
 
 # --- inputs ----------------------------------------------------------------------------------------------
@@ -193,12 +260,17 @@ def generate_all(items: list[GenerationItem], client: ClientConfig, base_url: st
 
 
 def generation_summary(frame: pd.DataFrame, readers: Sequence[ReaderConfig], seconds: float,
-                       requests: dict[str, Any]) -> dict[str, Any]:
+                       requests: dict[str, Any], systems: Sequence[EndpointSystemConfig] = (),
+                       endpoints: dict[str, Any] | None = None) -> dict[str, Any]:
     by_system = frame.groupby("system")
+    failed = frame[frame["status"] == "failed"]
     return {
         "rows": len(frame),
         "prompt_version": PROMPT_VERSION,
-        "systems": system_table(readers),
+        "systems": system_table(readers, systems),
+        "failure_reasons": {k: int(v) for k, v in
+                            failed["error"].astype(str).str.slice(0, 60).value_counts().head(10).items()},
+        "endpoint_requests": endpoints or {},
         "failed": {k: int(v) for k, v in by_system["status"].apply(lambda s: (s == "failed").sum()).items()},
         "untagged": {
             k: int(v) for k, v in by_system["tagged"].apply(lambda s: (~s.astype(bool)).sum()).items()
@@ -220,27 +292,55 @@ def run_generation(
     retrieved_path: Path,
     readers: list[ReaderConfig],
     client: ClientConfig,
-    base_url: str,
+    base_url: str | None,
     top_k: int,
     force: bool = False,
     progress: bool = True,
+    systems: Sequence[EndpointSystemConfig] = (),
 ) -> GenerationOutputs:
-    if not 1 <= len(readers) <= len(string.ascii_uppercase) // len(RETRIEVER_ORDER):
-        raise ValueError(f"need between 1 and 13 readers, got {len(readers)}")
+    if len(readers) > len(string.ascii_uppercase) // len(RETRIEVER_ORDER) or not (readers or systems):
+        raise ValueError(f"need 1 to 13 readers or at least one endpoint system, got {len(readers)} readers")
     config = {"readers": readers, "seed": client.seed, "top_k": top_k, "prompt": PROMPT_VERSION}
+    if systems:  # (absent otherwise: the key of a run without endpoint systems is as before)
+        config["systems"] = [s.model_dump(mode="json", exclude={"timeout_s", "concurrency", "max_retries"})
+                             for s in systems]
     key = stage_key("generate", config, [file_fingerprint(queries_path), file_fingerprint(retrieved_path)],
                     CODE_VERSION)
+    out_dir = Path(run_dir) / "generate"
+    retry = _rows_to_retry(out_dir, key)
 
     def compute(out_dir: Path) -> dict:
         started = time.perf_counter()
         queries = pd.read_parquet(queries_path)
         retrieved = pd.read_parquet(retrieved_path)
         checkpoint = StageCheckpoint(run_dir, "generate", key)
+        if retry:
+            checkpoint.save(retry)
         rows, requests = generate_all(build_items(queries, retrieved, readers, top_k), client, base_url,
                                       progress, checkpoint)
-        frame = pd.DataFrame(rows, columns=GENERATION_COLUMNS).sort_values(["system", "query_id"])
+        endpoint_rows, endpoints = generate_endpoints(systems, queries, checkpoint.load(), checkpoint,
+                                                      progress)
+        frame = pd.DataFrame(rows + endpoint_rows, columns=GENERATION_COLUMNS)
+        frame = frame.sort_values(["system", "query_id"])
         frame.to_parquet(out_dir / GENERATIONS_FILE, index=False)
-        return generation_summary(frame, readers, time.perf_counter() - started, requests)
+        return generation_summary(frame, readers, time.perf_counter() - started, requests, systems, endpoints)
 
-    result = run_stage(run_dir, "generate", key, compute, force=force)
+    result = run_stage(run_dir, "generate", key, compute, force=force or bool(retry))
     return GenerationOutputs(result.out_dir / GENERATIONS_FILE, result.summary, result.reused)
+
+
+def _rows_to_retry(out_dir: Path, key: str) -> dict[str, dict]:
+    """A finished output of this key with failed rows: its answered rows (kept), so that a rerun asks again
+    for the failed ones only. Empty when there is nothing to retry."""
+    manifest = read_manifest(out_dir)
+    failed = sum(((manifest or {}).get("summary", {}).get("failed") or {}).values())
+    if not manifest or manifest.get("key") != key or not failed:
+        return {}
+    frame = pd.read_parquet(out_dir / GENERATIONS_FILE)
+    answered = frame[frame["status"] == "ok"]
+    return {f"{row['system']}/{row['query_id']}": _plain_row(row) for row in answered.to_dict("records")}
+
+
+def _plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row read back from Parquet as JSON-able values (arrays as lists) for the checkpoint."""
+    return {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in row.items()}

@@ -29,10 +29,19 @@ from judges.tokens import token_counter
 from tasks.fanout import fan_out_report, prefix_order
 from tasks.generate import default_tokenizer, top_k_contexts
 from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
-from tasks.stage import StageCheckpoint, StageResult, code_version, file_fingerprint, run_stage, stage_key
+from tasks.stage import (
+    StageCheckpoint,
+    StageResult,
+    code_version,
+    file_fingerprint,
+    read_manifest,
+    run_stage,
+    stage_key,
+)
 
 JUDGMENT_COLUMNS = [*Judgment.COLUMNS, "suspicious", "injection_markers"]
 SCORE_COLUMNS = ["query_id", "system", "metric", "score"]
+JUDGE_ENDPOINT_FIELDS = frozenset({"base_url", "api_key_env"})
 
 
 @dataclass
@@ -59,8 +68,9 @@ def parse_exact_answers(value: Any) -> list[str]:
 
 def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd.DataFrame,
                  top_k: int) -> tuple[list[Sample], list[dict]]:
-    """Judge inputs for generated rows (the context is what the reader saw); failed generations come
-    back separately (recorded as failed judgments)."""
+    """Judge inputs for generated rows (the context is what the reader saw: the retrieved chunks it used,
+    or, for a system that retrieves for itself, its own `contexts` column); failed generations come back
+    separately (recorded as failed judgments)."""
     contexts = top_k_contexts(retrieved, top_k)
     by_id = {str(q.query_id): q for q in queries.itertuples(index=False)}
     samples, failed = [], []
@@ -70,11 +80,15 @@ def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd
             failed.append({"query_id": str(row.query_id), "system": row.system, "error": row.error})
             continue
         query = by_id[str(row.query_id)]
-        key = (str(row.query_id), str(row.retriever))
-        if key not in chunk_texts:
-            context = contexts.get(key)
-            chunk_texts[key] = [] if context is None else context["text"].astype(str).tolist()
-        texts = chunk_texts[key][: int(row.n_chunks_used)]
+        own = getattr(row, "contexts", None)
+        if own is not None:
+            texts = [str(text) for text in own]
+        else:
+            key = (str(row.query_id), str(row.retriever))
+            if key not in chunk_texts:
+                context = contexts.get(key)
+                chunk_texts[key] = [] if context is None else context["text"].astype(str).tolist()
+            texts = chunk_texts[key][: int(row.n_chunks_used)]
         samples.append(Sample(
             query_id=str(row.query_id), system=row.system, question=str(query.text),
             response=str(row.answer or ""), ground_truth=str(getattr(query, "answer", "") or ""),
@@ -100,6 +114,25 @@ class _Evaluate:
             judgment.n_context_chunks = unit.n_context_chunks
             judgment.n_context_truncated = unit.n_context_truncated
         return judgments
+
+
+def judge_client_config(judge: JudgeConfig, client: ClientConfig) -> ClientConfig:
+    """The client settings of the judge's requests: the run's, with the judge's own key when the judge has
+    an endpoint of its own (judge.base_url)."""
+    return client.model_copy(update={"api_key_env": judge.api_key_env}) if judge.base_url else client
+
+
+def probe_judge(suites: list[str], judge: JudgeConfig, client: ClientConfig, base_url: str) -> None:
+    """Before any judging: an endpoint that cannot give what the judge config asks of it fails now, with
+    one clear line, not as a silent fallback on every judgment (`scoring: expected` needs token
+    log-probabilities and vLLM's continue_final_message)."""
+    reads_scoring = any(getattr(get_suite(name), "reads_scoring", False) for name in suites)
+    if judge.scoring != "expected" or not reads_scoring:
+        return
+    from judges.scoring import probe_expected_support
+
+    with LLMClient(client.model_copy(update={"max_retries": 1}), base_url) as llm:
+        probe_expected_support(llm, judge.model, judge.expected.top_logprobs)
 
 
 def judge_counter(judge: JudgeConfig):
@@ -307,9 +340,7 @@ def run_judging(
 ) -> JudgingOutputs:
     suite = get_suite(suite_name)
     stage = RunLayout.judge_stage(suite_name)
-    config = {"judge": judge, "seed": client.seed, "top_k": top_k}
-    upstream = [file_fingerprint(p) for p in (queries_path, retrieved_path, generations_path)]
-    key = stage_key(stage, config, upstream, stage_code_version(suite_name))
+    key = judging_key(suite_name, (queries_path, retrieved_path, generations_path), judge, client, top_k)
 
     def compute(out_dir: Path) -> dict:
         started = time.perf_counter()
@@ -327,6 +358,24 @@ def run_judging(
                                suite.prompt_version(judge), judge.model)
 
     return judging_outputs(suite_name, run_stage(run_dir, stage, key, compute, force=force))
+
+
+def judging_key(suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeConfig, client: ClientConfig,
+                top_k: int) -> str:
+    """The judge stage's key: its inputs (queries, retrieved, generations), the judge settings, the seed,
+    top-k and the code. Where the judge is reached (base_url, its key) does not change a judgment."""
+    config = {"judge": judge.model_dump(mode="json", exclude=JUDGE_ENDPOINT_FIELDS), "seed": client.seed,
+              "top_k": top_k}
+    upstream = [file_fingerprint(path) for path in inputs]
+    return stage_key(RunLayout.judge_stage(suite_name), config, upstream, stage_code_version(suite_name))
+
+
+def judging_finished(run_dir: Path, suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeConfig,
+                     client: ClientConfig, top_k: int) -> bool:
+    """Whether the run folder already holds this judge stage's output for exactly these inputs and settings
+    (a rerun then needs no judge endpoint for it)."""
+    manifest = read_manifest(RunLayout(run_dir).judge_dir(suite_name))
+    return bool(manifest) and manifest.get("key") == judging_key(suite_name, inputs, judge, client, top_k)
 
 
 def judging_outputs(suite: str, result: StageResult) -> JudgingOutputs:

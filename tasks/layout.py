@@ -4,6 +4,9 @@
       config.json  failures.json  summary.md  logs/
       ingest/ chunk/ embed/ index/ retrieve/ retrieval_metrics/     retrieval stages
       generate/generations.parquet                                  3 readers x 2 retrievers
+      outputs/queries.parquet, retrieved.parquet, generations.parquet  `ccrs evaluate`: the user's
+                                                                    systems' answers (instead of the
+                                                                    retrieval stages and generate)
       judge_<suite>/judgments.parquet, scores.parquet               one folder per judge suite
       reduce/stats.json, tables/, plots/                            statistics over every suite's scores
       track/                                                        MLflow run ids (and gqm/ when asked)
@@ -20,6 +23,9 @@ from pathlib import Path
 PIPELINE_STAGES = ("retrieve", "generate", "judge", "reduce", "track")  # --from-stage choices, in order
 RETRIEVAL_STAGES = ("ingest", "chunk", "embed", "index", "retrieve", "retrieval_metrics")
 JUDGE_PREFIX = "judge_"
+OUTPUTS_STAGE = "outputs"  # `ccrs evaluate`: the user's systems' outputs stand for retrieve + generate
+QUERIES_FILE = "queries.parquet"
+RETRIEVED_FILE = "retrieved.parquet"
 GENERATIONS_FILE = "generations.parquet"
 STATS_FILE = "stats.json"
 JUDGMENTS_FILE = "judgments.parquet"
@@ -37,18 +43,23 @@ class RunLayout:
     def stage_dir(self, stage: str) -> Path:
         return self.root / stage
 
-    # --- retrieval and generation
+    # --- retrieval and generation (or the user's outputs)
+    @property
+    def evaluates_outputs(self) -> bool:
+        """A `ccrs evaluate` run: the answers come from the user's systems, not from retrieve + generate."""
+        return self.stage_dir(OUTPUTS_STAGE).is_dir()
+
     @property
     def queries(self) -> Path:
-        return self.stage_dir("retrieve") / "queries.parquet"
+        return self.stage_dir(OUTPUTS_STAGE if self.evaluates_outputs else "retrieve") / QUERIES_FILE
 
     @property
     def retrieved(self) -> Path:
-        return self.stage_dir("retrieve") / "retrieved.parquet"
+        return self.stage_dir(OUTPUTS_STAGE if self.evaluates_outputs else "retrieve") / RETRIEVED_FILE
 
     @property
     def generations(self) -> Path:
-        return self.stage_dir("generate") / GENERATIONS_FILE
+        return self.stage_dir(OUTPUTS_STAGE if self.evaluates_outputs else "generate") / GENERATIONS_FILE
 
     # --- judging
     @staticmethod

@@ -43,6 +43,36 @@ def run_reduce(
     return run_stage(run_dir, "reduce", key, reduce_scores, force=force)
 
 
+def reduce_user_scores(scores: pd.DataFrame, out_dir: Path, *, scale: tuple[float, float] | None = None,
+                       hypotheses_path: str | Path | None = None, b: int = 10_000, seed: int = 0,
+                       alpha: float = 0.05, title: str = "your scores",
+                       on_metric=None) -> tuple[dict, list[Path], str]:
+    """Scores the user brings (`ccrs stats`, `ccrs_eval.compute_stats`): long or wide, on [0, 1] or on
+    `scale`, through the same statistics as a run; writes stats.json, tables/, plots/ and the verdict
+    (summary.md) into out_dir. The user's metric names are theirs: no judge suite is attached to them."""
+    from tasks.layout import SUMMARY_FILE
+    from tasks.verdict import build_stats_summary
+
+    frame = user_scores(scores, scale)
+    hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path is not None else None
+    result = compute_all(frame, hypotheses, b=b, seed=seed, alpha=alpha, on_metric=on_metric,
+                         metric_order=metric_order(), metric_suites={})
+    written = write_outputs(result, frame, out_dir)
+    verdict = build_stats_summary(result, title, str(hypotheses_path) if hypotheses_path else None)
+    summary = Path(out_dir) / SUMMARY_FILE
+    summary.write_text(verdict)
+    return result, [*written, summary], verdict
+
+
+def user_scores(scores: pd.DataFrame, scale: tuple[float, float] | None = None) -> pd.DataFrame:
+    """Validated long-format scores on [0, 1] from the user's long or wide table (StatsInputError, one
+    line, on anything else)."""
+    from stats.scores import long_scores, rescale_scores, validate_scores
+
+    frame = long_scores(scores)
+    return validate_scores(rescale_scores(frame, *scale) if scale is not None else frame)
+
+
 def suite_membership() -> dict[str, list[str]]:
     """{suite: its metric names} from the judge registry, as plain data for stats/ (which imports nothing
     of the project): it groups the discriminative power comparison (the CCRS paper's Table 3)."""

@@ -36,13 +36,12 @@ from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
 from retrievers.tokenization import load_tokenizer
 from retrievers.types import Hit, SearchIndex
 from tasks.stage import StageResult, code_version, file_fingerprint, read_manifest, run_stage, stage_key
+from tasks.layout import QUERIES_FILE, RETRIEVED_FILE
 
 CODE_VERSION = code_version(__name__)
-QUERIES_FILE = "queries.parquet"
 PASSAGES_FILE = "passages.parquet"
 CHUNKS_FILE = "chunks.parquet"
 VECTORS_FILE = "vectors.npy"
-RETRIEVED_FILE = "retrieved.parquet"
 METRICS_FILE = "retrieval_metrics.parquet"
 EMBED_PIECE = 1024  # texts per embedding call sent to an actor (progress granularity)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stats.letters import compact_letter_display
-from tasks.layout import RunLayout
+from tasks.layout import OUTPUTS_STAGE, RunLayout
 from tasks.stage import read_manifest
 
 
@@ -36,7 +36,7 @@ def build_summary(run_dir: Path) -> str:
     failures = _read_json(layout.failures_json)
     judges = _judge_summaries(layout)
     sections = [
-        _header(config, stats, judges),
+        _header(config, stats, judges) + _left_out(layout),
         _systems_section(layout, stats["systems"]),
         _means_section(stats, _metric_suites(judges)),
         _hypotheses_section(stats, config),
@@ -44,6 +44,18 @@ def build_summary(run_dir: Path) -> str:
         _judges_section(judges),
     ]
     return "\n\n".join(section for section in sections if section) + "\n"
+
+
+def build_stats_summary(stats: dict, title: str, hypotheses_path: str | None = None) -> str:
+    """The verdict of `ccrs stats` (scores the user brings): the same means, CIs, HSD letters and
+    hypotheses as a run's, without the run's systems, failures and judge."""
+    header = (f"# Verdict: {title}\n\n"
+              f"{stats['n_queries']} questions, {len(stats['systems'])} systems; randomized Tukey HSD with "
+              f"B = {stats['b']}, alpha = {stats['alpha']}, {int(round(100 * stats['ci_level']))}% bootstrap "
+              "CIs.")
+    config = {"stats": {"hypotheses": hypotheses_path}}
+    sections = [header, _means_section(stats, {}), _hypotheses_section(stats, config)]
+    return "\n\n".join(sections) + "\n"
 
 
 def letter_groups(block: dict[str, Any], alpha: float) -> dict[str, str]:
@@ -68,10 +80,25 @@ def _header(config: dict, stats: dict, judges: dict[str, dict]) -> str:
             "bootstrap CIs.")
 
 
+def _left_out(layout: RunLayout) -> str:
+    """`ccrs evaluate`: questions that not every system answered are outside the statistics; say so."""
+    if not layout.evaluates_outputs:
+        return ""
+    summary = (read_manifest(layout.stage_dir(OUTPUTS_STAGE)) or {}).get("summary") or {}
+    left_out = summary.get("questions_left_out", 0)
+    if not left_out:
+        return ""
+    return (f" {left_out} of {summary['questions']} questions were not answered by every system and are left "
+            "out of the statistics (which compare systems on the same questions).")
+
+
 def _systems_section(layout: RunLayout, systems: list[str]) -> str:
     makeup = _system_makeup(layout)
     if not makeup:
         return ""
+    if layout.evaluates_outputs:
+        rows = [f"| {system} | {_escape(makeup[system][1])} |" for system in systems if system in makeup]
+        return "## Systems\n\n| system | outputs |\n| --- | --- |\n" + "\n".join(rows)
     rows = [f"| {system} | {makeup[system][0]} | {makeup[system][1]} |" for system in systems
             if system in makeup]
     return "## Systems\n\n| system | retriever | reader |\n| --- | --- | --- |\n" + "\n".join(rows)

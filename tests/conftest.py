@@ -188,3 +188,64 @@ def ray_session():
 
     ensure_ray()
     yield
+
+
+class RagService:
+    """A small real RAG service on loopback, speaking the endpoint-system protocol (docs/evaluate.md):
+    POST {"question_id", "question"} -> {"answer", "contexts"}. It retrieves the question's BioASQ gold
+    snippets (the first three) and answers with the extractive reader's best sentence. While `failing`
+    holds question ids, those get HTTP 503 (an outage of part of the service); `requests` counts posts."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from threading import Thread
+
+        from judges.readers import extractive_answer
+
+        snippets = {q["body"]: [s["text"] for s in sample_field(q["snippets"])][:3]
+                    for q in bioasq_questions()}
+        self.failing: set[str] = set()
+        self.requests = 0
+        self.headers_seen: list[dict] = []
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                service.requests += 1
+                service.headers_seen.append(dict(self.headers))
+                if body["question_id"] in service.failing:
+                    self._send(503, {"error": "index shard unavailable"})
+                    return
+                contexts = snippets.get(body["question"], [])
+                self._send(200, {"answer": extractive_answer(body["question"], contexts, 1),
+                                 "contexts": contexts})
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):  # keep the test output clean
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/answer"
+        self.thread = Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def rag_service():
+    service = RagService()
+    try:
+        yield service
+    finally:
+        service.close()

@@ -26,7 +26,7 @@ from judges.client import ChatRequest
 from judges.readers import extractive_answer, fit_chunks, generation_prompt
 from judges.suite import JudgeSuite, Sample, get_suite
 from judges.tokens import CHARS_PER_TOKEN_FALLBACK, splits_numbers, token_counter, token_ids
-from pipelines.config import REPO_ROOT, RunConfig
+from pipelines.config import RESOURCE_ROOT, RunConfig
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 from tasks.generate import RETRIEVER_ORDER, default_tokenizer, system_label
@@ -44,7 +44,7 @@ CPU_BLOCK_TOKENS = 128
 CHUNK_CHARS_PER_TOKEN = 4
 PEAK_BF16_FLOPS = {"A100": 312e12, "A100-40G": 312e12, "A100-80G": 312e12, "H100": 989e12, "H200": 989e12,
                    "L4": 121e12, "A10G": 125e12}
-FALLBACK_DATASET = REPO_ROOT / "data" / "bioasq-sample"
+FALLBACK_DATASET = RESOURCE_ROOT / "data" / "bioasq-sample"
 _PARAMS = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)\s*([bm])(?![a-z])", re.IGNORECASE)
 
 
@@ -131,7 +131,7 @@ class PilotSample:
 def dataset_sample(config: RunConfig, size: int, dataset: str | None, seed: int) -> PilotSample:
     path = Path(dataset) if dataset else Path(config.dataset.path)
     if not path.is_absolute() and not path.exists():
-        path = REPO_ROOT / path
+        path = RESOURCE_ROOT / path
     data_config = DatasetConfig(path=str(path), format=config.dataset.format if not dataset else "auto")
     if not path.exists():
         raise CostPlanError(f"dataset {path} not found: give --sample-dataset PATH (e.g. {FALLBACK_DATASET})")

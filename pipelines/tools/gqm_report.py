@@ -34,10 +34,10 @@ from stats.gqm import (
     QuestionNode,
     aggregate_matrix,
 )
+from pipelines.config import RESOURCE_ROOT
 from tasks.layout import SCORES_FILE, RunLayout
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_GOALS = REPO / "configs" / "gqm" / "thesis-goals.yaml"
+DEFAULT_GOALS = RESOURCE_ROOT / "configs" / "gqm" / "thesis-goals.yaml"
 QTYPES = ("yesno", "factoid", "list", "summary")
 K_PATTERN = re.compile(r"^(?P<base>.+)@k$")
 

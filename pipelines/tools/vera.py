@@ -32,12 +32,12 @@ from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import Judgment, Sample, get_suite
 from judges.vera import SUITE, UNTRAINED_DEMO_HEAD, VERA_METRICS, CrossEncoderAggregator, enrich_answer
 from stats.vera import bootstrap_metric, convergence, topicality
+from pipelines.config import RESOURCE_ROOT
 from tasks import generate as generate_stage
 from tasks import judge as judge_stage
 from tasks.layout import RunLayout
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_NEGATIVE = REPO / "configs" / "vera" / "offtopic-queries.yaml"
+DEFAULT_NEGATIVE = RESOURCE_ROOT / "configs" / "vera" / "offtopic-queries.yaml"
 QUERY_SETS = ("positive", "negative")  # on-topic queries and their contrastive (off-topic) controls
 TOPICALITY_SYSTEM = "topicality"
 AGGREGATE = "vera_aggregate"

@@ -85,3 +85,25 @@ def test_each_selected_suite_checks_its_settings_when_the_config_loads(tmp_path)
     with pytest.raises(ConfigError, match="has no recall.txt for vera_retrieval_recall"):
         load_config(_write(tmp_path, vera_v1))
     assert load_config(_write(tmp_path, readers + "judge: {vera: {prompt_version: v1}}\n")).judges == ["ccrs"]
+
+
+def test_endpoint_systems_make_empty_readers_valid_and_are_checked(tmp_path):
+    service = "systems: [{kind: endpoint, name: my-rag, url: 'http://127.0.0.1:9/answer'}]\n"
+    config = load_config(_write(tmp_path, "readers: []\n" + service))
+    assert config.systems[0].name == "my-rag" and not config.readers
+    with pytest.raises(ConfigError, match="at least one reader, or `systems:`"):
+        load_config(_write(tmp_path, "readers: []\n"))
+    with pytest.raises(ConfigError, match=r"names \['A'\] are the labels of built-in systems"):
+        load_config(_write(tmp_path, "systems: [{name: A, url: 'http://127.0.0.1:9/'}]\n"))
+    with pytest.raises(ConfigError, match="url"):
+        load_config(_write(tmp_path, "systems: [{name: mine, url: 'ftp://host/'}]\n"))
+
+
+def test_the_judge_endpoint_is_its_own_and_only_the_judge_needs_it(tmp_path):
+    path = _write(tmp_path, "readers: [{name: r1, kind: extractive}]\n"
+                            "judge: {base_url: 'http://127.0.0.1:9/v1', model: judge-70b}\n")
+    config = load_config(path)
+    assert not config.needs_llm_endpoint()  # extractive readers, a judge of its own: no Serve app
+    with_llm_reader = load_config(path, {"readers": [{"name": "r1", "kind": "llm", "model": "m"}]})
+    assert with_llm_reader.needs_llm_endpoint()
+    assert not with_llm_reader.needs_llm_endpoint(generates=False)  # `ccrs evaluate` generates nothing

@@ -50,10 +50,11 @@ def test_stats_command_writes_outputs(tmp_path, paper_like_scores, capsys):
     assert (out / "plots" / "asl_curves.png").is_file() and (out / "tables" / "hypotheses.md").is_file()
     assert result["per_metric"]["QR"]["population"]["A"]["iqr"] is not None
     rows = result["discriminative_power_comparison"]
-    assert [(row["suite"], row["rank"]) for row in rows] == [("ccrs", rank) for rank in range(1, 6)]
+    # the user's scores: no judge suite is attached to their metric names, even to registered ones
+    assert [(row["suite"], row["rank"]) for row in rows] == [(None, rank) for rank in range(1, 6)]
     assert (out / "tables" / "discriminative_power_comparison.md").is_file()
     printed = capsys.readouterr().out
-    assert "H1" in printed and "discriminative power, ccrs: " in printed
+    assert "H1" in printed and "discriminative power, your metrics: " in printed
 
 
 def test_same_seed_same_stats_json(tmp_path, paper_like_scores):
@@ -81,7 +82,8 @@ def test_bad_input_is_one_line_error_and_exit_2(tmp_path, capsys):
     assert main(["stats", str(path), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err.strip()
     assert error == (
-        "ccrs stats: error: score outside [0, 1] in row(s) 1 (1.7) (rows counted from 0, header excluded)"
+        "ccrs stats: error: score outside [0, 1] in row(s) 1 (1.7) (rows counted from 0, header excluded); "
+        "scores on another scale need it named (ccrs stats --scale MIN MAX, e.g. --scale 1 5)"
     )
 
 
@@ -93,3 +95,45 @@ def test_unknown_hypothesis_system_exit_2(tmp_path, paper_like_scores, capsys):
     )
     assert code == 2
     assert "unknown system(s) ['Q']" in capsys.readouterr().err
+
+
+@pytest.fixture
+def likert_wide_csv(tmp_path) -> Path:
+    """1-5 marks, one column per metric (the wide table of a team's own judge): the paper-like scores
+    rounded onto the 5-point scale."""
+    scores = make_scores(n_queries=30, systems=("base", "rerank", "hyde"), metrics=("faithfulness", "CC"),
+                         effects={"rerank": 0.3}, seed=3)
+    scores["score"] = (scores["score"] * 4).round().astype(int) + 1
+    wide = scores.pivot_table(index=["query_id", "system"], columns="metric", values="score").reset_index()
+    path = tmp_path / "likert.csv"
+    wide.rename(columns={"query_id": "question_id"}).to_csv(path, index=False)
+    return path
+
+
+def test_wide_likert_table_with_scale_prints_the_verdict_and_show_prints_it_again(tmp_path, likert_wide_csv,
+                                                                                  capsys):
+    out = tmp_path / "out"
+    args = ["stats", str(likert_wide_csv), "--out", str(out), "--b", "300", "--no-progress", "--markdown"]
+    assert main([*args, "--scale", "1", "5"]) == 0
+    printed = capsys.readouterr().out
+    assert "## Means, 95% CIs and HSD groups" in printed
+    row = next(line for line in printed.splitlines() if line.startswith("| faithfulness |"))
+    assert row.count("[") == 3 and " a" in row  # a mean, a CI and letters for each of the 3 systems
+    assert "(grouse)" not in printed and "grouse:" not in printed  # the user's metric, not GroUSE's
+    assert "discriminative power, your metrics: " in printed
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["systems"] == ["base", "hyde", "rerank"] and set(stats["metrics"]) == {"CC", "faithfulness"}
+    assert all(0 <= m <= 1 for block in stats["per_metric"].values() for m in block["means"].values())
+    assert main(["show", str(out), "--markdown"]) == 0
+    assert capsys.readouterr().out.strip() == (out / "summary.md").read_text().strip()
+    assert main([*args, "--scale", "1-5"]) == 0  # the dash form
+    assert json.loads((out / "stats.json").read_text()) == stats
+
+
+def test_a_mark_outside_the_named_scale_or_no_scale_is_one_line_and_exit_2(tmp_path, likert_wide_csv, capsys):
+    out = str(tmp_path / "out")
+    assert main(["stats", str(likert_wide_csv), "--out", out, "--no-progress"]) == 2
+    assert "scores on another scale need it named (ccrs stats --scale MIN MAX" in capsys.readouterr().err
+    assert main(["stats", str(likert_wide_csv), "--out", out, "--scale", "0", "3", "--no-progress"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("ccrs stats: error: score outside the scale 0-3 in row(s)") and "\n" not in error

@@ -1,0 +1,166 @@
+"""Evaluate the user's own systems: their outputs (files, a DataFrame, records) through the judge, reduce
+and track stages of `ccrs run`. `evaluate()` backs both `ccrs evaluate` and `ccrs_eval.evaluate`.
+
+Everything that can be wrong with the inputs or the options is found by `prepare_evaluation` before any
+work starts (EvaluationInputError, one line); what fails later is recorded and counted as in `ccrs run`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipelines.config import RESOURCE_ROOT, ConfigError, RunConfig, load_config
+
+OUTPUTS_NAME = "evaluate-{stem}"  # the run's name (and run folder runs/<name>) when no --run-dir is given
+
+
+class EvaluationInputError(ValueError):
+    """Outputs or options that cannot be evaluated; the message is one line."""
+
+
+@dataclass
+class EvaluationResult:
+    """What `evaluate()` returns: per-sample scores (question_id, system, metric, score, suite), every
+    judgment (raw reply, status, reason), the statistics (stats.json), the verdict (Markdown) and where
+    it all lives (the run folder, the MLflow run)."""
+
+    scores: pd.DataFrame
+    judgments: pd.DataFrame
+    stats: dict[str, Any]
+    verdict: str
+    run_dir: Path
+    mlflow_run_id: str | None
+    stages: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def new_judge_requests(self) -> int:
+        """Judge requests sent by this call (0: every judgment came from the cache or a finished stage)."""
+        return sum(int((stage.get("summary") or {}).get("judge_requests", 0)) for name, stage in
+                   self.stages.items() if name.startswith("judge_") and not stage.get("reused"))
+
+    def __repr__(self) -> str:
+        systems = sorted(self.scores["system"].unique())
+        return (f"EvaluationResult({len(self.scores)} scores, systems {systems}, "
+                f"run_dir={str(self.run_dir)!r}, mlflow_run_id={self.mlflow_run_id!r})")
+
+
+def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: list[str] | None = None,
+                       config: str | Path | None = None, llm_base_url: str | None = None,
+                       judge_base_url: str | None = None, judge_model: str | None = None,
+                       run_dir: str | Path | None = None, limit: int | None = None,
+                       experiment: str | None = None, hypotheses: str | Path | None = None):
+    """(RunConfig, Outputs), checked: the outputs' columns and rows, the config, that every selected metric
+    has its inputs, and that the hypotheses name the outputs' systems. The hypotheses: `hypotheses`, else
+    those of the given `config`; the default config's are about the built-in systems A-F, so none."""
+    from judges.suite import get_suite
+    from tasks.outputs import OutputsError, check_metric_inputs, read_outputs
+
+    try:
+        outputs = read_outputs(data, limit)
+    except OutputsError as exc:
+        raise EvaluationInputError(str(exc)) from exc
+    name = OUTPUTS_NAME.format(stem=_stem(data))
+    overrides: dict[str, Any] = {"name": name, "dataset.path": _dataset_label(data), "dataset.limit": limit}
+    if judges:
+        overrides["judges"] = list(judges)
+    if metrics:
+        overrides["judge.metrics"] = list(metrics)
+    if llm_base_url:
+        overrides["serving"] = {"profile": "external", "base_url": llm_base_url.rstrip("/")}
+    if judge_base_url:
+        overrides["judge.base_url"] = judge_base_url.rstrip("/")
+    if judge_model:
+        overrides["judge.model"] = judge_model
+    if experiment:
+        overrides["mlflow.experiment"] = experiment
+    if hypotheses is not None or config is None:
+        overrides["stats.hypotheses"] = str(Path(hypotheses).resolve()) if hypotheses is not None else None
+    overrides["run_dir"] = str(Path(run_dir).resolve()) if run_dir else "runs/{name}"
+    try:
+        run_config = load_config(config, overrides)
+    except ConfigError as exc:
+        raise EvaluationInputError(" ".join(str(exc).split())) from exc
+    if len(outputs.systems) < 2:
+        raise EvaluationInputError(f"the outputs hold one system ({outputs.systems[0]}); the statistics "
+                                   "compare systems: give two or more (a `system` column, or one file per "
+                                   "system)")
+    suites = {name: get_suite(name) for name in run_config.judges}
+    selected = {name: [suite.metrics[m] for m in suite.selected_metrics(run_config.judge)]
+                for name, suite in suites.items()}
+    try:
+        check_metric_inputs(outputs, selected)
+    except OutputsError as exc:
+        raise EvaluationInputError(str(exc)) from exc
+    _check_hypotheses(run_config, outputs.systems, [m.name for metrics in selected.values() for m in metrics])
+    return run_config, outputs
+
+
+def _check_hypotheses(config: RunConfig, systems: list[str], metrics: list[str]) -> None:
+    from stats.errors import StatsInputError
+    from stats.hypotheses import check_hypotheses_against, load_hypotheses
+
+    if not config.stats.hypotheses:
+        return
+    path = Path(config.stats.hypotheses)
+    try:
+        check_hypotheses_against(load_hypotheses(path if path.exists() else RESOURCE_ROOT / path), systems,
+                                 metrics)
+    except StatsInputError as exc:
+        raise EvaluationInputError(f"{exc} (stats.hypotheses: {config.stats.hypotheses})") from exc
+
+
+def evaluate(data: Any, judges: list[str] | None = None, config: str | Path | None = None,
+             llm_base_url: str | None = None, run_dir: str | Path | None = None, limit: int | None = None,
+             *, metrics: list[str] | None = None, judge_base_url: str | None = None,
+             judge_model: str | None = None, experiment: str | None = None,
+             hypotheses: str | Path | None = None, from_stage: str | None = None,
+             verbose: bool = False) -> EvaluationResult:
+    """Judge the answers in `data` (a path, a list of paths, a DataFrame or a list of dicts; one row = one
+    system's answer to one question), compute the statistics, write the verdict and log one MLflow run.
+    Third-party log records go to <run dir>/logs/console.log unless `verbose`."""
+    run_config, outputs = prepare_evaluation(
+        data, judges=judges, metrics=metrics, config=config, llm_base_url=llm_base_url,
+        judge_base_url=judge_base_url, judge_model=judge_model, run_dir=run_dir, limit=limit,
+        experiment=experiment, hypotheses=hypotheses)
+    from infra.console import quiet_console
+    from pipelines.pipeline import run_evaluation
+    from tasks.layout import RunLayout
+
+    layout = RunLayout(run_config.resolved_run_dir())
+    with quiet_console(layout.console_log, verbose=verbose):
+        result = run_evaluation(run_config, outputs, from_stage=from_stage)
+    return collect_result(result)
+
+
+def collect_result(result) -> EvaluationResult:
+    from tasks.layout import RunLayout
+
+    layout = RunLayout(result.run_dir)
+    suites = layout.judged_suites()
+    scores = pd.concat([pd.read_parquet(layout.scores(suite)).assign(suite=suite) for suite in suites],
+                       ignore_index=True).rename(columns={"query_id": "question_id"})
+    judgments = pd.concat([pd.read_parquet(layout.judgments(suite)) for suite in suites], ignore_index=True)
+    return EvaluationResult(scores, judgments.rename(columns={"query_id": "question_id"}),
+                            json.loads(layout.stats_json.read_text()), layout.summary_md.read_text(),
+                            Path(result.run_dir), (result.tracked or {}).get("run_id"), result.stages)
+
+
+def _stem(data: Any) -> str:
+    if isinstance(data, (str, Path)):
+        return Path(data).stem
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], (str, Path)):
+        return Path(data[0]).stem + (f"-and-{len(data) - 1}-more" if len(data) > 1 else "")
+    return "dataframe" if isinstance(data, pd.DataFrame) else "records"
+
+
+def _dataset_label(data: Any) -> str:
+    """What the MLflow dataset input names as its source: the (first) outputs file, else the kind of data."""
+    if isinstance(data, (str, Path)):
+        return str(Path(data).resolve())
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], (str, Path)):
+        return str(Path(data[0]).resolve())
+    return "in-memory " + ("DataFrame" if isinstance(data, pd.DataFrame) else "records")

@@ -1,0 +1,92 @@
+"""`ccrs evaluate FILE [FILE ...]`: judge the answers your own RAG systems produced, with the judge stage,
+statistics, verdict, GQM report and MLflow logging of `ccrs run` (no retrieval, no generation).
+
+Exit codes: 0 the verdict is printed; 2 bad input or options (one line, before any work); 1 a failure
+during the run (finished stages are kept, a rerun resumes)."""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from pipelines.run_cmd import add_judge_endpoint_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> None:
+    from tasks.outputs import COLUMN_ALIASES
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "One row = one system's answer to one question (JSONL, CSV or Parquet). Accepted column names:\n"
+        + "\n".join(f"  {field:<14} {' | '.join(names)}" for field, names in COLUMN_ALIASES.items())
+        + "\nquestion and answer are required; contexts (a list of strings, in CSV a JSON list) are needed "
+        "by CC, ID, AC and IR,\na reference answer by AC and IR (`ccrs metrics` lists every metric's "
+        "inputs). Without a system column\neach file is one system, named by its stem. Without a question "
+        "id, a hash of the question text is used.")
+    parser.add_argument("files", nargs="+", type=Path, help="outputs files (.jsonl, .csv, .parquet)")
+    parser.add_argument("--config", help="run config YAML for the judge, statistics and MLflow settings "
+                        "(default: configs/cpu-demo.yaml)")
+    parser.add_argument("--run-dir", help="where stage outputs go (default: runs/evaluate-<first file's "
+                        "stem>)")
+    parser.add_argument("--judges", type=_names, help="comma-separated judge suites, replacing the config's "
+                        "`judges` (see `ccrs metrics`), e.g. ccrs,grouse")
+    parser.add_argument("--metrics", type=_names, help="comma-separated CCRS metrics, replacing "
+                        "judge.metrics (e.g. QR for outputs without contexts or reference)")
+    parser.add_argument("--limit", type=int, help="evaluate only the first N questions")
+    parser.add_argument("--experiment", help="MLflow experiment (default: the config's mlflow.experiment)")
+    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint for the judge "
+                        "instead of deploying the Serve app")
+    add_judge_endpoint_arguments(parser)
+    parser.add_argument("--hypotheses", type=Path, help="pre-registered hypotheses about your systems (YAML, "
+                        "see configs/hypotheses; default: those of --config, none without it)")
+    parser.add_argument("--from-stage", choices=("judge", "reduce", "track"),
+                        help="recompute this stage and all later ones")
+
+
+def console_log(args: argparse.Namespace) -> Path | None:
+    """<run dir>/logs/console.log; none when the inputs do not pass the checks (main says why)."""
+    from pipelines.evaluate import EvaluationInputError
+    from tasks.layout import RunLayout
+
+    try:
+        config, _ = _prepare(args)
+    except EvaluationInputError:
+        return None
+    return RunLayout(config.resolved_run_dir()).console_log
+
+
+def main(args: argparse.Namespace) -> int:
+    from infra.console import say
+    from pipelines.evaluate import EvaluationInputError
+    from pipelines.pipeline import run_evaluation
+    from pipelines.run_cmd import report_result, run_guarded
+    from tasks.layout import RunLayout
+
+    try:
+        config, outputs = _prepare(args)
+    except EvaluationInputError as exc:
+        say(f"ccrs evaluate: {exc}", err=True)
+        return 2
+    started = time.perf_counter()
+    layout = RunLayout(config.resolved_run_dir())
+    code, result = run_guarded("ccrs evaluate", layout,
+                               lambda: run_evaluation(config, outputs, from_stage=args.from_stage))
+    if result is None:
+        return code
+    report_result(result, layout, started)
+    return 0
+
+
+def _prepare(args: argparse.Namespace):
+    from pipelines.evaluate import prepare_evaluation
+
+    if not hasattr(args, "_prepared"):
+        args._prepared = prepare_evaluation(
+            args.files, judges=args.judges, metrics=args.metrics, config=args.config,
+            llm_base_url=args.llm_base_url, judge_base_url=args.judge_base_url, judge_model=args.judge_model,
+            run_dir=args.run_dir, limit=args.limit, experiment=args.experiment, hypotheses=args.hypotheses)
+    return args._prepared
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
