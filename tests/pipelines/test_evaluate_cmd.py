@@ -1,0 +1,163 @@
+"""`ccrs evaluate` and `ccrs_eval.evaluate` on the real CPU stack: the user's outputs judged by the real
+SmolLM2 judge (the session's endpoint), logged to a real `mlflow server`, from the checkout, from another
+directory and from a wheel install. Bad inputs (exit 2, one line) need no judge and run without it."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from pipelines.cli import main
+from tests.tasks.test_outputs import EXAMPLE, example_rows, grouse_file
+
+REPO = Path(__file__).resolve().parents[2]
+CCRS = ["CC", "QR", "ID", "AC", "IR"]
+PACKAGED = ("pyproject.toml", "README.md", "ccrs_eval", "pipelines", "tasks", "judges", "retrievers", "stats",
+            "infra", "configs", "data/bioasq-sample")
+
+
+def integer_config(path: Path) -> Path:
+    """The shipped demo config with integer marks and B = 1000 (CI time; the subject here is the path of
+    the outputs through the stages, not the scoring mode)."""
+    config = yaml.safe_load((REPO / "configs" / "cpu-demo.yaml").read_text())
+    config["judge"]["scoring"] = "integer"
+    config["stats"] = {**config["stats"], "b": 1000, "hypotheses": None}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def ccrs(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pipelines.cli", *args]
+    return subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_cache(
+        llm_endpoint, mlflow_server, tmp_path):
+    config = integer_config(tmp_path / "config.yaml")
+    common = ["--config", str(config), "--limit", "2", "--llm-base-url", llm_endpoint.base_url,
+              "--experiment", "evaluate-e2e"]
+    env = {"MLFLOW_TRACKING_URI": mlflow_server}
+    first = ccrs("evaluate", str(EXAMPLE), "--run-dir", str(tmp_path / "one"), *common, cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    verdict = first.stdout
+    assert "Verdict: evaluate-ragas-two-systems" in verdict
+    assert "top1-sentence" in verdict and "top3-sentences" in verdict
+    for metric in CCRS:
+        assert any(line.strip().startswith(metric + " ") for line in verdict.splitlines()), metric
+    assert "20 judgments: 20 new judge requests" in verdict
+    scores = pd.read_parquet(tmp_path / "one" / "judge_ccrs" / "scores.parquet")
+    assert {"query_id", "system", "metric", "score"} <= set(scores.columns)
+    assert set(scores["system"]) == {"top1-sentence", "top3-sentences"} and set(scores["metric"]) <= set(CCRS)
+
+    client = MlflowClient(mlflow_server)
+    experiment = client.get_experiment_by_name("evaluate-e2e")
+    (parent,) = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("ccrs.kind")]
+    assert "samples" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    table = json.loads(Path(client.download_artifacts(parent.info.run_id, "samples/per_sample.json"))
+                       .read_text())
+    assert len(table["data"]) == 4 and {"question", "system", "answer", *CCRS} <= set(table["columns"])
+
+    second = ccrs("evaluate", str(EXAMPLE), "--run-dir", str(tmp_path / "two"), *common, cwd=tmp_path,
+                  env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "20 judgments: 0 new judge requests, 20 from the judgment cache" in second.stdout
+    again = pd.read_parquet(tmp_path / "two" / "judge_ccrs" / "scores.parquet")
+    pd.testing.assert_frame_equal(again, scores)
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_the_api_judges_two_grouse_files_from_outside_the_repository(llm_endpoint, tmp_path):
+    first, second = grouse_file(tmp_path / "type1.jsonl", 1), grouse_file(tmp_path / "type4.jsonl", 4)
+    config = integer_config(tmp_path / "config.yaml")
+    script = (
+        "from ccrs_eval import evaluate\n"
+        f"r = evaluate([{str(first)!r}, {str(second)!r}], config={str(config)!r}, limit=2, metrics=['QR'],\n"
+        f"             llm_base_url={llm_endpoint.base_url!r}, run_dir='run')\n"
+        "import json\n"
+        "print(json.dumps({'systems': sorted(r.scores['system'].unique()),\n"
+        "                  'columns': list(r.scores.columns),\n"
+        "                  'judgments': len(r.judgments), 'stats_systems': r.stats['systems'],\n"
+        "                  'verdict': r.verdict.splitlines()[0], 'run_dir': str(r.run_dir),\n"
+        "                  'mlflow_run_id': r.mlflow_run_id}))\n"
+    )
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=outside, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["systems"] == result["stats_systems"] == ["type1", "type4"]
+    assert result["columns"][:4] == ["question_id", "system", "metric", "score"]
+    assert result["judgments"] == 4 and result["verdict"] == "# Verdict: evaluate-type1-and-1-more"
+    assert result["run_dir"] == str(outside / "run") and result["mlflow_run_id"]
+
+
+def test_bad_inputs_exit_2_with_one_line_before_any_work(tmp_path, capsys):
+    rows = example_rows()
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps({"user_input": r["user_input"], "response": r["response"],
+                                        "system": r["system"]}) + "\n" for r in rows))
+    cases = {
+        "no answer": ([str(tmp_path / "q.jsonl")], "no answer column"),
+        "needs contexts": ([str(bare)], "metric(s) CC, ID, AC, IR need contexts and reference"),
+        "unknown type": ([str(REPO / "README.md")], "unknown file type '.md'"),
+        "one system": ([str(tmp_path / "one.jsonl")], "the outputs hold one system (top1-sentence)"),
+    }
+    (tmp_path / "q.jsonl").write_text(json.dumps({"user_input": "What is X?"}) + "\n")
+    (tmp_path / "one.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["system"] ==
+                                                "top1-sentence"))
+    for name, (args, expected) in cases.items():
+        assert main(["evaluate", *args, "--run-dir", str(tmp_path / "run")]) == 2, name
+        error = capsys.readouterr().err.strip()
+        assert expected in error and "\n" not in error, (name, error)
+    assert main(["evaluate", str(bare), "--metrics", "QR", "--hypotheses", str(REPO / "configs" / "hypotheses"
+                                                                               / "cpu-demo.yaml")]) == 2
+    assert "unknown system(s)" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # nothing was started
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_a_wheel_install_evaluates_from_any_directory(llm_endpoint, tmp_path):
+    wheels, site, source = tmp_path / "wheels", tmp_path / "site", tmp_path / "source"
+    # pip builds in the source tree (build/, *.egg-info): a copy of what the wheel is made of, not the repo
+    for part in PACKAGED:
+        copy = shutil.copytree if (REPO / part).is_dir() else shutil.copy2
+        (source / part).parent.mkdir(parents=True, exist_ok=True)
+        copy(REPO / part, source / part, **({"ignore": shutil.ignore_patterns("__pycache__")}
+                                            if (REPO / part).is_dir() else {}))
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(wheels), str(source)], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = wheels.glob("ccrs_eval-*.whl")
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                              str(site), str(wheel)], capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stderr[-2000:]
+    env = {"PYTHONPATH": str(site), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    where = ccrs("--help", cwd=tmp_path, env=env)
+    assert "evaluate" in where.stdout
+    config = integer_config(tmp_path / "config.yaml")
+    done = ccrs("evaluate", str(EXAMPLE), "--limit", "1", "--metrics", "QR", "--config", str(config),
+                "--llm-base-url", llm_endpoint.base_url, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Verdict: evaluate-ragas-two-systems" in done.stdout
+    check = subprocess.run([sys.executable, "-c", "import ccrs_eval, pipelines.config as c; "
+                            "print(ccrs_eval.__file__); print(c.DEFAULT_CONFIG)"],
+                           cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True)
+    module, default_config = check.stdout.split()
+    assert module.startswith(str(site)) and default_config.startswith(str(site))
+    assert Path(default_config).is_file()  # the packaged demo config, not the checkout's
