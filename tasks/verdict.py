@@ -133,7 +133,8 @@ def _cell(block: dict, system: str, letters: str) -> str:
 def _hypotheses_section(stats: dict, config: dict) -> str:
     results = stats.get("hypotheses") or {}
     if not results:
-        return "## Hypotheses\n\nNone stated (set `stats.hypotheses` in the run config)."
+        return ("## Hypotheses\n\nNone stated (set `stats.hypotheses` in the run config; `ccrs evaluate` and "
+                "`ccrs stats`: --hypotheses FILE).")
     statements = _hypothesis_statements(config)
     rows = []
     for name, result in results.items():

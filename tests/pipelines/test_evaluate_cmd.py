@@ -151,10 +151,13 @@ def test_a_wheel_install_evaluates_from_any_directory(llm_endpoint, tmp_path):
     where = ccrs("--help", cwd=tmp_path, env=env)
     assert "evaluate" in where.stdout
     config = integer_config(tmp_path / "config.yaml")
+    # the judge on its own endpoint (--judge-base-url, --judge-model): no Serve app is deployed for it
     done = ccrs("evaluate", str(EXAMPLE), "--limit", "1", "--metrics", "QR", "--config", str(config),
-                "--llm-base-url", llm_endpoint.base_url, cwd=tmp_path, env=env)
+                "--judge-base-url", llm_endpoint.base_url, "--judge-model", llm_endpoint.judge_model,
+                cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "Verdict: evaluate-ragas-two-systems" in done.stdout
+    assert "Verdict: evaluate-ragas-two-systems" in done.stdout and "serving:" not in done.stdout
+    assert f"({llm_endpoint.judge_model} at {llm_endpoint.base_url})" in done.stdout
     check = subprocess.run([sys.executable, "-c", "import ccrs_eval, pipelines.config as c; "
                             "print(ccrs_eval.__file__); print(c.DEFAULT_CONFIG)"],
                            cwd=tmp_path, env={**os.environ, **env}, capture_output=True, text=True)

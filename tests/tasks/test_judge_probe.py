@@ -1,0 +1,91 @@
+"""The start-up probe of the judge endpoint (tasks.judge.probe_judge): `scoring: expected` against a judge
+that is not vLLM fails at once with one clear line, not as integer fallbacks on every judgment.
+
+The endpoints "that are not vLLM" are the real CPU vLLM server behind a loopback proxy that behaves as other
+OpenAI-compatible APIs do: one rejects vLLM's extra chat arguments with a 400, as the OpenAI API does for an
+unrecognized request argument; one answers without log-probabilities, as servers that ignore `logprobs` do."""
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from threading import Thread
+
+import httpx
+import pytest
+
+from judges.config import ClientConfig, JudgeConfig
+from judges.scoring import ScoringUnsupportedError
+from tasks.judge import probe_judge
+
+pytestmark = pytest.mark.llm
+VLLM_ONLY_ARGUMENTS = ("continue_final_message", "add_generation_prompt")
+
+
+class OtherApiProxy:
+    def __init__(self, upstream: str, behaviour: str):
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                self._relay(httpx.get(f"{upstream}{self.path.removeprefix('/v1')}", timeout=60))
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                unknown = [key for key in VLLM_ONLY_ARGUMENTS if key in body]
+                if behaviour == "rejects_vllm_arguments" and unknown:
+                    error = {"error": {"message": f"Unrecognized request argument supplied: {unknown[0]}",
+                                       "type": "invalid_request_error"}}
+                    self._send(400, json.dumps(error).encode())
+                    return
+                response = httpx.post(f"{upstream}{self.path.removeprefix('/v1')}", json=body, timeout=120)
+                if behaviour == "no_logprobs" and response.status_code == 200:
+                    reply = response.json()
+                    for choice in reply.get("choices", []):
+                        choice["logprobs"] = None
+                    self._send(200, json.dumps(reply).encode())
+                    return
+                self._relay(response)
+
+            def _relay(self, response: httpx.Response) -> None:
+                self._send(response.status_code, response.content)
+
+            def _send(self, status: int, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("behaviour, problem", [
+    ("rejects_vllm_arguments", "refused continue_final_message"),
+    ("no_logprobs", "returned no token log-probabilities"),
+])
+def test_expected_scoring_against_a_judge_that_is_not_vllm_fails_at_start_up(llm_endpoint, behaviour,
+                                                                             problem):
+    proxy = OtherApiProxy(llm_endpoint.base_url, behaviour)
+    judge = JudgeConfig(model=llm_endpoint.judge_model, scoring="expected")
+    try:
+        with pytest.raises(ScoringUnsupportedError) as error:
+            probe_judge(["ccrs"], judge, ClientConfig(), proxy.url)
+    finally:
+        proxy.close()
+    message = str(error.value)
+    assert problem in message and "set judge.scoring: integer" in message and "\n" not in message
+
+
+def test_the_real_vllm_judge_passes_and_integer_scoring_is_not_probed(llm_endpoint):
+    judge = JudgeConfig(model=llm_endpoint.judge_model, scoring="expected")
+    probe_judge(["ccrs"], judge, ClientConfig(), llm_endpoint.base_url)  # no error
+    nowhere = "http://127.0.0.1:9/v1"  # nothing listens: a probe would fail
+    probe_judge(["ccrs"], judge.model_copy(update={"scoring": "integer"}), ClientConfig(), nowhere)
+    probe_judge(["grouse"], judge, ClientConfig(), nowhere)  # GroUSE scores integers only
