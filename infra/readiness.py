@@ -49,3 +49,33 @@ def wait_until_ready(
         if time.monotonic() > deadline:
             raise TimeoutError(f"LLM endpoint {base_url} not ready after {timeout_s:.0f}s ({last})")
         time.sleep(2.0)
+
+
+IDENTITY_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len")  # stable across server restarts
+
+
+def endpoint_identity(base_url: str, model: str, api_key_env: str = "", timeout_s: float = 10.0) -> dict:
+    """What the endpoint says it serves as `model`: its /models entry's stable fields (vLLM reports the
+    weights it loaded as `root`, and `max_model_len`) and, where the server answers `GET /version` (vLLM's
+    OpenAI server does), its version. Part of the generate and judge stage keys and of the judgment cache key,
+    so that other weights behind the same model id are not served from earlier outputs. {} when the
+    endpoint lists no such model (nothing to tell apart)."""
+    key = os.environ.get(api_key_env) if api_key_env else None
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    base = base_url.rstrip("/")
+    try:
+        response = httpx.get(f"{base}/models", headers=headers, timeout=timeout_s)
+        entries = response.json().get("data", []) if response.status_code == 200 else []
+    except (httpx.HTTPError, ValueError):
+        entries = []
+    entry = next((item for item in entries if isinstance(item, dict) and item.get("id") == model), None)
+    if entry is None:
+        return {}
+    identity = {key: entry[key] for key in IDENTITY_FIELDS if entry.get(key) is not None}
+    try:
+        version = httpx.get(f"{base.removesuffix('/v1')}/version", headers=headers, timeout=timeout_s)
+        if version.status_code == 200 and isinstance(version.json(), dict) and version.json().get("version"):
+            identity["server_version"] = str(version.json()["version"])
+    except (httpx.HTTPError, ValueError):
+        pass
+    return identity

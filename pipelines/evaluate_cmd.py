@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     from infra.console import say
     from pipelines.evaluate import EvaluationInputError
     from pipelines.pipeline import run_evaluation
-    from pipelines.run_cmd import report_result, run_guarded
+    from pipelines.run_cmd import adhoc_tags, report_result, run_guarded
     from tasks.layout import RunLayout
 
     try:
@@ -70,7 +70,8 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     layout = RunLayout(config.resolved_run_dir())
     code, result = run_guarded("ccrs evaluate", layout,
-                               lambda: run_evaluation(config, outputs, from_stage=args.from_stage))
+                               lambda: run_evaluation(config, outputs, from_stage=args.from_stage,
+                                                      run_tags=adhoc_tags(args)))
     if result is None:
         return code
     report_result(result, layout, started)

@@ -80,24 +80,14 @@ def _prepare(config: RunConfig) -> tuple[RunConfig, Path]:
     return config, run_dir
 
 
-def _all_judged(config: RunConfig, run_dir: Path, answers: Answers) -> bool:
-    """Every selected judge stage is finished for these answers and settings: nothing to ask a judge."""
-    from tasks.judge import judge_client_config, judging_finished
-
-    inputs = (answers.queries_path, answers.retrieved_path, answers.generations_path)
-    client = judge_client_config(config.judge, config.client)
-    return all(judging_finished(run_dir, name, inputs, config.judge, client, answers.top_k)
-               for name in config.judges)
-
-
 @contextmanager
-def _endpoint(config: RunConfig, generates: bool, keep_serving: bool, needed: bool = True):
+def _endpoint(config: RunConfig, generates: bool, keep_serving: bool):
     """The shared LLM endpoint when the run needs one (None otherwise: a judge on its own endpoint and no
-    LLM reader, or nothing left to judge)."""
+    LLM reader)."""
     from infra.console import say
     from infra.serving import llm_endpoint
 
-    if not needed or not config.needs_llm_endpoint(generates):
+    if not config.needs_llm_endpoint(generates):
         yield None
         return
     say(f"serving: the LLM endpoint (profile {config.serving.profile})")
@@ -107,7 +97,8 @@ def _endpoint(config: RunConfig, generates: bool, keep_serving: bool, needed: bo
 
 
 def run_pipeline(config: RunConfig, from_stage: str | None = None,
-                 keep_serving: bool = False) -> PipelineResult:
+                 keep_serving: bool = False, run_tags: dict[str, str] | None = None) -> PipelineResult:
+    """`ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc, ccrs.nightly)."""
     from infra.console import say
     from tasks.generate import run_generation
     from tasks.retrieval_stages import preflight_index, run_retrieval
@@ -127,18 +118,29 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
         generation = run_generation(
             run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers, config.client,
             base_url, config.retrieval.top_k, force=_forced("generate", from_stage), systems=config.systems,
+            identity=_reader_identity(config, base_url),
         )
         answers = Answers("generate", retrieval.queries_path, retrieval.retrieved_path, generation.path,
                           config.retrieval.top_k, generation.summary, generation.reused,
                           retrieval.metrics_summary, all(stage.reused for stage in retrieval.stages))
         judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage))
-    return _conclude(config, run_dir, answers, judged, from_stage)
+    return _conclude(config, run_dir, answers, judged, from_stage, run_tags)
+
+
+def _reader_identity(config: RunConfig, base_url: str | None) -> dict:
+    """What the endpoint reports serving for each LLM reader's model ({} without LLM readers)."""
+    from infra.readiness import endpoint_identity
+
+    models = sorted({reader.model for reader in config.readers if reader.kind == "llm" and reader.model})
+    if not models or base_url is None:
+        return {}
+    return {model: endpoint_identity(base_url, model, config.client.api_key_env) for model in models}
 
 
 def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None,
-                   keep_serving: bool = False) -> PipelineResult:
+                   keep_serving: bool = False, run_tags: dict[str, str] | None = None) -> PipelineResult:
     """The user's systems' outputs (tasks.outputs.Outputs, already read and checked) through the judge,
-    reduce and track stages of `ccrs run`."""
+    reduce and track stages of `ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc)."""
     from infra.console import say
     from tasks.outputs import run_outputs_stage
 
@@ -150,30 +152,29 @@ def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None,
     top_k = max([len(c) for c in outputs.rows["contexts"]] + [1])
     answers = Answers(OUTPUTS_STAGE, stage.queries_path, stage.retrieved_path, stage.generations_path,
                       top_k, summary, stage.reused)
-    force = _forced("judge", from_stage)
-    needed = force or not _all_judged(config, run_dir, answers)
-    with _endpoint(config, generates=False, keep_serving=keep_serving, needed=needed) as base_url:
-        judged = _judge(config, run_dir, answers, base_url, force)
-    return _conclude(config, run_dir, answers, judged, from_stage)
+    with _endpoint(config, generates=False, keep_serving=keep_serving) as base_url:
+        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage))
+    return _conclude(config, run_dir, answers, judged, from_stage, run_tags)
 
 
 def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | None, force: bool) -> dict:
     """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
     same answers, through the same stage, against the judge's endpoint."""
     from infra.console import say
+    from infra.readiness import endpoint_identity
     from tasks.judge import judge_client_config, probe_judge, run_judging
 
     judge_url = config.judge.base_url or base_url
     client = judge_client_config(config.judge, config.client)
     where = f" at {judge_url}" if config.judge.base_url else ""
     say(f"judge: {', '.join(config.judges)} ({config.judge.model}{where})")
-    if judge_url is not None:  # None: every judge stage is finished (nothing is sent)
-        probe_judge(config.judges, config.judge, client, judge_url)
+    probe_judge(config.judges, config.judge, client, judge_url)
+    identity = endpoint_identity(judge_url, config.judge.model, client.api_key_env)
     judged = {}
     for name in config.judges:
         judged[name] = run_judging(
             run_dir, name, answers.queries_path, answers.retrieved_path, answers.generations_path,
-            config.judge, client, judge_url, answers.top_k, force=force,
+            config.judge, client, judge_url, answers.top_k, force=force, identity=identity,
         )
         say(f"judge {name}: {judge_requests_line(judged[name].summary, judged[name].reused)}")
     return judged
@@ -189,7 +190,7 @@ def judge_requests_line(summary: dict, reused: bool) -> str:
 
 
 def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict,
-              from_stage: str | None) -> PipelineResult:
+              from_stage: str | None, run_tags: dict[str, str] | None = None) -> PipelineResult:
     from infra.console import say
     from infra.ray_runtime import copy_session_logs
     from tasks.failures import format_failure_table, write_failure_report
@@ -208,16 +209,41 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict,
     say(format_failure_table(failures))
     summary_path = write_summary(run_dir)
     copy_session_logs(layout.ray_logs_dir)
-    say("track: logging to MLflow")
-    tracked = _track(config, run_dir, answers, judged, reduce, failures_path,
-                     force=_forced("track", from_stage))
     stages = {**({"retrieve": {"reused": answers.retrieval_reused, "summary": answers.retrieval}}
                  if answers.stage == "generate" else {}),
               answers.stage: {"reused": answers.reused, "summary": answers.summary},
               **{_stage(name): {"reused": out.reused, "summary": out.summary}
                  for name, out in judged.items()},
               "reduce": {"reused": reduce.reused, "summary": reduce.summary}}
+    say("track: logging to MLflow (a run of its own for every invocation)")
+    tags = {**run_tags_of(config, answers, judged, stages, run_dir), **(run_tags or {})}
+    tracked = _track(config, run_dir, answers, judged, reduce, failures_path, tags)
     return PipelineResult(run_dir, reduce.out_dir, tracked, stages, failures, summary_path)
+
+
+def run_tags_of(config: RunConfig, answers: Answers, judged: dict, stages: dict, run_dir: Path) -> dict:
+    """The MLflow tags that `ccrs compare` reads: what makes two runs comparable (judge model, prompt
+    versions, scoring mode, metric set), which nightly series a run belongs to (config name), what was
+    reused and where the outputs are."""
+    metrics = sorted({metric for out in judged.values() for metric in _judged_metrics(out.judgments_path)})
+    prompt_versions = {name: out.summary.get("prompt_version") for name, out in judged.items()}
+    return {
+        "ccrs.config_name": config.name,
+        "ccrs.source": "outputs" if answers.stage == OUTPUTS_STAGE else "pipeline",
+        "ccrs.judge_model": config.judge.model,
+        "ccrs.scoring": config.judge.scoring,
+        "ccrs.prompt_versions": json.dumps(prompt_versions, sort_keys=True),
+        "ccrs.metrics": ",".join(metrics),
+        "ccrs.adhoc": "false",
+        "ccrs.reused_stages": ",".join(name for name, stage in stages.items() if stage.get("reused")) or "-",
+        "ccrs.run_dir": str(run_dir),
+    }
+
+
+def _judged_metrics(judgments_path: Path) -> list[str]:
+    import pandas as pd
+
+    return sorted(pd.read_parquet(judgments_path, columns=["metric"])["metric"].unique())
 
 
 def _stage(suite: str) -> str:
@@ -247,7 +273,9 @@ def _provenance(config: RunConfig, answers: Answers, judged: dict) -> dict:
     return provenance
 
 
-def _track(config, run_dir, answers: Answers, judged, reduce, failures_path: Path, force: bool) -> dict:
+def _track(config, run_dir, answers: Answers, judged, reduce, failures_path: Path, tags: dict) -> dict:
+    """One MLflow run for every invocation, finished stages reused or not (a nightly history exists even
+    when nothing changed); the track stage's folder holds the ids of the latest."""
     from tasks.stage import code_version, run_stage, stage_key
     from tasks.tracking import log_pipeline_run
 
@@ -275,6 +303,7 @@ def _track(config, run_dir, answers: Answers, judged, reduce, failures_path: Pat
             pending_marker=layout.track_pending,
             summary_path=layout.summary_md,
             logs_dir=layout.logs_dir,
+            tags=tags,
         )
         if config.gqm_goals:
             from pipelines.tools.gqm_report import log_to_mlflow, write_report
@@ -284,5 +313,5 @@ def _track(config, run_dir, answers: Answers, judged, reduce, failures_path: Pat
         return {"run_id": tracked.run_id, "experiment_id": tracked.experiment_id, "url": tracked.url,
                 "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}
 
-    return run_stage(run_dir, "track", key, log, force=force).summary
+    return run_stage(run_dir, "track", key, log, force=True).summary
 

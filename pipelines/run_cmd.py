@@ -45,6 +45,11 @@ def judge_endpoint_overrides(args: argparse.Namespace) -> dict:
     return overrides
 
 
+def adhoc_tags(args: argparse.Namespace) -> dict[str, str]:
+    """A run on a --limit of its dataset is ad hoc: never a `previous` baseline of the nightly gate."""
+    return {"ccrs.adhoc": "true"} if args.limit is not None else {}
+
+
 def console_log(args: argparse.Namespace) -> Path | None:
     """<run dir>/logs/console.log; none for --check-config or a config that does not load (main says why)."""
     from tasks.layout import RunLayout
@@ -80,7 +85,8 @@ def main(args: argparse.Namespace) -> int:
     layout = RunLayout(config.resolved_run_dir())
     code, result = run_guarded("ccrs run", layout,
                                lambda: run_pipeline(config, from_stage=args.from_stage,
-                                                    keep_serving=args.keep_serving))
+                                                    keep_serving=args.keep_serving,
+                                                    run_tags=adhoc_tags(args)))
     if result is None:
         return code
     report_result(result, layout, started)

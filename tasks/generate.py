@@ -297,10 +297,15 @@ def run_generation(
     force: bool = False,
     progress: bool = True,
     systems: Sequence[EndpointSystemConfig] = (),
+    identity: dict[str, Any] | None = None,
 ) -> GenerationOutputs:
+    """`identity`: what the endpoint reports for each LLM reader's model (infra.readiness.endpoint_identity);
+    other weights behind the same model id give another key, so generations are not reused for them."""
     if len(readers) > len(string.ascii_uppercase) // len(RETRIEVER_ORDER) or not (readers or systems):
         raise ValueError(f"need 1 to 13 readers or at least one endpoint system, got {len(readers)} readers")
     config = {"readers": readers, "seed": client.seed, "top_k": top_k, "prompt": PROMPT_VERSION}
+    if identity:
+        config["endpoint"] = identity
     if systems:  # (absent otherwise: the key of a run without endpoint systems is as before)
         config["systems"] = [s.model_dump(mode="json", exclude={"timeout_s", "concurrency", "max_retries"})
                              for s in systems]

@@ -10,6 +10,7 @@ or a 0).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -34,7 +35,6 @@ from tasks.stage import (
     StageResult,
     code_version,
     file_fingerprint,
-    read_manifest,
     run_stage,
     stage_key,
 )
@@ -166,11 +166,12 @@ def ordered_for_prefix_reuse(units: list[Unit]) -> tuple[list[Unit], list[str]]:
 
 def judge_suite(
     suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
-    progress: bool, checkpoint: StageCheckpoint | None = None,
+    progress: bool, checkpoint: StageCheckpoint | None = None, identity: dict[str, Any] | None = None,
 ) -> tuple[list[Judgment], dict[str, Any]]:
     """Every metric of `suite` for every sample: empty responses are recorded without a call; each unit
     comes from the cache, from this stage's checkpoint (a resumed run) or is asked now; what is asked now
-    is saved to the checkpoint shard by shard and to the cache at the end."""
+    is saved to the checkpoint shard by shard and to the cache at the end. The cache is keyed on the unit
+    and on the judge endpoint's `identity` (other weights behind the same model id: other entries)."""
     count = judge_counter(judge)
     cache = JudgmentCache(default_cache_dir()) if judge.cache else None
     done = checkpoint.load() if checkpoint is not None else {}
@@ -183,7 +184,7 @@ def judge_suite(
                                           "empty response: the judge is not called")
             continue
         for unit in suite.plan(sample, judge, client.seed, count):
-            records = cache.get(unit.key) if cache is not None else None
+            records = cache.get(cache_key(unit, identity)) if cache is not None else None
             if records:
                 hits += 1
                 judgments += _restored(records, unit, cached=True)
@@ -206,11 +207,19 @@ def judge_suite(
     if cache is not None:
         for unit, values in zip(todo, fresh):
             if not transport_failed(values):
-                cache.put(unit.key, suite.name, [v.record() for v in values])
+                cache.put(cache_key(unit, identity), suite.name, [v.record() for v in values])
         cache.flush()
     stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo),
              "requests": report.as_dict()}
     return judgments + [j for values in fresh for j in values], stats
+
+
+def cache_key(unit: Unit, identity: dict[str, Any] | None) -> str:
+    """The judgment cache's key of a unit: the unit's own key (everything that determines the replies),
+    and, where the endpoint reports one, the identity of the weights that answer."""
+    if not identity:
+        return unit.key
+    return hashlib.sha256(json.dumps([unit.key, identity], sort_keys=True, default=str).encode()).hexdigest()
 
 
 def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: tuple[str, ...]) -> None:
@@ -337,10 +346,12 @@ def run_judging(
     top_k: int,
     force: bool = False,
     progress: bool = True,
+    identity: dict[str, Any] | None = None,
 ) -> JudgingOutputs:
     suite = get_suite(suite_name)
     stage = RunLayout.judge_stage(suite_name)
-    key = judging_key(suite_name, (queries_path, retrieved_path, generations_path), judge, client, top_k)
+    key = judging_key(suite_name, (queries_path, retrieved_path, generations_path), judge, client, top_k,
+                      identity)
 
     def compute(out_dir: Path) -> dict:
         started = time.perf_counter()
@@ -348,7 +359,7 @@ def run_judging(
         samples, failed = load_samples(pd.read_parquet(queries_path), pd.read_parquet(retrieved_path),
                                        generations, top_k)
         judgments, stats = judge_suite(suite, samples, judge, client, base_url, progress,
-                                       StageCheckpoint(run_dir, stage, key))
+                                       StageCheckpoint(run_dir, stage, key), identity)
         judgments += failed_generation_judgments(suite, failed, judge)
         metrics = suite.selected_metrics(judge)
         frame = judgments_frame(judgments, suspicious_texts(samples), metrics)
@@ -361,21 +372,16 @@ def run_judging(
 
 
 def judging_key(suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeConfig, client: ClientConfig,
-                top_k: int) -> str:
+                top_k: int, identity: dict[str, Any] | None = None) -> str:
     """The judge stage's key: its inputs (queries, retrieved, generations), the judge settings, the seed,
-    top-k and the code. Where the judge is reached (base_url, its key) does not change a judgment."""
+    top-k, the code and what the endpoint reports serving (`identity`). Where the judge is reached
+    (base_url, its key) does not change a judgment."""
     config = {"judge": judge.model_dump(mode="json", exclude=JUDGE_ENDPOINT_FIELDS), "seed": client.seed,
               "top_k": top_k}
+    if identity:
+        config["endpoint"] = identity
     upstream = [file_fingerprint(path) for path in inputs]
     return stage_key(RunLayout.judge_stage(suite_name), config, upstream, stage_code_version(suite_name))
-
-
-def judging_finished(run_dir: Path, suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeConfig,
-                     client: ClientConfig, top_k: int) -> bool:
-    """Whether the run folder already holds this judge stage's output for exactly these inputs and settings
-    (a rerun then needs no judge endpoint for it)."""
-    manifest = read_manifest(RunLayout(run_dir).judge_dir(suite_name))
-    return bool(manifest) and manifest.get("key") == judging_key(suite_name, inputs, judge, client, top_k)
 
 
 def judging_outputs(suite: str, result: StageResult) -> JudgingOutputs:

@@ -139,6 +139,7 @@ def log_pipeline_run(
     pending_marker: Path | None = None,
     summary_path: Path | None = None,
     logs_dir: Path | None = None,
+    tags: dict[str, str] | None = None,
 ) -> TrackedRun:
     """`pending_marker` holds the id of a run being logged; a run left half-logged by an outage is marked
     FAILED (tag ccrs.superseded) by the next attempt, which logs a complete run of its own."""
@@ -156,6 +157,8 @@ def log_pipeline_run(
             if pending_marker is not None:
                 pending_marker.write_text(parent.info.run_id)
             _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
+            if tags:
+                mlflow.set_tags(tags)
             _log_dataset(mlflow, queries_path, config)
             _log_artifacts(mlflow, stats_dir, generations_path, judgments, config)
             log_comparison_table(mlflow, stats)
@@ -181,6 +184,24 @@ def log_pipeline_run(
         ) from exc
     return TrackedRun(run_id, experiment_id, tracking_uri, run_url(tracking_uri, experiment_id, run_id),
                       system_runs)
+
+
+def log_failed_run(*, tracking_uri: str, experiment: str, run_name: str, error: str,
+                   tags: dict[str, str] | None = None, log_file: Path | None = None) -> str:
+    """A run that crashed or could not start, as an MLflow run of its own: status FAILED, the error (tag
+    `ccrs.error` and error.txt), the console log when there is one. Returns its run id."""
+    from mlflow.tracking import MlflowClient
+
+    check_tracking_reachable(tracking_uri)
+    client = MlflowClient(tracking_uri)
+    experiment_id = _ensure_experiment(tracking_uri, experiment)
+    run = client.create_run(experiment_id, run_name=run_name,
+                            tags={"ccrs.kind": "pipeline", "ccrs.error": scrub(error)[:4000], **(tags or {})})
+    client.log_text(run.info.run_id, scrub(error), "error.txt")
+    if log_file is not None and log_file.is_file():
+        client.log_artifact(run.info.run_id, str(log_file), "logs")
+    client.set_terminated(run.info.run_id, "FAILED")
+    return run.info.run_id
 
 
 def bound_mlflow_http_retries() -> None:

@@ -1,0 +1,159 @@
+"""`ccrs nightly`: one night of a regression series as one command with one exit code, the same on a cron
+host and in a RayJob (docs/nightly.md).
+
+The night: `ccrs run --config C` (or `ccrs evaluate FILE ...` of the team's own outputs with --outputs),
+logged as its own MLflow run (tag ccrs.nightly), then the gate (`ccrs compare` against the latest accepted
+run of the same config), then an alert on every status but pass. A crash is logged to MLflow as a FAILED
+run with its error and exits 1; a setup error exits 2 (logged too when the tracking store answers).
+Exit codes: pipelines/tools/regression.py STATUSES."""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from infra.console import say
+from pipelines.compare_cmd import add_gate_arguments
+from pipelines.run_cmd import add_judge_endpoint_arguments
+
+NIGHTLY_TAGS = {"ccrs.nightly": "true"}
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str = "nightly") -> None:
+    parser.add_argument("--config", help="run config YAML (default: configs/cpu-demo.yaml)")
+    parser.add_argument("--outputs", nargs="+", type=Path, metavar="FILE", help="evaluate these outputs "
+                        "files of your own systems (as `ccrs evaluate`) instead of running the pipeline")
+    parser.add_argument("--run-dir", help="where stage outputs go (default: the config's run_dir; for "
+                        "--outputs runs/evaluate-<first file's stem>)")
+    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint (e.g. the "
+                        "RayService) instead of deploying the Serve app")
+    parser.add_argument("--experiment", help="MLflow experiment (default: the config's mlflow.experiment)")
+    add_judge_endpoint_arguments(parser)
+    add_gate_arguments(parser)
+
+
+def console_log(args: argparse.Namespace) -> Path | None:
+    from tasks.layout import RunLayout
+
+    try:
+        config, _ = _prepare(args)
+    except Exception:  # noqa: BLE001 - main reports it
+        return None
+    return RunLayout(config.resolved_run_dir()).console_log
+
+
+def main(args: argparse.Namespace) -> int:
+    from pipelines.compare_cmd import gate_options, notify_target, report_outcome
+    from pipelines.tools.regression import RegressionError, RegressionReport, gate
+
+    started = time.perf_counter()
+    try:
+        notify_url = notify_target(args.notify)
+        config, outputs = _prepare(args)
+    except Exception as exc:  # noqa: BLE001 - any setup problem is exit 2, one line, and an alert
+        return _failed_night("setup_error", f"{type(exc).__name__}: {exc}", args, None, _safe_notify(args))
+    try:
+        result = _run_night(config, outputs)
+    except Exception as exc:  # noqa: BLE001 - a crash: logged as a FAILED run, alerted, exit 1
+        status = "setup_error" if _is_setup_error(exc) else "crash"
+        return _failed_night(status, f"{type(exc).__name__}: {exc}", args, config, notify_url)
+    finally:
+        from infra.ray_runtime import shutdown_ray
+
+        shutdown_ray()
+    say(f"night finished in {time.perf_counter() - started:.0f} s; MLflow run {result.tracked['url']}")
+    uri = config.mlflow.resolved_uri(Path.cwd())
+    try:
+        report = gate(uri, config.mlflow.experiment, result.tracked["run_id"], args.baseline,
+                      gate_options(args))
+    except RegressionError as exc:
+        report = RegressionReport("setup_error", result.tracked["run_id"], None, None, 0, str(exc),
+                                  experiment=config.mlflow.experiment)
+    return report_outcome(report, notify_url)
+
+
+def _prepare(args: argparse.Namespace):
+    """(RunConfig, Outputs or None), checked before any work."""
+    if not hasattr(args, "_prepared"):
+        args._prepared = _config_and_outputs(args)
+    return args._prepared
+
+
+def _config_and_outputs(args: argparse.Namespace):
+    from pipelines.config import load_config
+    from pipelines.evaluate import prepare_evaluation
+    from pipelines.run_cmd import judge_endpoint_overrides
+
+    if args.outputs:
+        return prepare_evaluation(args.outputs, config=args.config, llm_base_url=args.llm_base_url,
+                                  judge_base_url=args.judge_base_url, judge_model=args.judge_model,
+                                  run_dir=args.run_dir, experiment=args.experiment)
+    overrides = judge_endpoint_overrides(args)
+    if args.llm_base_url:
+        overrides["serving"] = {"profile": "external", "base_url": args.llm_base_url}
+    if args.run_dir:
+        overrides["run_dir"] = str(Path(args.run_dir).resolve())
+    return load_config(args.config, overrides), None
+
+
+def _run_night(config, outputs):
+    from pipelines.pipeline import run_evaluation, run_pipeline
+
+    if outputs is not None:
+        return run_evaluation(config, outputs, run_tags=NIGHTLY_TAGS)
+    return run_pipeline(config, run_tags=NIGHTLY_TAGS)
+
+
+def _is_setup_error(exc: Exception) -> bool:
+    from judges.scoring import ScoringUnsupportedError
+    from tasks.tracking import TrackingError
+
+    return isinstance(exc, (ScoringUnsupportedError, TrackingError))
+
+
+def _failed_night(status: str, error: str, args, config, notify_url: str | None) -> int:
+    """One line on the terminal, a FAILED MLflow run holding the error (where the store answers), the alert;
+    the exit code of `status`."""
+    from pipelines.compare_cmd import experiment_of
+    from pipelines.tools.regression import RegressionReport, alert_payload, notify
+    from tasks.tracking import TrackingError, log_failed_run
+
+    say(f"ccrs nightly: {status}: {error}", err=True)
+    run_id = ""
+    try:
+        experiment = config.mlflow.experiment if config else (args.experiment or experiment_of(args.config))
+        uri = (config.mlflow if config else _mlflow_defaults()).resolved_uri(Path.cwd())
+        tags = {**NIGHTLY_TAGS, "regression.status": status,
+                "ccrs.config_name": config.name if config else "unknown"}
+        run_id = log_failed_run(tracking_uri=uri, experiment=experiment,
+                                run_name=f"{config.name if config else 'nightly'}-{status}", error=error,
+                                tags=tags, log_file=_console_log_file(config))
+        say(f"logged as the FAILED MLflow run {run_id} (experiment {experiment})", err=True)
+    except (TrackingError, Exception) as exc:  # noqa: BLE001 - the alert still goes out
+        say(f"ccrs nightly: could not log the failure to MLflow ({type(exc).__name__}: {exc})", err=True)
+        experiment = args.experiment or "unknown"
+    report = RegressionReport(status, run_id, None, None, 0, error, experiment=experiment)
+    if notify_url:
+        say(notify(notify_url, alert_payload(report)), err=True)
+    return report.exit_code
+
+
+def _mlflow_defaults():
+    from pipelines.config import MlflowConfig
+
+    return MlflowConfig()
+
+
+def _console_log_file(config) -> Path | None:
+    from tasks.layout import RunLayout
+
+    return RunLayout(config.resolved_run_dir()).console_log if config is not None else None
+
+
+def _safe_notify(args: argparse.Namespace) -> str | None:
+    from pipelines.compare_cmd import notify_target
+
+    try:
+        return notify_target(args.notify)
+    except ValueError:
+        return None
