@@ -43,6 +43,16 @@ def console_log(args: argparse.Namespace) -> Path | None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from infra.ray_runtime import shutdown_ray
+
+    try:
+        return night(args)
+    finally:
+        shutdown_ray()
+
+
+def night(args: argparse.Namespace) -> int:
+    """The night, leaving the Ray it joined or started as it is (main shuts it down)."""
     from pipelines.compare_cmd import gate_options, notify_target, report_outcome
     from pipelines.tools.regression import RegressionError, RegressionReport, gate
 
@@ -57,10 +67,6 @@ def main(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - a crash: logged as a FAILED run, alerted, exit 1
         status = "setup_error" if _is_setup_error(exc) else "crash"
         return _failed_night(status, f"{type(exc).__name__}: {exc}", args, config, notify_url)
-    finally:
-        from infra.ray_runtime import shutdown_ray
-
-        shutdown_ray()
     say(f"night finished in {time.perf_counter() - started:.0f} s; MLflow run {result.tracked['url']}")
     uri = config.mlflow.resolved_uri(Path.cwd())
     try:

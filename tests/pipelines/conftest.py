@@ -3,10 +3,12 @@ config against it (reusing the session's real CPU LLM stack from tests/conftest.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -119,3 +121,45 @@ def e2e_run(llm_endpoint, mlflow_server, tmp_path_factory, judge_cache_dir):
         assert sorted(load_secrets(secrets_file)) == sorted(FILE_SECRETS)
         result = run_pipeline(config, keep_serving=True)
     return config, result
+
+
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class RayHead:
+    dashboard: str  # http://127.0.0.1:<port>, for `ray job submit --address`
+    gcs: str  # 127.0.0.1:<port>, for a driver's RAY_ADDRESS
+    env: dict
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory):
+    """A separate Ray head on loopback (`ray start --head --block` in its own process group, stopped by
+    killing that group: `ray stop` would kill every Ray on the machine, the session's LLM stack included),
+    shared by the tests that submit to a cluster (ray job submit, the cron recipe). Token auth is off
+    because it is loopback only and ~/.ray/auth_token is shared by every local cluster."""
+    dashboard_port, gcs_port = free_port(), free_port()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    temp_dir = Path("/tmp") / f"ccrs-ray-{dashboard_port}"
+    start = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+             f"--port={gcs_port}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
+             "--num-cpus=8", "--disable-usage-stats", f"--temp-dir={temp_dir}",
+             # Every agent port explicit: the defaults (e.g. 52365) are taken by the session's own Ray.
+             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
+    log = tmp_path_factory.mktemp("ray-head") / "ray_head.log"
+    head = subprocess.Popen(start, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    address = f"http://127.0.0.1:{dashboard_port}"
+    try:
+        wait_http(f"{address}/api/version", 180)
+        yield RayHead(address, f"127.0.0.1:{gcs_port}", env)
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:  # a head that has not stopped within seconds is killed (its own shutdown took ~40 s here)
+            head.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait(timeout=30)

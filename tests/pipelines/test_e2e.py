@@ -25,8 +25,11 @@ def _runs(tracking_uri, experiment):
 def test_parent_run_holds_statistics_samples_config_and_provenance(e2e_run):
     config, result = e2e_run
     client, runs = _runs(config.mlflow.tracking_uri, config.mlflow.experiment)
-    (parent,) = [run for run in runs if run.data.tags.get("ccrs.kind") == "pipeline"]
-    assert parent.info.run_id == result.tracked["run_id"]
+    # (a rerun in another test logs a run of its own: this test reads the session run's)
+    (parent,) = [run for run in runs if run.info.run_id == result.tracked["run_id"]]
+    assert parent.data.tags["ccrs.kind"] == "pipeline" and parent.data.tags["ccrs.config_name"] == "e2e"
+    assert parent.data.tags["ccrs.metrics"] == ",".join(sorted(CCRS))
+    assert parent.data.tags["ccrs.adhoc"] == "false"
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"stats", "plots", "tables", "samples", "config", "gqm"} <= artifacts
     plots = [a.path for a in client.list_artifacts(parent.info.run_id, "plots")]
@@ -57,7 +60,8 @@ def test_artifacts_land_in_s3(e2e_run, s3_endpoint):
 def test_one_nested_run_per_system_with_ccrs_means_and_cis(e2e_run):
     config, result = e2e_run
     _, runs = _runs(config.mlflow.tracking_uri, config.mlflow.experiment)
-    systems = {run.data.tags["system"]: run for run in runs if "system" in run.data.tags}
+    systems = {run.data.tags["system"]: run for run in runs
+               if run.data.tags.get("mlflow.parentRunId") == result.tracked["run_id"]}
     assert sorted(systems) == list("ABCDEF")
     for label, run in systems.items():
         assert run.data.tags["mlflow.parentRunId"] == result.tracked["run_id"]
@@ -96,12 +100,14 @@ def test_the_demo_scores_expected_marks_and_keeps_the_integer_beside_them(e2e_ru
     assert sum(counts.values()) == len(ok)
 
 
-def test_rerun_reuses_every_stage(e2e_run):
+def test_rerun_reuses_every_stage_and_logs_a_run_of_its_own(e2e_run):
     config, result = e2e_run
     again = run_pipeline(config, keep_serving=True)
-    assert again.tracked["run_id"] == result.tracked["run_id"]
+    assert again.tracked["run_id"] != result.tracked["run_id"]  # every invocation is a run (nightly history)
     assert all(stage["reused"] for stage in again.stages.values()), again.stages
     assert again.stages["generate"]["summary"] == result.stages["generate"]["summary"]
+    tags = MlflowClient(config.mlflow.tracking_uri).get_run(again.tracked["run_id"]).data.tags
+    assert tags["ccrs.reused_stages"].split(",") == list(again.stages)
 
 
 def test_no_planted_secret_reaches_params_tags_or_artifacts(e2e_run, tmp_path):

@@ -1,8 +1,6 @@
 """`ray job submit --working-dir . -- ccrs run --config ...` against a Ray head node started by the test
 on loopback, as a user submits to a cluster (the LLM endpoint is the session's real CPU stack)."""
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,45 +10,14 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.pipelines.conftest import free_port, wait_http
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def ray_head(tmp_path):
-    """A separate Ray head on loopback (`ray start --head --block` in its own process group, stopped by
-    killing that group: `ray stop` would kill every Ray on the machine, the session's LLM stack included).
-    Token auth is off because it is loopback only and ~/.ray/auth_token is shared by every local cluster."""
-    dashboard_port = free_port()
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_AUTH_MODE": "disabled"}
-    env.pop("RAY_ADDRESS", None)
-    temp_dir = Path("/tmp") / f"ccrs-ray-{dashboard_port}"
-    start = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-             f"--port={free_port()}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
-             "--num-cpus=8", "--disable-usage-stats", f"--temp-dir={temp_dir}",
-             # Every agent port explicit: the defaults (e.g. 52365) are taken by the session's own Ray.
-             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
-    head = subprocess.Popen(start, env=env, stdout=open(tmp_path / "ray_head.log", "wb"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    address = f"http://127.0.0.1:{dashboard_port}"
-    try:
-        wait_http(f"{address}/api/version", 180)
-        yield address, env
-    finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait(timeout=30)
-
-
 def test_ray_job_submit_runs_the_pipeline(ray_head, llm_endpoint, mlflow_server, tmp_path):
-    address, env = ray_head
+    address, env = ray_head.dashboard, ray_head.env
     run_dir = tmp_path / "job-run"
     config = yaml.safe_load((ROOT / "configs" / "cpu-demo.yaml").read_text())
     config.update(name="ray-job", run_dir=str(run_dir))

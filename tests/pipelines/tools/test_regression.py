@@ -1,3 +1,4 @@
+import json
 import numpy as np
 import pandas as pd
 import pytest
@@ -50,3 +51,131 @@ def test_every_cell_reports_its_minimum_detectable_difference():
     small = paired_table(current[current["query_id"].isin(["q0", "q1", "q2", "q3"])],
                          baseline, alpha=0.05, b=500, seed=0)
     assert (small["mdd"] > 2 * table["mdd"].max()).all()  # a pass on a tiny subset says little
+
+
+# --- the gate on runs logged to a real (local SQLite) MLflow store --------------------------------------
+
+SETTINGS = {"ccrs.judge_model": "smollm2-135m-instruct", "ccrs.scoring": "expected",
+            "ccrs.prompt_versions": '{"ccrs": "v1"}', "ccrs.metrics": "CC,IR", "ccrs.config_name": "nightly"}
+
+
+class Store:
+    """Pipeline runs logged the way tasks/tracking.py logs them: the parent run's tags and the judgments
+    artifact the gate reads (samples/judgments.parquet)."""
+
+    def __init__(self, root):
+        from mlflow.tracking import MlflowClient
+
+        self.uri = f"sqlite:///{root / 'mlflow.db'}"
+        self.client = MlflowClient(self.uri)
+        self.experiment_id = self.client.create_experiment("gate", artifact_location=(root / "art").as_uri())
+        self.root = root
+
+    def log(self, scores: pd.DataFrame, failed: int = 0, **tags) -> str:
+        judgments = scores.assign(status="ok")
+        if failed:
+            judgments.loc[judgments.index[:failed], ["status", "score"]] = ["failed", None]
+        run = self.client.create_run(self.experiment_id, tags={"ccrs.kind": "pipeline", **SETTINGS, **tags})
+        path = self.root / f"{run.info.run_id}.parquet"
+        judgments.to_parquet(path)
+        folder = self.root / run.info.run_id
+        folder.mkdir()
+        (folder / "judgments.parquet").write_bytes(path.read_bytes())
+        self.client.log_artifact(run.info.run_id, str(folder / "judgments.parquet"), "samples")
+        self.client.set_terminated(run.info.run_id, "FINISHED")
+        return run.info.run_id
+
+    def tags(self, run_id: str) -> dict:
+        return self.client.get_run(run_id).data.tags
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(tmp_path)
+
+
+def _gate(store, **options):
+    from pipelines.tools.regression import GateOptions, gate
+
+    return gate(store.uri, "gate", options.pop("run", "latest"), options.pop("baseline", "previous"),
+                GateOptions(b=500, **options))
+
+
+def test_night_one_is_the_baseline_a_drop_regresses_and_the_next_night_compares_with_night_one(store):
+    good = _scores(np.random.default_rng(0))
+    first = store.log(good)
+    report = _gate(store)
+    assert (report.status, report.exit_code, report.baseline_id) == ("baseline", 0, None)
+    assert "this run is the baseline" in report.markdown
+    assert store.tags(first)["regression.status"] == "baseline"
+
+    bad = _scores(np.random.default_rng(0), shift_cell=("B", "IR"), shift=-0.3)
+    second = store.log(bad)
+    report = _gate(store)
+    assert (report.status, report.exit_code, report.baseline_id) == ("regression", 3, first)
+    assert report.regressed_cells()[0].startswith("B/IR (-0.")
+    assert store.tags(second)["regression.baseline"] == first
+
+    third = store.log(bad)  # the regressed night is no baseline: night three is checked against night one
+    report = _gate(store)
+    assert (report.run_id, report.baseline_id, report.status) == (third, first, "regression")
+
+
+def test_ad_hoc_runs_and_other_configs_are_never_the_previous_baseline(store):
+    scores = _scores(np.random.default_rng(0))
+    nightly = store.log(scores)
+    store.log(scores, **{"ccrs.adhoc": "true"})
+    store.log(scores, **{"ccrs.config_name": "someone-elses"})
+    store.log(scores)
+    assert _gate(store).baseline_id == nightly
+
+
+def test_another_judge_is_incomparable_unless_allowed_and_failures_above_the_limit_exit_4(store):
+    scores = _scores(np.random.default_rng(0))
+    store.log(scores)
+    store.log(scores, **{"ccrs.judge_model": "llama-3-70b-instruct", "ccrs.scoring": "integer"})
+    report = _gate(store)
+    assert (report.status, report.exit_code) == ("incomparable", 5)
+    assert report.differing == {"judge model": ("smollm2-135m-instruct", "llama-3-70b-instruct"),
+                                "scoring mode": ("expected", "integer")}
+    assert "judge model: baseline 'smollm2-135m-instruct', run 'llama-3-70b-instruct'" in report.markdown
+    allowed = _gate(store, allow_judge_change=True)  # passes: the new judge's run becomes the baseline
+    assert allowed.status == "pass" and "--allow-judge-change" in allowed.markdown
+
+    store.log(scores, failed=len(scores) // 10, **{"ccrs.judge_model": "llama-3-70b-instruct",
+                                                   "ccrs.scoring": "integer"})  # 10% failed judgments
+    report = _gate(store, max_failure_rate=0.05)
+    assert (report.status, report.exit_code) == ("failure_rate", 4)
+    assert report.failure_rate == pytest.approx(0.1)
+    assert _gate(store, max_failure_rate=0.2).status == "pass"
+
+
+def test_a_named_or_accepted_baseline_moves_it_on_purpose(store):
+    from pipelines.tools.regression import mark_baseline
+
+    good = _scores(np.random.default_rng(0))
+    first = store.log(good)
+    _gate(store)
+    changed = store.log(good, **{"ccrs.judge_model": "llama-3-70b-instruct"})
+    assert _gate(store).status == "incomparable"
+    assert mark_baseline(store.uri, "gate", "latest", accept=True, name="judge-v2") == changed
+    later = store.log(good, **{"ccrs.judge_model": "llama-3-70b-instruct"})
+    assert _gate(store).baseline_id == changed  # the accepted run, not night one
+    assert _gate(store, baseline="tag:judge-v2").baseline_id == changed
+    assert _gate(store, run=later, baseline=first, allow_judge_change=True).baseline_id == first
+    with pytest.raises(RegressionError, match="tagged ccrs.baseline='nope'"):
+        _gate(store, baseline="tag:nope")
+
+
+def test_the_alert_is_slack_compatible_and_machine_readable(store):
+    from pipelines.tools.regression import alert_payload
+
+    store.log(_scores(np.random.default_rng(0)))
+    _gate(store)
+    store.log(_scores(np.random.default_rng(0), shift_cell=("A", "CC"), shift=-0.3))
+    payload = alert_payload(_gate(store))
+    assert payload["text"].startswith("ccrs nightly [gate] REGRESSION (exit 3): regression in 1 cell(s): "
+                                      "A/CC")
+    assert payload["status"] == "regression" and payload["exit_code"] == 3
+    assert {"system", "metric", "diff", "adjusted_p", "verdict"} <= set(payload["cells"][0])
+    json.dumps(payload)

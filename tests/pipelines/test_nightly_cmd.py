@@ -1,0 +1,155 @@
+"""Nights of a regression series on the real CPU stack against a real `mlflow server`: `ccrs nightly` on the
+team's own outputs (ccrs evaluate) with expected marks, the alert server a local HTTP receiver; and the cron
+recipe (infra/cron/nightly.sh) on a local Ray head."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from pipelines import nightly_cmd
+from tests.tasks.test_outputs import example_rows
+
+pytestmark = [pytest.mark.llm, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Receiver:
+    """The alert webhook: a loopback HTTP server keeping every JSON body POSTed to it."""
+
+    def __init__(self):
+        received = self.received = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    server = Receiver()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def nightly_config(path: Path, scoring: str = "expected") -> Path:
+    """The demo config judging QR only (with expected marks: the 135M judge's integer marks are all 0 and
+    could not show a drop), B = 1000, no GQM report."""
+    config = yaml.safe_load((REPO / "configs" / "cpu-demo.yaml").read_text())
+    config["judge"].update(metrics=["QR"], scoring=scoring)
+    config["stats"] = {**config["stats"], "b": 1000, "hypotheses": None}
+    config["gqm_goals"] = None
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def outputs(path: Path, degrade: str | None = None) -> Path:
+    """The shipped example's 8 questions x 2 systems; `degrade` empties that system's answers (a release
+    that broke its generator)."""
+    rows = [{**row, "response": "" if row["system"] == degrade else row["response"]}
+            for row in example_rows()]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def night(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    nightly_cmd.add_arguments(parser)
+    return nightly_cmd.night(parser.parse_args(list(argv)))
+
+
+def test_nights_baseline_regression_alert_and_the_accepted_baseline(llm_endpoint, mlflow_server, receiver,
+                                                                    tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    monkeypatch.setenv("CCRS_NOTIFY_URL", receiver.url)
+    common = ["--config", str(nightly_config(tmp_path / "nightly.yaml")), "--llm-base-url",
+              llm_endpoint.base_url, "--run-dir", str(tmp_path / "run"), "--experiment", "nightly-e2e",
+              "--notify", "env:CCRS_NOTIFY_URL", "--b", "1000"]
+    answers = tmp_path / "answers.jsonl"
+
+    assert night("--outputs", str(outputs(answers)), *common) == 0
+    assert '"status": "baseline"' in capsys.readouterr().out
+    assert [alert["status"] for alert in receiver.received] == ["baseline"]  # every status but pass
+
+    assert night("--outputs", str(outputs(answers, degrade="top3-sentences")), *common) == 3
+    printed = capsys.readouterr().out
+    assert "top3-sentences" in printed and '"status": "regression"' in printed
+    alert = receiver.received[-1]
+    assert alert["status"] == "regression" and alert["exit_code"] == 3
+    assert "top3-sentences/QR" in alert["text"] and receiver.url not in printed
+
+    assert night("--outputs", str(answers), *common) == 3  # the same as night two
+    client = MlflowClient(mlflow_server)
+    experiment = client.get_experiment_by_name("nightly-e2e").experiment_id
+    runs = client.search_runs([experiment], "tags.`ccrs.kind` = 'pipeline'",
+                              order_by=["attributes.start_time"])
+    assert len(runs) == 3  # every night is a run, even the unchanged third
+    first, second, third = runs
+    assert [r.data.tags["regression.status"] for r in runs] == ["baseline", "regression", "regression"]
+    assert third.data.tags["regression.baseline"] == first.info.run_id  # not the regressed night two
+    assert third.data.tags["ccrs.nightly"] == "true" and "judge_ccrs" in third.data.tags["ccrs.reused_stages"]
+
+    integer = ["--config", str(nightly_config(tmp_path / "integer.yaml", "integer"))]
+    assert night("--outputs", str(answers), *integer, *common[2:]) == 5  # another scoring mode
+    assert "scoring mode: baseline 'expected', run 'integer'" in capsys.readouterr().out
+    assert receiver.received[-1]["status"] == "incomparable"
+
+
+def test_a_crash_is_a_failed_mlflow_run_with_its_error_and_exit_1(llm_endpoint, tmp_path, monkeypatch,
+                                                                   receiver):
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("tasks.outputs.run_outputs_stage", disk_full)  # the night's first stage fails
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    config = nightly_config(tmp_path / "c.yaml")
+    code = night("--outputs", str(outputs(tmp_path / "a.jsonl")), "--config", str(config),
+                 "--llm-base-url", llm_endpoint.base_url, "--run-dir", str(tmp_path / "run"),
+                 "--experiment", "nightly-crash", "--notify", receiver.url)
+    assert code == 1
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("nightly-crash").experiment_id])
+    assert run.info.status == "FAILED" and run.data.tags["regression.status"] == "crash"
+    assert "No space left on device" in run.data.tags["ccrs.error"]
+    assert receiver.received[-1]["status"] == "crash" and receiver.received[-1]["exit_code"] == 1
+
+
+def test_the_cron_recipe_runs_two_nights_on_a_local_ray_head(ray_head, llm_endpoint, tmp_path):
+    env = {**ray_head.env, "RAY_ADDRESS": ray_head.gcs,
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}",
+           "CCRS_NIGHTLY_CONFIG": str(nightly_config(tmp_path / "nightly.yaml", "integer")),
+           "CCRS_NIGHTLY_OUTPUTS": str(outputs(tmp_path / "answers.jsonl")),
+           "CCRS_JUDGE_CACHE": os.environ["CCRS_JUDGE_CACHE"]}
+    command = ["bash", str(REPO / "infra" / "cron" / "nightly.sh"), "--llm-base-url", llm_endpoint.base_url,
+               "--run-dir", str(tmp_path / "run"), "--experiment", "cron-nightly", "--b", "500"]
+    for expected in ("baseline", "pass"):
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert f'"status": "{expected}"' in done.stdout
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    runs = client.search_runs([client.get_experiment_by_name("cron-nightly").experiment_id],
+                              "tags.`ccrs.kind` = 'pipeline'")
+    assert len(runs) == 2 and {r.data.tags["ccrs.config_name"] for r in runs} == {"evaluate-answers"}
