@@ -370,6 +370,8 @@ class CcrsSuite:
                             if name in EM_COMBINED else None}
             if judge.scoring == "expected":  # integer-mode keys stay as they were: their cache stays valid
                 determinants["expected"] = judge.expected.model_dump()
+            if judge.lenient_parse:  # it changes which replies parse (strict keys stay valid)
+                determinants["lenient_parse"] = True
             key = unit_key(SUITE, determinants)
             # plan=None: the rendered prompt is not kept (unit_request renders it again where it is
             # sent); keeping every prompt of a paper-scale run took ~15 KB a unit, gigabytes in the driver.

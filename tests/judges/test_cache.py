@@ -28,6 +28,7 @@ def test_unit_key_is_stable_and_sensitive_to_every_part():
         _key(seed=1),
         _key(max_reasks=1),
         _key(ac_lambda=0.5),
+        _key(lenient_parse=True),  # it changes which replies parse: a cached strict judgment is not one
     ]
     assert len(set(variants + [key])) == len(variants) + 1
 

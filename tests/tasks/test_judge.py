@@ -141,3 +141,27 @@ def test_every_suite_records_empty_responses_and_failed_generations_one_row_per_
         assert set(frame.suite) == {name} and set(frame.metric) == set(metrics)
         assert (frame.loc[frame.query_id != samples[0].query_id, "status"] == "empty_response").all(), name
         assert frame.loc[frame.reason.str.startswith("generation failed"), "score"].isna().all(), name
+
+
+def test_other_weights_behind_the_same_model_id_get_other_stage_and_cache_keys(tmp_path, bioasq_inputs):
+    """What the endpoint reports serving (infra.readiness.endpoint_identity) is part of the judge stage's
+    key and of every judgment's cache key; without an identity the keys are the unit's own."""
+    from judges.suite import Sample
+    from tasks.judge import cache_key, judging_key
+
+    queries, retrieved = bioasq_inputs
+    inputs = (queries, retrieved, queries)
+    judge, client = JudgeConfig(), ClientConfig()
+    served = {"id": judge.model, "root": "/models/smollm2-135m-instruct", "max_model_len": 2048}
+    swapped = {**served, "root": "/models/smollm2-135m-instruct-finetuned"}
+    keys = {judging_key("ccrs", inputs, judge, client, 5, identity) for identity in (None, served, swapped)}
+    assert len(keys) == 3
+    assert judging_key("ccrs", inputs, judge, client, 5) == judging_key("ccrs", inputs, judge, client, 5, {})
+    sample = Sample("q1", "A", "What is X?", "X is Y.", "X is Y.", ["X is Y."])
+    (unit, *_) = get_suite("ccrs").plan(sample, judge, 0, len)
+    assert cache_key(unit, None) == cache_key(unit, {}) == unit.key
+    assert len({cache_key(unit, served), cache_key(unit, swapped), unit.key}) == 3
+    # where the judge is reached does not change a judgment
+    moved = judge.model_copy(update={"base_url": "http://judge.internal/v1", "api_key_env": "OTHER"})
+    assert judging_key("ccrs", inputs, moved, client, 5, served) == judging_key("ccrs", inputs, judge, client,
+                                                                               5, served)

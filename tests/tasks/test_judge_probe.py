@@ -89,3 +89,11 @@ def test_the_real_vllm_judge_passes_and_integer_scoring_is_not_probed(llm_endpoi
     nowhere = "http://127.0.0.1:9/v1"  # nothing listens: a probe would fail
     probe_judge(["ccrs"], judge.model_copy(update={"scoring": "integer"}), ClientConfig(), nowhere)
     probe_judge(["grouse"], judge, ClientConfig(), nowhere)  # GroUSE scores integers only
+
+
+def test_the_endpoint_reports_the_weights_it_serves(llm_endpoint):
+    from infra.readiness import endpoint_identity
+
+    identity = endpoint_identity(llm_endpoint.base_url, llm_endpoint.judge_model)
+    assert identity["id"] == llm_endpoint.judge_model and identity.get("root")  # vLLM: the loaded weights
+    assert endpoint_identity(llm_endpoint.base_url, "no-such-model") == {}
