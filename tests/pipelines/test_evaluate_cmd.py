@@ -115,7 +115,13 @@ def test_bad_inputs_exit_2_with_one_line_before_any_work(tmp_path, capsys):
         "needs contexts": ([str(bare)], "metric(s) CC, ID, AC, IR need contexts and reference"),
         "unknown type": ([str(REPO / "README.md")], "unknown file type '.md'"),
         "one system": ([str(tmp_path / "one.jsonl")], "the outputs hold one system (top1-sentence)"),
+        "answered twice": ([str(tmp_path / "twice.jsonl")], "answers question"),
+        "contexts not a list": ([str(tmp_path / "flat.jsonl")],
+                                "retrieved_contexts must be a list of strings"),
     }
+    (tmp_path / "twice.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + rows[:1]))
+    (tmp_path / "flat.jsonl").write_text("".join(json.dumps({**r, "retrieved_contexts": "one passage"}) + "\n"
+                                                 for r in rows))
     (tmp_path / "q.jsonl").write_text(json.dumps({"user_input": "What is X?"}) + "\n")
     (tmp_path / "one.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["system"] ==
                                                 "top1-sentence"))
