@@ -17,8 +17,11 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple, TextIO
+
+from infra.models import ccrs_home
 
 
 class _Terminal(NamedTuple):
@@ -145,3 +148,14 @@ def _remove_empty(log_file: Path, made: list[Path]) -> None:
             folder.rmdir()
         except OSError:  # not empty (something else was written there meanwhile)
             return
+
+
+def log_file_in(folder: str | Path) -> Path:
+    """The log file of a command that writes into `folder` (`ccrs run`'s is RunLayout.console_log)."""
+    return Path(folder) / "console.log"
+
+
+def home_log_file(name: str) -> Path:
+    """The log file of a command without an output folder: $CCRS_HOME/logs/<name>-<UTC time>.log."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return ccrs_home() / "logs" / f"{name}-{stamp}.log"

@@ -118,3 +118,13 @@ def prepare_local_models(force: bool = False) -> dict[str, Path]:
             convert_gguf_to_hf(gguf_path(model), target)
         prepared[name] = target
     return prepared
+
+
+def default_tokenizer(reader_model: str | None) -> str | None:
+    """The tokenizer policy of readers and judges: the local model folder for a model prepared here (exact
+    token counts), else None (a character estimate)."""
+    if not reader_model:
+        return None
+    if reader_model in LOCAL_MODELS and is_prepared(models_dir() / reader_model):
+        return str(models_dir() / reader_model)
+    return None

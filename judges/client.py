@@ -372,14 +372,3 @@ def _token_logprobs(block: dict[str, Any] | None) -> list[TokenLogprob] | None:
                          tuple((str(alt["token"]), float(alt["logprob"]))
                                for alt in item.get("top_logprobs") or ()))
             for item in block["content"]]
-
-
-def wait_until_ready(
-    base_url: str, timeout_s: float, expected_models: Iterable[str] = (), api_key_env: str = ""
-) -> list[str]:
-    """Poll `{base_url}/models` until it answers and lists the expected models; TimeoutError otherwise.
-
-    The one readiness poll is infra.readiness.wait_until_ready; this is it, for callers of the client."""
-    from infra.readiness import wait_until_ready as poll
-
-    return poll(base_url, timeout_s, expected_models, api_key_env=api_key_env)

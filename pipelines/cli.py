@@ -2,7 +2,8 @@
 `main(args) -> int`; modules are imported only when their subcommand runs, so `ccrs --help` stays fast.
 
 A module that starts Ray, Ray Serve, vLLM or an HTTP client also exposes `console_log(args) -> Path | None`:
-the file its third-party log records go to (`log_file_in(its output folder)`, else `home_log_file(name)`),
+the file its third-party log records go to (`infra.console.log_file_in(its output folder)`, else
+`infra.console.home_log_file(name)`),
 or None where this invocation starts none of them. That declaration is the only one: the command gets
 `--verbose` and runs inside `infra.console.quiet_console()`, which keeps its `say()` output, progress
 bars and errors on the terminal; an exception is one line there, its traceback goes to the log file."""
@@ -12,7 +13,6 @@ import argparse
 import importlib
 import sys
 import traceback
-from datetime import datetime, timezone
 from pathlib import Path
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -104,19 +104,6 @@ def run_command(name: str, module, args: argparse.Namespace) -> int:
 def _one_line(exc: Exception) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-
-def log_file_in(folder: str | Path) -> Path:
-    """The log file of a command that writes into `folder` (`ccrs run`'s is RunLayout.console_log)."""
-    return Path(folder) / "console.log"
-
-
-def home_log_file(name: str) -> Path:
-    """The log file of a command without an output folder: $CCRS_HOME/logs/<name>-<UTC time>.log."""
-    from infra.models import ccrs_home
-
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return ccrs_home() / "logs" / f"{name}-{stamp}.log"
 
 
 def _command(argv: list[str]) -> str | None:

@@ -51,7 +51,7 @@ def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def console_log(args: argparse.Namespace) -> Path:
-    from pipelines.cli import home_log_file
+    from infra.console import home_log_file
 
     return home_log_file("compare")
 

@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "injection-eval")
 
 
 def console_log(args: argparse.Namespace) -> Path:
-    from pipelines.cli import log_file_in
+    from infra.console import log_file_in
 
     return log_file_in(args.out)
 

@@ -50,7 +50,7 @@ def _levels(text: str) -> list[int]:
 
 
 def console_log(args: argparse.Namespace) -> Path:
-    from pipelines.cli import log_file_in
+    from infra.console import log_file_in
 
     return log_file_in(args.out)
 

@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
-    from pipelines.cli import log_file_in
+    from infra.console import log_file_in
 
     return None if args.agreement else log_file_in(args.out)
 
@@ -110,7 +110,7 @@ def _select(tests, args):
 def _run(args, grouse, tests, base_url, model, local):
     from judges.config import ClientConfig, JudgeConfig
     from judges.tokens import token_counter
-    from tasks.generate import default_tokenizer
+    from infra.models import default_tokenizer
     from pipelines.tools.meta_eval import run_meta_eval, write_outputs
 
     window = args.context_window or (2048 if local else None)

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
-    from pipelines.cli import home_log_file
+    from infra.console import home_log_file
 
     return None if args.action == "status" else home_log_file(f"serve-{args.action}")
 

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "show") -> None:
 
 def console_log(args: argparse.Namespace) -> Path | None:
     """A run id is looked up through the MLflow client, whose log records belong in a file."""
-    from pipelines.cli import home_log_file
+    from infra.console import home_log_file
 
     return None if Path(args.run).is_dir() else home_log_file("show")
 

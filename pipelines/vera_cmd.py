@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
 def console_log(args: argparse.Namespace) -> Path | None:
     """score: <run dir>/vera/console.log; topicality that retrieves or asks an LLM: a file under
     $CCRS_HOME/logs; bootstrap and topicality from --scores only compute: none."""
-    from pipelines.cli import home_log_file, log_file_in
+    from infra.console import home_log_file, log_file_in
     from tasks.layout import RunLayout
 
     if args.vera_command == "score":

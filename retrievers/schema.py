@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -83,3 +84,11 @@ def passages_table(passages: list[Passage]) -> pa.Table:
 
 def queries_table(queries: list[Query]) -> pa.Table:
     return pa.Table.from_pylist([q.model_dump() for q in queries], schema=QUERIES_SCHEMA)
+
+
+def top_k_contexts(retrieved: pd.DataFrame, top_k: int) -> dict[tuple[str, str], pd.DataFrame]:
+    ordered = retrieved.sort_values(["query_id", "retriever", "rank"])
+    return {
+        (str(qid), str(retriever)): group.head(top_k)
+        for (qid, retriever), group in ordered.groupby(["query_id", "retriever"], sort=False)
+    }

@@ -10,19 +10,6 @@ import pandas as pd
 
 from stats.comparison import COMPARISON_COLUMNS, pair_counts
 
-_POPULATION_FIELDS = (
-    "mean",
-    "geo_mean",
-    "median",
-    "midhinge",
-    "iqr",
-    "variance",
-    "skewness",
-    "kurtosis",
-    "min",
-    "max",
-)
-
 
 def write_tables(result: dict, table_dir: Path) -> list[Path]:
     """One CSV and one Markdown file per table; returns the written paths."""

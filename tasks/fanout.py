@@ -17,7 +17,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from judges.client import ClientStats, LLMClient, wait_until_ready
+from infra.readiness import wait_until_ready
+from judges.client import ClientStats, LLMClient
 from judges.config import ClientConfig
 
 T = TypeVar("T")

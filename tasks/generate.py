@@ -31,13 +31,15 @@ from judges.readers import (
     reader_request,
 )
 from judges.service import ServiceClient, ServiceError
+from infra.models import default_tokenizer
 from judges.tokens import token_counter
 from retrievers.methods import RETRIEVAL_METHODS
+from retrievers.schema import top_k_contexts
 from tasks.fanout import fan_out, fan_out_report
 from tasks.layout import GENERATIONS_FILE
 from tasks.stage import StageCheckpoint, code_version, file_fingerprint, read_manifest, run_stage, stage_key
 
-__all__ = ["fan_out", "run_generation", "system_label", "top_k_contexts"]
+__all__ = ["fan_out", "run_generation", "system_label"]
 
 # System letters: reader-major over the registered retrieval methods (A = reader 1 x bm25, B = x knn, ...).
 RETRIEVER_ORDER = tuple(RETRIEVAL_METHODS)
@@ -86,17 +88,6 @@ def system_table(readers: Sequence[ReaderConfig],
     table.update({s.name: {"reader": s.name, "retriever": ENDPOINT_RETRIEVER, "model": "endpoint"}
                   for s in systems})
     return table
-
-
-def default_tokenizer(reader_model: str | None) -> str | None:
-    """The local model folder for models prepared by infra/models.py (exact counts), else None."""
-    if not reader_model:
-        return None
-    from infra.models import LOCAL_MODELS, is_prepared, models_dir
-
-    if reader_model in LOCAL_MODELS and is_prepared(models_dir() / reader_model):
-        return str(models_dir() / reader_model)
-    return None
 
 
 # --- per item ------------------------------------------------------------------------------------------
@@ -208,14 +199,6 @@ def _progress(iterable, total: int, desc: str, enabled: bool):
 
 
 # --- inputs ----------------------------------------------------------------------------------------------
-
-def top_k_contexts(retrieved: pd.DataFrame, top_k: int) -> dict[tuple[str, str], pd.DataFrame]:
-    ordered = retrieved.sort_values(["query_id", "retriever", "rank"])
-    return {
-        (str(qid), str(retriever)): group.head(top_k)
-        for (qid, retriever), group in ordered.groupby(["query_id", "retriever"], sort=False)
-    }
-
 
 def build_items(queries: pd.DataFrame, retrieved: pd.DataFrame, readers: Sequence[ReaderConfig],
                 top_k: int) -> list[GenerationItem]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from infra.models import default_tokenizer
 from judges.cache import JudgmentCache, default_cache_dir
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
@@ -27,8 +28,8 @@ from judges.injection import injection_markers, union_of_markers
 from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.templates import PROMPTS_ROOT
 from judges.tokens import token_counter
+from retrievers.schema import top_k_contexts
 from tasks.fanout import fan_out_report, prefix_order
-from tasks.generate import default_tokenizer, top_k_contexts
 from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
 from tasks.stage import (
     StageCheckpoint,

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PIPELINE_STAGES = ("retrieve", "generate", "judge", "reduce", "track")  # --from-stage choices, in order
-RETRIEVAL_STAGES = ("ingest", "chunk", "embed", "index", "retrieve", "retrieval_metrics")
 JUDGE_PREFIX = "judge_"
 OUTPUTS_STAGE = "outputs"  # `ccrs evaluate`: the user's systems' outputs stand for retrieve + generate
 QUERIES_FILE = "queries.parquet"

@@ -271,6 +271,28 @@ def test_no_private_names_across_packages():
     assert not violations, _report("private cross-package import", violations)
 
 
+# The Ray stages of tasks/: each reads its inputs from files (RunLayout) and none imports another; what
+# two stages share lives below them (retrievers/, judges/, infra/) or in tasks' non-stage modules.
+STAGE_MODULES = frozenset({"tasks.retrieval_stages", "tasks.generate", "tasks.outputs", "tasks.judge",
+                           "tasks.reduce", "tasks.tracking"})
+
+
+def test_no_stage_imports_another_stage():
+    modules = project_modules()
+    violations = [f"{imp.where}: {imp.importer} imports the stage {target} ({imp.statement})"
+                  for imp in all_imports() if imp.importer in STAGE_MODULES
+                  for target in targets(imp, modules) if target in STAGE_MODULES - {imp.importer}]
+    assert not violations, _report("stage importing a stage", violations)
+
+
+def test_no_command_imports_the_cli_back():
+    """pipelines/cli.py imports the commands; a command importing it back is a loop (log paths and the
+    console live in infra/console.py)."""
+    violations = [f"{imp.where}: {imp.statement}" for imp in all_imports()
+                  if imp.target == "pipelines.cli" and imp.importer != "pipelines.cli"]
+    assert not violations, _report("command importing pipelines.cli", violations)
+
+
 # --- the checker checks itself on a small fake project ------------------------------------------------
 
 

@@ -29,7 +29,8 @@ from judges.tokens import CHARS_PER_TOKEN_FALLBACK, splits_numbers, token_counte
 from pipelines.config import RESOURCE_ROOT, RunConfig
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
-from tasks.generate import RETRIEVER_ORDER, default_tokenizer, system_label
+from infra.models import default_tokenizer
+from tasks.generate import RETRIEVER_ORDER, system_label
 from tasks.judge import judge_counter, parse_exact_answers
 from tasks.layout import RunLayout
 

@@ -32,6 +32,7 @@ from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import Judgment, Sample, get_suite
 from judges.vera import SUITE, UNTRAINED_DEMO_HEAD, VERA_METRICS, CrossEncoderAggregator, enrich_answer
 from stats.vera import bootstrap_metric, convergence, topicality
+from infra.models import default_tokenizer
 from pipelines.config import RESOURCE_ROOT
 from tasks import generate as generate_stage
 from tasks import judge as judge_stage
@@ -233,7 +234,7 @@ def topicality_samples(corpus_path: str | Path, positive: list[str], negative: l
     truths = list(positive_truth) + [""] * len(negative)
     hits = repository_hits(corpus_path, queries, k)
     budget = reader.context_window - reader.max_tokens
-    tokenizer = reader.tokenizer or generate_stage.default_tokenizer(reader.model)
+    tokenizer = reader.tokenizer or default_tokenizer(reader.model)
     items = [generate_stage.GenerationItem(qid, TOPICALITY_SYSTEM, "knn", reader, question,
                                            [h.text for h in row], [h.chunk_id for h in row], budget,
                                            tokenizer)

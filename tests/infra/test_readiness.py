@@ -69,12 +69,3 @@ def test_api_key_is_sent_from_the_named_env_var(models_server, monkeypatch):
     served_models(url)  # no key env: no header
     assert state["headers"][0].get("Authorization") == "Bearer sk-ready-123"
     assert "Authorization" not in state["headers"][1]
-
-
-def test_judges_client_uses_the_same_poll(models_server):
-    from judges.client import wait_until_ready as client_wait
-
-    url, _ = models_server
-    assert client_wait(url, 5, ["judge"]) == ["judge"]
-    with pytest.raises(TimeoutError, match="waiting for"):
-        client_wait(url, 0, ["other"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from judges.tokens import splits_numbers
-from tasks.generate import default_tokenizer
+from infra.models import default_tokenizer
 
 
 def test_smollm2_spells_a_two_digit_mark_in_digit_tokens():

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from pipelines.cli import log_file_in, main
+from infra.console import log_file_in
+from pipelines.cli import main
 
 
 def test_help_lists_injection_eval(capsys):

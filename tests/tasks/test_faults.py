@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from infra.fault_proxy import FaultPlan, FaultProxy
-from judges.client import wait_until_ready
+from infra.readiness import wait_until_ready
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from tasks.generate import run_generation
 from tasks.judge import run_judging

@@ -6,7 +6,7 @@ from pipelines import cli
 from pipelines.config import REPO_ROOT, load_config
 from judges.suite import Sample
 from pipelines.tools.cost_plan import PrefixCache, PromptMeter, cost_plan, judge_stages, model_parameters
-from tasks.generate import default_tokenizer
+from infra.models import default_tokenizer
 from tests.conftest import bioasq_questions, sample_field
 
 SAMPLE = str(REPO_ROOT / "data" / "bioasq-sample")
