@@ -51,15 +51,17 @@ def wait_until_ready(
         time.sleep(2.0)
 
 
-IDENTITY_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len")  # stable across server restarts
+# stable across server restarts: vLLM's OpenAI server reports the loaded weights (`root`) and the window;
+# Ray Serve LLM's model card has `metadata` (model id, context length) and does not name the weights
+IDENTITY_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "metadata")
 
 
 def endpoint_identity(base_url: str, model: str, api_key_env: str = "", timeout_s: float = 10.0) -> dict:
     """What the endpoint says it serves as `model`: its /models entry's stable fields (vLLM reports the
-    weights it loaded as `root`, and `max_model_len`) and, where the server answers `GET /version` (vLLM's
-    OpenAI server does), its version. Part of the generate and judge stage keys and of the judgment cache key,
-    so that other weights behind the same model id are not served from earlier outputs. {} when the
-    endpoint lists no such model (nothing to tell apart)."""
+    weights it loaded as `root`, and `max_model_len`; Ray Serve LLM its card's `metadata`) and, where the
+    server answers `GET /version` (vLLM's OpenAI server does), its version. Part of the generate and judge
+    stage keys and of the judgment cache key, so that other weights behind the same model id are not served
+    from earlier outputs. {} when the endpoint lists no such model (nothing to tell apart)."""
     key = os.environ.get(api_key_env) if api_key_env else None
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     base = base_url.rstrip("/")

@@ -128,13 +128,26 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
 
 
 def _reader_identity(config: RunConfig, base_url: str | None) -> dict:
-    """What the endpoint reports serving for each LLM reader's model ({} without LLM readers)."""
-    from infra.readiness import endpoint_identity
-
+    """What serves each LLM reader's model ({} without LLM readers)."""
     models = sorted({reader.model for reader in config.readers if reader.kind == "llm" and reader.model})
     if not models or base_url is None:
         return {}
-    return {model: endpoint_identity(base_url, model, config.client.api_key_env) for model in models}
+    return {model: served_identity(config, model, base_url, config.client.api_key_env) for model in models}
+
+
+def served_identity(config: RunConfig, model: str, base_url: str, api_key_env: str,
+                    own_endpoint: bool = False) -> dict:
+    """What the endpoint reports serving as `model` (infra.readiness.endpoint_identity) and, for the Serve
+    app this config deploys, the weights it is configured to load (Ray Serve LLM's model card does not name
+    them): other weights behind the same model id are not served from earlier generations or judgments."""
+    from infra.readiness import endpoint_identity
+
+    identity = endpoint_identity(base_url, model, api_key_env)
+    if config.serving.profile != "external" and not own_endpoint:
+        sources = [served.source for served in config.serving.models if served.model_id == model]
+        if sources:
+            identity["source"] = sources[0]
+    return identity
 
 
 def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None,
@@ -161,7 +174,6 @@ def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | N
     """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
     same answers, through the same stage, against the judge's endpoint."""
     from infra.console import say
-    from infra.readiness import endpoint_identity
     from tasks.judge import judge_client_config, probe_judge, run_judging
 
     judge_url = config.judge.base_url or base_url
@@ -169,7 +181,8 @@ def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | N
     where = f" at {judge_url}" if config.judge.base_url else ""
     say(f"judge: {', '.join(config.judges)} ({config.judge.model}{where})")
     probe_judge(config.judges, config.judge, client, judge_url)
-    identity = endpoint_identity(judge_url, config.judge.model, client.api_key_env)
+    identity = served_identity(config, config.judge.model, judge_url, client.api_key_env,
+                               own_endpoint=config.judge.base_url is not None)
     judged = {}
     for name in config.judges:
         judged[name] = run_judging(

@@ -42,13 +42,16 @@ def ccrs(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Completed
 
 @pytest.mark.llm
 @pytest.mark.slow
-def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_cache(
+def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_cache_through_the_api(
         llm_endpoint, mlflow_server, tmp_path):
+    """`ccrs evaluate` on the shipped RAGAS-named example, then the same outputs through `ccrs_eval.evaluate`
+    in a plain `python -c` from outside the repository: every judgment comes from the cache."""
     config = integer_config(tmp_path / "config.yaml")
-    common = ["--config", str(config), "--limit", "2", "--llm-base-url", llm_endpoint.base_url,
-              "--experiment", "evaluate-e2e"]
-    env = {"MLFLOW_TRACKING_URI": mlflow_server}
-    first = ccrs("evaluate", str(EXAMPLE), "--run-dir", str(tmp_path / "one"), *common, cwd=tmp_path, env=env)
+    # a judgment cache of its own: the first call's requests do not depend on the tests before it
+    env = {"MLFLOW_TRACKING_URI": mlflow_server, "CCRS_JUDGE_CACHE": str(tmp_path / "cache")}
+    first = ccrs("evaluate", str(EXAMPLE), "--run-dir", str(tmp_path / "one"), "--config", str(config),
+                 "--limit", "2", "--llm-base-url", llm_endpoint.base_url, "--experiment", "evaluate-e2e",
+                 cwd=tmp_path, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     verdict = first.stdout
     assert "Verdict: evaluate-ragas-two-systems" in verdict
@@ -68,41 +71,31 @@ def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_ca
                        .read_text())
     assert len(table["data"]) == 4 and {"question", "system", "answer", *CCRS} <= set(table["columns"])
 
-    second = ccrs("evaluate", str(EXAMPLE), "--run-dir", str(tmp_path / "two"), *common, cwd=tmp_path,
-                  env=env)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "20 judgments: 0 new judge requests, 20 from the judgment cache" in second.stdout
-    again = pd.read_parquet(tmp_path / "two" / "judge_ccrs" / "scores.parquet")
-    pd.testing.assert_frame_equal(again, scores)
-
-
-@pytest.mark.llm
-@pytest.mark.slow
-def test_the_api_judges_two_grouse_files_from_outside_the_repository(llm_endpoint, tmp_path):
-    first, second = grouse_file(tmp_path / "type1.jsonl", 1), grouse_file(tmp_path / "type4.jsonl", 4)
-    config = integer_config(tmp_path / "config.yaml")
     script = (
         "from ccrs_eval import evaluate\n"
-        f"r = evaluate([{str(first)!r}, {str(second)!r}], config={str(config)!r}, limit=2, metrics=['QR'],\n"
-        f"             llm_base_url={llm_endpoint.base_url!r}, run_dir='run')\n"
+        f"r = evaluate({str(EXAMPLE)!r}, config={str(config)!r}, limit=2,\n"
+        f"             llm_base_url={llm_endpoint.base_url!r}, run_dir='two', experiment='evaluate-e2e')\n"
         "import json\n"
-        "print(json.dumps({'systems': sorted(r.scores['system'].unique()),\n"
-        "                  'columns': list(r.scores.columns),\n"
-        "                  'judgments': len(r.judgments), 'stats_systems': r.stats['systems'],\n"
-        "                  'verdict': r.verdict.splitlines()[0], 'run_dir': str(r.run_dir),\n"
-        "                  'mlflow_run_id': r.mlflow_run_id}))\n"
+        "print('RESULT ' + json.dumps({'systems': sorted(r.scores['system'].unique()),\n"
+        "      'columns': list(r.scores.columns), 'judgments': len(r.judgments),\n"
+        "      'stats_systems': r.stats['systems'], 'verdict': r.verdict.splitlines()[0],\n"
+        "      'run_dir': str(r.run_dir), 'mlflow_run_id': r.mlflow_run_id, 'new': r.new_judge_requests}))\n"
     )
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    done = subprocess.run([sys.executable, "-c", script], cwd=outside, env=env, capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["systems"] == result["stats_systems"] == ["type1", "type4"]
+    second = subprocess.run([sys.executable, "-c", script], cwd=outside, env={**os.environ, **env},
+                            capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "20 judgments: 0 new judge requests, 20 from the judgment cache" in second.stdout
+    (line,) = [line for line in second.stdout.splitlines() if line.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+    assert result["systems"] == result["stats_systems"] == ["top1-sentence", "top3-sentences"]
     assert result["columns"][:4] == ["question_id", "system", "metric", "score"]
-    assert result["judgments"] == 4 and result["verdict"] == "# Verdict: evaluate-type1-and-1-more"
-    assert result["run_dir"] == str(outside / "run") and result["mlflow_run_id"]
+    assert result["judgments"] == 20 and result["new"] == 0
+    assert result["verdict"] == "# Verdict: evaluate-ragas-two-systems"
+    assert result["run_dir"] == str(outside / "two") and result["mlflow_run_id"] != parent.info.run_id
+    again = pd.read_parquet(outside / "two" / "judge_ccrs" / "scores.parquet")
+    pd.testing.assert_frame_equal(again, scores)
 
 
 def test_bad_inputs_exit_2_with_one_line_before_any_work(tmp_path, capsys):
@@ -157,12 +150,15 @@ def test_a_wheel_install_evaluates_from_any_directory(llm_endpoint, tmp_path):
     where = ccrs("--help", cwd=tmp_path, env=env)
     assert "evaluate" in where.stdout
     config = integer_config(tmp_path / "config.yaml")
-    # the judge on its own endpoint (--judge-base-url, --judge-model): no Serve app is deployed for it
-    done = ccrs("evaluate", str(EXAMPLE), "--limit", "1", "--metrics", "QR", "--config", str(config),
-                "--judge-base-url", llm_endpoint.base_url, "--judge-model", llm_endpoint.judge_model,
-                cwd=tmp_path, env=env)
+    # two GroUSE-format files (no system column): two systems named by their stems; the judge on its own
+    # endpoint (--judge-base-url, --judge-model): no Serve app is deployed for it
+    first, second = grouse_file(tmp_path / "type1.jsonl", 1), grouse_file(tmp_path / "type4.jsonl", 4)
+    done = ccrs("evaluate", str(first), str(second), "--limit", "1", "--metrics", "QR", "--config",
+                str(config), "--judge-base-url", llm_endpoint.base_url, "--judge-model",
+                llm_endpoint.judge_model, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "Verdict: evaluate-ragas-two-systems" in done.stdout and "serving:" not in done.stdout
+    assert "Verdict: evaluate-type1-and-1-more" in done.stdout and "serving:" not in done.stdout
+    assert " type1 " in done.stdout and " type4 " in done.stdout
     assert f"({llm_endpoint.judge_model} at {llm_endpoint.base_url})" in done.stdout
     check = subprocess.run([sys.executable, "-c", "import ccrs_eval, pipelines.config as c; "
                             "print(ccrs_eval.__file__); print(c.DEFAULT_CONFIG)"],

@@ -95,5 +95,7 @@ def test_the_endpoint_reports_the_weights_it_serves(llm_endpoint):
     from infra.readiness import endpoint_identity
 
     identity = endpoint_identity(llm_endpoint.base_url, llm_endpoint.judge_model)
-    assert identity["id"] == llm_endpoint.judge_model and identity.get("root")  # vLLM: the loaded weights
+    assert identity["id"] == llm_endpoint.judge_model
+    # vLLM's own server names the loaded weights (`root`); Ray Serve LLM's card has its `metadata`
+    assert identity.get("root") or identity["metadata"]["model_id"] == llm_endpoint.judge_model
     assert endpoint_identity(llm_endpoint.base_url, "no-such-model") == {}
