@@ -197,10 +197,8 @@ class RagService:
     holds question ids, those get HTTP 503 (an outage of part of the service); `requests` counts posts."""
 
     def __init__(self):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        from threading import Thread
-
         from judges.readers import extractive_answer
+        from tests.loopback import JsonHandler, LoopbackServer
 
         snippets = {q["body"]: [s["text"] for s in sample_field(q["snippets"])][:3]
                     for q in bioasq_questions()}
@@ -209,37 +207,23 @@ class RagService:
         self.headers_seen: list[dict] = []
         service = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self):  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.read_json()
                 service.requests += 1
                 service.headers_seen.append(dict(self.headers))
                 if body["question_id"] in service.failing:
-                    self._send(503, {"error": "index shard unavailable"})
+                    self.send_json(503, {"error": "index shard unavailable"})
                     return
                 contexts = snippets.get(body["question"], [])
-                self._send(200, {"answer": extractive_answer(body["question"], contexts, 1),
-                                 "contexts": contexts})
+                self.send_json(200, {"answer": extractive_answer(body["question"], contexts, 1),
+                                     "contexts": contexts})
 
-            def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):  # keep the test output clean
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/answer"
-        self.thread = Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.loopback = LoopbackServer(Handler, "/answer")
+        self.url = self.loopback.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.loopback.close()
 
 
 @pytest.fixture

@@ -7,43 +7,32 @@ import argparse
 import json
 import os
 import subprocess
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from threading import Thread
 
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
 from pipelines import nightly_cmd
+from tests.loopback import JsonHandler, LoopbackServer
 from tests.tasks.test_outputs import example_rows
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 
 
-class Receiver:
+class Receiver(LoopbackServer):
     """The alert webhook: a loopback HTTP server keeping every JSON body POSTed to it."""
 
     def __init__(self):
         received = self.received = []
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self):  # noqa: N802
-                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.end_headers()
+                received.append(self.read_json())
+                self.send_json(200, {"ok": True})
 
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler, "/hook")
 
 
 @pytest.fixture

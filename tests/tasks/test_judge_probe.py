@@ -6,64 +6,42 @@ OpenAI-compatible APIs do: one rejects vLLM's extra chat arguments with a 400, a
 unrecognized request argument; one answers without log-probabilities, as servers that ignore `logprobs` do."""
 from __future__ import annotations
 
-import json
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from threading import Thread
-
 import httpx
 import pytest
 
 from judges.config import ClientConfig, JudgeConfig
 from judges.scoring import ScoringUnsupportedError
 from tasks.judge import probe_judge
+from tests.loopback import JsonHandler, LoopbackServer
 
 pytestmark = pytest.mark.llm
 VLLM_ONLY_ARGUMENTS = ("continue_final_message", "add_generation_prompt")
 
 
-class OtherApiProxy:
+class OtherApiProxy(LoopbackServer):
     def __init__(self, upstream: str, behaviour: str):
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self):  # noqa: N802
-                self._relay(httpx.get(f"{upstream}{self.path.removeprefix('/v1')}", timeout=60))
+                response = httpx.get(f"{upstream}{self.path.removeprefix('/v1')}", timeout=60)
+                self.send_json(response.status_code, response.content)
 
             def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.read_json()
                 unknown = [key for key in VLLM_ONLY_ARGUMENTS if key in body]
                 if behaviour == "rejects_vllm_arguments" and unknown:
-                    error = {"error": {"message": f"Unrecognized request argument supplied: {unknown[0]}",
-                                       "type": "invalid_request_error"}}
-                    self._send(400, json.dumps(error).encode())
+                    message = f"Unrecognized request argument supplied: {unknown[0]}"
+                    self.send_json(400, {"error": {"message": message, "type": "invalid_request_error"}})
                     return
                 response = httpx.post(f"{upstream}{self.path.removeprefix('/v1')}", json=body, timeout=120)
                 if behaviour == "no_logprobs" and response.status_code == 200:
                     reply = response.json()
                     for choice in reply.get("choices", []):
                         choice["logprobs"] = None
-                    self._send(200, json.dumps(reply).encode())
+                    self.send_json(200, reply)
                     return
-                self._relay(response)
+                self.send_json(response.status_code, response.content)
 
-            def _relay(self, response: httpx.Response) -> None:
-                self._send(response.status_code, response.content)
-
-            def _send(self, status: int, data: bytes) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler, "/v1")
 
 
 @pytest.mark.parametrize("behaviour, problem", [
