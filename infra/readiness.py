@@ -12,13 +12,17 @@ from collections.abc import Iterable
 import httpx
 
 
+def bearer_headers(api_key_env: str) -> dict[str, str]:
+    """The Authorization header from the key in `api_key_env`, or none when that variable is unset."""
+    key = os.environ.get(api_key_env) if api_key_env else None
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def served_models(
     base_url: str, timeout_s: float = 5.0, api_key_env: str = ""
 ) -> tuple[list[str] | None, str]:
     """One GET `{base_url}/models`: (the model ids served, "") or (None, why there is no answer)."""
-    headers = {}
-    if api_key_env and os.environ.get(api_key_env):
-        headers["Authorization"] = f"Bearer {os.environ[api_key_env]}"
+    headers = bearer_headers(api_key_env)
     try:
         response = httpx.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout_s)
     except httpx.HTTPError as exc:
@@ -62,8 +66,7 @@ def endpoint_identity(base_url: str, model: str, api_key_env: str = "", timeout_
     server answers `GET /version` (vLLM's OpenAI server does), its version. Part of the generate and judge
     stage keys and of the judgment cache key, so that other weights behind the same model id are not served
     from earlier outputs. {} when the endpoint lists no such model (nothing to tell apart)."""
-    key = os.environ.get(api_key_env) if api_key_env else None
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    headers = bearer_headers(api_key_env)
     base = base_url.rstrip("/")
     try:
         response = httpx.get(f"{base}/models", headers=headers, timeout=timeout_s)

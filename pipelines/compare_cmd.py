@@ -16,8 +16,6 @@ from pathlib import Path
 
 from infra.console import say
 
-EXIT_REGRESSION = 3
-
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--run", default="latest", help="run id to check, or 'latest' (default)")

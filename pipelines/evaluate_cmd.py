@@ -9,7 +9,7 @@ import argparse
 import time
 from pathlib import Path
 
-from pipelines.run_cmd import add_judge_endpoint_arguments
+from pipelines.run_cmd import add_judge_endpoint_arguments, comma_list
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> None:
@@ -28,9 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
                         "(default: configs/cpu-demo.yaml)")
     parser.add_argument("--run-dir", help="where stage outputs go (default: runs/evaluate-<first file's "
                         "stem>)")
-    parser.add_argument("--judges", type=_names, help="comma-separated judge suites, replacing the config's "
-                        "`judges` (see `ccrs metrics`), e.g. ccrs,grouse")
-    parser.add_argument("--metrics", type=_names, help="comma-separated CCRS metrics, replacing "
+    parser.add_argument("--judges", type=comma_list, help="comma-separated judge suites, replacing the "
+                        "config's `judges` (see `ccrs metrics`), e.g. ccrs,grouse")
+    parser.add_argument("--metrics", type=comma_list, help="comma-separated CCRS metrics, replacing "
                         "judge.metrics (e.g. QR for outputs without contexts or reference)")
     parser.add_argument("--limit", type=int, help="evaluate only the first N questions")
     parser.add_argument("--experiment", help="MLflow experiment (default: the config's mlflow.experiment)")
@@ -87,7 +87,3 @@ def _prepare(args: argparse.Namespace):
             llm_base_url=args.llm_base_url, judge_base_url=args.judge_base_url, judge_model=args.judge_model,
             run_dir=args.run_dir, limit=args.limit, experiment=args.experiment, hypotheses=args.hypotheses)
     return args._prepared
-
-
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]

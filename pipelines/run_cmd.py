@@ -16,8 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--dataset", help="BioASQ JSON file/folder or rag-mini-bioasq folder")
     parser.add_argument("--limit", type=int, help="use only the first N questions")
     parser.add_argument("--run-dir", help="where stage outputs go (default: runs/<name>)")
-    parser.add_argument("--judges", type=_names, help="comma-separated judge suites to run, replacing the "
-                        "config's `judges` (see `ccrs metrics`), e.g. ccrs,grouse,vera,ragchecker")
+    parser.add_argument("--judges", type=comma_list, help="comma-separated judge suites to run, replacing "
+                        "the config's `judges` (see `ccrs metrics`), e.g. ccrs,grouse,vera,ragchecker")
     parser.add_argument("--from-stage", choices=STAGES, help="recompute this stage and all later ones")
     parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint "
                         "(e.g. the RayService) instead of deploying the Serve app")
@@ -155,7 +155,8 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     return (DatasetError, IndexBackendError, LLMRequestError, StatsInputError, TrackingError, TimeoutError)
 
 
-def _names(text: str) -> list[str]:
+def comma_list(text: str) -> list[str]:
+    """A comma-separated list option (`--judges ccrs,grouse`)."""
     return [name.strip() for name in text.split(",") if name.strip()]
 
 

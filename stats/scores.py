@@ -99,8 +99,8 @@ def _key_column(frame: pd.DataFrame, column: str) -> pd.Series:
     return values.astype(str)
 
 
-def _score_column(frame: pd.DataFrame) -> pd.Series:
-    raw = frame["score"]
+def _numeric_scores(raw: pd.Series) -> pd.Series:
+    """Scores as float64, NaN where empty (NaN, None, ""); anything else that is no number is an error."""
     text = raw.astype(str).str.strip()
     empty = raw.isna() | (text == "")
     numeric = pd.to_numeric(raw.where(~empty), errors="coerce")
@@ -109,7 +109,11 @@ def _score_column(frame: pd.DataFrame) -> pd.Series:
     not_numeric = numeric.isna() & ~empty
     if not_numeric.any():
         raise StatsInputError(f"non-numeric score in row(s) {_rows(not_numeric, raw)}")
-    numeric = numeric.astype(np.float64)
+    return numeric.astype(np.float64)
+
+
+def _score_column(frame: pd.DataFrame) -> pd.Series:
+    numeric = _numeric_scores(frame["score"])
     outside = numeric.notna() & ~numeric.between(0.0, 1.0)
     if outside.any():
         raise StatsInputError(f"score outside [0, 1] in row(s) {_rows(outside, numeric)}; scores on another "
@@ -172,13 +176,7 @@ def rescale_scores(frame: pd.DataFrame, low: float, high: float) -> pd.DataFrame
     if not high > low:
         raise StatsInputError(f"--scale needs MIN < MAX, got {low:g} {high:g}")
     frame = frame.copy()
-    raw = frame["score"]
-    text = raw.astype(str).str.strip()
-    empty = raw.isna() | (text == "")
-    numeric = pd.to_numeric(raw.where(~empty), errors="coerce")
-    not_numeric = numeric.isna() & ~empty
-    if not_numeric.any():
-        raise StatsInputError(f"non-numeric score in row(s) {_rows(not_numeric, raw)}")
+    numeric = _numeric_scores(frame["score"])
     outside = numeric.notna() & ~numeric.between(low, high)
     if outside.any():
         raise StatsInputError(f"score outside the scale {low:g}-{high:g} in row(s) {_rows(outside, numeric)}")
