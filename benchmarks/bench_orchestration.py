@@ -1,6 +1,7 @@
 """Paper-scale orchestration of the judge stage, against a SIMULATED judge (benchmarks/llm_simulator.py).
 
-    .venv/bin/python benchmarks/bench_orchestration.py --requests 141570 --json OUT [--latency-ms 0]
+    .venv/bin/python benchmarks/bench_orchestration.py --requests 141570 707850 [--nodes 1 3] --json OUT
+        [--latency-ms 0]
 
 What runs is the real judge stage (`tasks.judge.run_judging`: planning, judgment cache, Ray fan-out with
 bounded concurrency, per-shard `StageCheckpoint`, output writing and the completeness check); only the
@@ -12,12 +13,18 @@ other chunks, so every prompt (and cache key) is distinct. Judge and client sett
 configs/paper-bioasq.yaml (the 70B judge's tokenizer is not available offline, so prompt lengths use the
 stage's character estimate, as a run of that config does here).
 
-Two runs of the stage, each in its own process (own in-process Ray) and with an empty judgment cache:
+For each size (`--requests N ...`) and cluster size (`--nodes K ...`), in turn, two runs of the stage, each
+in its own process (own Ray) and with an empty judgment cache:
 1. uninterrupted: wall time, requests/s, peak RSS of the driver and of the Ray workers;
-2. killed with SIGKILL (its whole process group: driver, raylet, workers) once ~50% of the requests are
+2. killed with SIGKILL (its whole process group: driver, raylets, workers) once ~50% of the requests are
    checkpointed, then resumed: `resume_s` is the resumed process's wall time; the output is checked
    for lost and duplicated judgments (exactly one row per (query, system, metric)), and its scores
    against the uninterrupted run's.
+With K > 1 the stage's process starts a Ray cluster of a head and K - 1 worker nodes on this machine
+(`ray.cluster_utils.Cluster`: one raylet each), and the shards ask for a resource only the worker nodes
+offer (ClientConfig.shard_resources), so the fan-out runs on them; `shards_by_node` counts where.
+`--json OUT` writes {"runs": [one entry per size x K, the contract's keys first], plus the first run's
+figures at the top level}.
 """
 from __future__ import annotations
 
@@ -139,6 +146,10 @@ def stage_main(args: argparse.Namespace) -> int:
     judge, client = paper_configs()
     if args.tokenizer:
         judge = judge.model_copy(update={"tokenizer": args.tokenizer})
+    cluster = None
+    if args.nodes > 1:
+        client = client.model_copy(update={"shard_resources": {WORKER_RESOURCE: 1}})
+        cluster = start_cluster(args.nodes)
     inputs = Path(args.inputs)
     out = run_judging(Path(args.run_dir), "ccrs", inputs / "queries.parquet", inputs / "retrieved.parquet",
                       inputs / "generations.parquet", judge, client, args.base_url, top_k=TOP_K,
@@ -147,11 +158,34 @@ def stage_main(args: argparse.Namespace) -> int:
                                  "stage_s": out.summary.get("seconds"),
                                  "resumed": out.summary.get("resumed"),
                                  "judge_requests": out.summary.get("judge_requests"),
-                                 "shards": out.summary.get("requests", {}).get("shards")}), flush=True)
+                                 "shards": out.summary.get("requests", {}).get("shards"),
+                                 "shards_by_node": out.summary.get("requests", {}).get("shards_by_node"),
+                                 "batches": out.summary.get("batches")}), flush=True)
     import ray
 
     ray.shutdown()
+    if cluster is not None:
+        cluster.shutdown()
     return 0
+
+
+WORKER_RESOURCE = "bench_worker_node"
+
+
+def start_cluster(nodes: int):
+    """A head and nodes - 1 worker nodes on this machine; the driver joins it (ensure_ray then finds Ray
+    initialised). The workers offer WORKER_RESOURCE, the head does not."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from infra.ray_runtime import local_num_cpus
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    for _ in range(nodes - 1):
+        cluster.add_node(num_cpus=local_num_cpus(), resources={WORKER_RESOURCE: 1000})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    return cluster
 
 
 class TreeMonitor:
@@ -207,25 +241,24 @@ class TreeMonitor:
 
 
 class CheckpointWatch:
-    """(records, bytes) of the stage's checkpoint file, read incrementally (only what was appended since
-    the last look), so that watching costs the measured run next to nothing."""
+    """(records, bytes) of the stage's checkpoint files (one per batch), read incrementally (only what was
+    appended since the last look), so that watching costs the measured run next to nothing."""
 
     def __init__(self, run_dir: Path):
-        self.run_dir, self.offset, self.records = run_dir, 0, 0
+        self.run_dir, self.offsets, self.records = run_dir, {}, 0
 
     def __call__(self) -> tuple[int, int]:
-        files = list(self.run_dir.glob(".*.partial/*.jsonl"))
-        if not files:
-            return self.records, self.offset
-        with open(files[0], "rb") as fh:
-            fh.seek(self.offset)
-            data = fh.read()
-        self.records += data.count(b"\n")
-        self.offset += len(data)
-        return self.records, self.offset
+        for file in self.run_dir.glob(".*.partial/**/*.jsonl"):
+            offset = self.offsets.get(file, 0)
+            with open(file, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+            self.records += data.count(b"\n")
+            self.offsets[file] = offset + len(data)
+        return self.records, sum(self.offsets.values())
 
 
-def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path,
+def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path, nodes: int,
               kill_at: int | None = None) -> dict:
     """Run the stage in a new process group; with `kill_at`, SIGKILL the group once that many records
     are checkpointed. Returns timings, peak memory and checkpoint size."""
@@ -233,7 +266,7 @@ def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path,
            "RAY_DEDUP_LOGS": "0", "PYTHONUNBUFFERED": "1"}
     env.pop("RAY_ADDRESS", None)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--stage", "--run-dir", str(run_dir),
-           "--inputs", str(inputs), "--base-url", base_url]
+           "--inputs", str(inputs), "--base-url", base_url, "--nodes", str(nodes)]
     if args.tokenizer:
         cmd += ["--tokenizer", args.tokenizer]
     log = open(run_dir.parent / f"{run_dir.name}.log", "ab")  # noqa: SIM115
@@ -327,68 +360,61 @@ def audit(run_dir: Path, generations_path: Path, metrics: tuple[str, ...]) -> di
 
 # --- main --------------------------------------------------------------------------------------------
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=PAPER_REQUESTS)
-    parser.add_argument("--json", type=Path, help="write the figures here")
-    parser.add_argument("--latency-ms", type=float, default=0.0, help="simulated judge latency")
-    parser.add_argument("--kill-at", type=float, default=0.5, help="share of requests checkpointed at kill")
-    parser.add_argument("--tokenizer", help="judge.tokenizer (e.g. a local HF folder) instead of the "
-                        "paper config's (unavailable offline: character estimate)")
-    parser.add_argument("--work-dir", type=Path, help="default: a temporary folder, removed afterwards")
-    parser.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--run-dir", help=argparse.SUPPRESS)
-    parser.add_argument("--inputs", help=argparse.SUPPRESS)
-    parser.add_argument("--base-url", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.stage:
-        return stage_main(args)
-
-    work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-orch-"))
-    work.mkdir(parents=True, exist_ok=True)
+def measure(args, work: Path, requests_wanted: int, nodes: int) -> dict:
+    """One size on one cluster size: inputs, the uninterrupted run, the killed and resumed run, audits."""
     judge, _ = paper_configs()
     metrics = tuple(judge.metrics)
+    label = f"{requests_wanted}-k{nodes}"
     t0 = time.perf_counter()
-    *paths, requests = build_inputs(work / "inputs", args.requests, len(metrics))
-    print(f"inputs: {requests} requests ({requests // len(metrics)} samples) in "
+    inputs = work / f"inputs-{requests_wanted}"
+    if not (inputs / "generations.parquet").exists():
+        build_inputs(inputs, requests_wanted, len(metrics))
+    requests = len(metrics) * _samples(inputs)
+    print(f"inputs: {requests} requests ({requests // len(metrics)} samples), {nodes} node(s), in "
           f"{time.perf_counter() - t0:.1f}s under {work}", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `finally` ends what we started
     simulator, base_url = start_simulator(work, args.latency_ms)
     try:
-        full = run_child(args, work / "run_full", work / "inputs", base_url, work / "cache_full")
+        full_dir, full_cache = work / f"run_full-{label}", work / f"cache_full-{label}"
+        full = run_child(args, full_dir, inputs, base_url, full_cache, nodes)
         print(f"uninterrupted: {full['wall_s']:.1f}s, peak {full['memory']}", flush=True)
         served_full = stop_simulator(simulator)
         simulator, base_url = start_simulator(work, args.latency_ms)
         kill_at = max(1, int(requests * args.kill_at))
-        killed = run_child(args, work / "run_resume", work / "inputs", base_url, work / "cache_resume",
-                           kill_at=kill_at)
+        resume_dir, resume_cache = work / f"run_resume-{label}", work / f"cache_resume-{label}"
+        killed = run_child(args, resume_dir, inputs, base_url, resume_cache, nodes, kill_at=kill_at)
         print(f"killed after {killed['wall_s']:.1f}s with {killed['checkpoint_records_seen']} records "
               f"checkpointed", flush=True)
-        resumed = run_child(args, work / "run_resume", work / "inputs", base_url, work / "cache_resume")
+        resumed = run_child(args, resume_dir, inputs, base_url, resume_cache, nodes)
     finally:
         _end_children()
         served_resume = stop_simulator(simulator)
-    full_audit = audit(work / "run_full", paths[2], metrics)
-    resume_audit = audit(work / "run_resume", paths[2], metrics)
+    generations = inputs / "generations.parquet"
+    full_audit = audit(full_dir, generations, metrics)
+    resume_audit = audit(resume_dir, generations, metrics)
     resumed_scores = resume_audit.pop("scores")
     same = full_audit.pop("scores").reindex(resumed_scores.index)
     mismatched = int(((same != resumed_scores) & ~(same.isna() & resumed_scores.isna())).sum())
     memory = full["memory"]
-    figures = {
+    return {
         "requests": requests,
+        "nodes": nodes,
         "wall_s": round(full["wall_s"], 2),
         "requests_per_s": round(requests / full["wall_s"], 1),
-        "peak_rss_mb": round(memory["tree_mb"], 1),
+        "peak_driver_rss_mb": round(memory["driver_mb"], 1),
+        "peak_worker_rss_mb": round(memory["worker_max_mb"], 1),
         "lost": resume_audit["lost"],
         "duplicated": resume_audit["duplicated"],
         "resume_s": round(resumed["wall_s"], 2),
+        "peak_rss_mb": round(memory["tree_mb"], 1),
         "peak_rss_mb_is": "peak of the summed RSS of the stage's whole process tree (driver + Ray workers "
-                          "+ raylet/GCS), polled every 0.25 s",
+                          "+ raylets/GCS), polled every 0.25 s; peak_worker_rss_mb: the largest Ray worker",
         "memory_mb": {k: round(v, 1) for k, v in memory.items()},
         "stage_s": full["stage"].get("stage_s"),
         "stage_requests_per_s": round(requests / full["stage"]["stage_s"], 1)
         if full["stage"].get("stage_s") else None,
         "shards": full["stage"].get("shards"),
+        "shards_by_node": full["stage"].get("shards_by_node"),
+        "batches": full["stage"].get("batches"),
         "checkpoint_bytes": full["checkpoint_bytes_seen"],
         "checkpoint_records": full["checkpoint_records_seen"],
         "checkpoint_bytes_per_record": round(full["checkpoint_bytes_seen"]
@@ -408,12 +434,57 @@ def main() -> int:
         "latency_ms": args.latency_ms,
         "cpus": os.cpu_count(),
     }
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
+
+
+def _samples(inputs: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(inputs / "generations.parquet").metadata.num_rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, nargs="+", default=[PAPER_REQUESTS])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1],
+                        help="Ray nodes (K > 1: a head and K - 1 worker nodes on this machine)")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="simulated judge latency")
+    parser.add_argument("--kill-at", type=float, default=0.5, help="share of requests checkpointed at kill")
+    parser.add_argument("--tokenizer", help="judge.tokenizer (e.g. a local HF folder) instead of the "
+                        "paper config's (unavailable offline: character estimate)")
+    parser.add_argument("--work-dir", type=Path, help="default: a temporary folder, removed afterwards")
+    parser.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--run-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--inputs", help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.stage:
+        args.nodes = args.nodes[0]
+        return stage_main(args)
+
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-orch-"))
+    work.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `finally` ends what we started
+    runs = []
+    for requests in args.requests:
+        for nodes in args.nodes:
+            runs.append(measure(args, work, requests, nodes))
+            print(json.dumps({k: runs[-1][k] for k in CONTRACT_KEYS}), flush=True)
+            if args.json:  # after every run: a long benchmark that is stopped keeps what it measured
+                args.json.write_text(json.dumps({**runs[0], "runs": runs}, indent=2))
+    print(json.dumps({"runs": [{k: run[k] for k in CONTRACT_KEYS} for run in runs]}, indent=2))
+    if len(runs) > 1:
+        print(f"driver peak ratio, largest / smallest size: "
+              f"{runs[-1]['peak_driver_rss_mb'] / runs[0]['peak_driver_rss_mb']:.2f}")
     if not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
-    return 0 if figures["lost"] == 0 and figures["duplicated"] == 0 and mismatched == 0 else 1
+    clean = all(r["lost"] == 0 and r["duplicated"] == 0 and r["scores_differing_from_uninterrupted"] == 0
+                for r in runs)
+    return 0 if clean else 1
+
+
+CONTRACT_KEYS = ("requests", "nodes", "wall_s", "requests_per_s", "peak_driver_rss_mb", "peak_worker_rss_mb",
+                 "lost", "duplicated", "resume_s")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,15 @@ class ClientConfig(_Strict):
                                "server's prefix cache computes that context once; False: the plan's order")
     requeue_wait_s: float = Field(default=600.0, gt=0, description="how long a requeue round waits for the "
                                   "endpoint to come back before the failures stay recorded")
+    shard_resources: dict[str, float] = Field(default_factory=dict, description="Ray custom resources "
+                                              "each shard task asks for, e.g. {judge_shard: 0.001} to keep "
+                                              "the fan-out on the nodes that offer that resource (not the "
+                                              "head); empty: any node")
+    shard_attempts: int = Field(default=3, ge=1, description="times a shard is sent when the worker or "
+                                "node running it dies (counted in the stage's requests.lost_shards)")
+    batch_samples: int = Field(default=2000, ge=1, description="judge stages plan, judge and write this many "
+                               "(question, system) samples at a time (whole questions): the driver's memory "
+                               "is bounded by a batch, not by the run; a written batch is never asked again")
 
 
 class ReaderConfig(_Strict):

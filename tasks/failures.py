@@ -33,6 +33,8 @@ def stage_failures(name: str, summary: dict[str, Any]) -> dict[str, Any]:
         "circuit_opens": int(client.get("circuit_opens", 0)),
         "short_circuited": int(client.get("short_circuited", 0)),
         "requeued": requests.get("requeued", []),
+        # shards whose Ray worker or node died under them (a preempted node): sent again, nothing lost
+        "lost_shards": int(requests.get("lost_shards", 0)),
         "resumed_items": int(requests.get("resumed", summary.get("resumed", 0)) or 0),
         "endpoint_not_back": requests.get("endpoint_not_back"),
     }
@@ -59,7 +61,8 @@ def format_failure_table(report: dict[str, Any]) -> str:
               f"{'prompt tok':>12}{'prefix-cached':>15}  errors")
     lines = [header]
     for name, s in report["stages"].items():
-        errors = ", ".join(f"{k}={v}" for k, v in s["errors"].items()) or "-"
+        lost = {"shards_lost_with_worker": s["lost_shards"]} if s.get("lost_shards") else {}
+        errors = ", ".join(f"{k}={v}" for k, v in {**s["errors"], **lost}.items()) or "-"
         prompt, cached = s.get("prompt_tokens", 0), s.get("prefix_cached_prompt_tokens", 0)
         share = f"{cached} ({cached / prompt:.0%})" if prompt else "0"
         lines.append(f"{name:<14}{s['items']:>7}{s['failed']:>8}{s['requests_sent']:>7}{s['retries']:>9}"

@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
@@ -32,6 +34,8 @@ class FanOutReport:
     shards: int = 0
     requeued: list[int] = field(default_factory=list)
     endpoint_not_back: str | None = None
+    lost_shards: int = 0  # shards whose Ray worker or node died under them (sent again)
+    shards_by_node: dict[str, int] = field(default_factory=dict)  # finished shards per Ray node id
     client: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -72,11 +76,46 @@ def group_shards(indices: Sequence[int], shard_size: int,
     return shards
 
 
-def _run_shard(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig,
-               base_url: str) -> tuple[list[R], dict[str, Any]]:
+def _run_shard(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig, base_url: str,
+               progress: Any = None, weigh: Callable[[R], int] | None = None
+               ) -> tuple[list[R], dict[str, Any]]:
     client = shard_client(client_cfg, base_url)
-    results = client.map(lambda item: fn(client, item), items)
-    return results, client.stats
+    report = _ProgressReporter(progress, weigh)
+    results = client.map(lambda item: report(fn(client, item)), items)
+    report.flush()
+    return results, {**client.stats, "node": _node_id()}
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+
+
+class _ProgressReporter:
+    """Inside a shard: adds each finished item's weight (judgments) to the driver's progress counter, at
+    most every PROGRESS_INTERVAL_S (one actor call per item would cost more than the bar is worth)."""
+
+    def __init__(self, counter: Any, weigh: Callable[[Any], int] | None):
+        self.counter, self.weigh = counter, weigh or (lambda _: 1)
+        self.pending, self.last = 0, time.monotonic()
+        self.lock = threading.Lock()
+
+    def __call__(self, result: R) -> R:
+        if self.counter is not None:
+            with self.lock:
+                self.pending += self.weigh(result)
+                if time.monotonic() - self.last >= PROGRESS_INTERVAL_S:
+                    self.flush()
+        return result
+
+    def flush(self) -> None:
+        if self.counter is not None and self.pending:
+            self.counter.add.remote(self.pending)
+            self.pending, self.last = 0, time.monotonic()
+
+
+PROGRESS_INTERVAL_S = 0.5
 
 
 _CLIENTS: dict[tuple[str, str, int], LLMClient] = {}
@@ -102,13 +141,45 @@ _REMOTE_SHARD = None
 
 def _remote_shard():
     """The Ray remote function, defined once per process (num_cpus=0: shards only wait on HTTP, so
-    logical CPUs stay free for the Serve replicas; Ray re-runs a shard whose worker died)."""
+    logical CPUs stay free for the Serve replicas), spread over the nodes that can take them (on a
+    cluster the requests leave from every node, not one). Not retried by Ray (max_retries=0): `_Pass` sends a
+    shard whose worker or node died again itself, so that the stage can count it (Ray's own retry is
+    invisible to the driver, and a nightly run on spot nodes should say what it lost)."""
     global _REMOTE_SHARD
     if _REMOTE_SHARD is None:
         import ray
 
-        _REMOTE_SHARD = ray.remote(num_cpus=0, max_retries=3)(_run_shard)
+        _REMOTE_SHARD = ray.remote(num_cpus=0, max_retries=0, scheduling_strategy="SPREAD")(_run_shard)
     return _REMOTE_SHARD
+
+
+_PROGRESS_ACTOR = None
+
+
+def _progress_counter():
+    """A Ray actor the shards add finished judgments to, polled by the driver's progress bar."""
+    import ray
+
+    global _PROGRESS_ACTOR
+    if _PROGRESS_ACTOR is None:
+        @ray.remote(num_cpus=0)
+        class ProgressCounter:
+            def __init__(self):
+                self.count = 0
+
+            def add(self, n: int) -> None:
+                self.count += n
+
+            def take(self) -> int:
+                count, self.count = self.count, 0
+                return count
+
+        _PROGRESS_ACTOR = ProgressCounter
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    return _PROGRESS_ACTOR.options(scheduling_strategy=here).remote()  # on the driver's node: it outlives
+    # the loss of a worker node
 
 
 def fan_out(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig, base_url: str,
@@ -122,16 +193,19 @@ def fan_out_report(
     items: Sequence[T],
     client_cfg: ClientConfig,
     base_url: str,
-    progress: bool = False,
+    progress: Any = False,
     desc: str = "requests",
     shard_size: int | None = None,
     max_shards_in_flight: int | None = None,
     on_shard: ShardCallback | None = None,
     retry_if: Callable[[R], bool] | None = None,
     groups: Sequence[Hashable] | None = None,
+    weigh: Callable[[R], int] | None = None,
 ) -> tuple[list[R], FanOutReport]:
     """`groups` (one key per item, e.g. from the items' prefix group): shards never split a run of
-    consecutive items of one group (`group_shards`); order the items with `prefix_order` first."""
+    consecutive items of one group (`group_shards`); order the items with `prefix_order` first.
+    `progress`: True for a bar of its own, or a tqdm bar to advance (the judge stage's, across batches);
+    it moves as items finish inside the shards, by `weigh(result)` each (default 1)."""
     report = FanOutReport(items=len(items))
     results: list[Any] = [None] * len(items)
     if not items:
@@ -146,75 +220,149 @@ def fan_out_report(
     shard_cfg = client_cfg.model_copy(
         update={"max_concurrency": max(1, math.ceil(client_cfg.max_concurrency / in_flight))}
     )
-    run = _Pass(fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results, groups)
-    bar = _progress_bar(len(items), desc) if progress else None
-    run.run(list(range(len(items))), bar)
-    for _ in range(client_cfg.requeue_rounds if retry_if else 0):
-        failed = [i for i, value in enumerate(results) if retry_if(value)]
-        if not failed:
-            break
-        try:
-            wait_until_ready(base_url, client_cfg.requeue_wait_s, api_key_env=client_cfg.api_key_env)
-        except TimeoutError as exc:
-            report.endpoint_not_back = str(exc)
-            break
-        report.requeued.append(len(failed))
-        run.run(failed, None)
-    if bar:
-        bar.close()
-    report.shards = run.shards
+    bar = progress_bar(len(items), desc) if progress is True else (progress or None)
+    meter = _Meter(bar, weigh)
+    run = _Pass(fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results, groups, meter)
+    try:
+        run.run(list(range(len(items))))
+        _requeue(run, results, client_cfg, base_url, retry_if, report)
+    finally:
+        meter.settle(results)
+        if progress is True:
+            bar.close()
+    report.shards, report.lost_shards, report.shards_by_node = run.shards, run.lost, run.by_node
     report.client = ClientStats.merge(run.stats)
     return results, report
 
 
-class _Pass:
-    """Submits shards of the given indices with at most `in_flight` Ray tasks running."""
+def _requeue(run: _Pass, results: list[Any], client_cfg: ClientConfig, base_url: str,
+             retry_if: Callable[[Any], bool] | None, report: FanOutReport) -> None:
+    """Up to ClientConfig.requeue_rounds passes over the items whose result is a transport failure, each
+    once the endpoint answers its /models route again."""
+    for _ in range(client_cfg.requeue_rounds if retry_if else 0):
+        failed = [i for i, value in enumerate(results) if retry_if(value)]
+        if not failed:
+            return
+        try:
+            wait_until_ready(base_url, client_cfg.requeue_wait_s, api_key_env=client_cfg.api_key_env)
+        except TimeoutError as exc:
+            report.endpoint_not_back = str(exc)
+            return
+        report.requeued.append(len(failed))
+        run.run(failed)
 
-    def __init__(self, fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results, groups=None):
+
+class _Meter:
+    """Moves a progress bar as items finish inside the shards (a Ray actor counts them, the driver polls
+    it while it waits), and sets it exactly once the fan-out is over."""
+
+    def __init__(self, bar: Any, weigh: Callable[[Any], int] | None):
+        self.bar, self.weigh = bar, weigh or (lambda _: 1)
+        self.start = bar.n if bar is not None else 0
+        self.counter = _progress_counter() if bar is not None else None
+
+    def poll(self) -> None:
+        if self.counter is None:
+            return
+        import ray
+
+        try:
+            self.bar.update(ray.get(self.counter.take.remote(), timeout=5))
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            self.counter = None  # the bar then moves by finished shards only; nothing else depends on it
+
+    def settle(self, results: list[Any]) -> None:
+        """The bar at exactly what finished; the counter actor ended."""
+        if self.bar is not None:
+            self.bar.n = self.start + sum(self.weigh(value) for value in results if value is not None)
+            self.bar.refresh()
+        if self.counter is not None:
+            import ray
+
+            ray.kill(self.counter)
+            self.counter = None
+
+
+def _lost_worker_errors() -> tuple[type[BaseException], ...]:
+    """What ray.get raises for a task whose worker process or node died (not an error of the task's code)."""
+    from ray import exceptions
+
+    return tuple(getattr(exceptions, name) for name in
+                 ("WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError",
+                  "ActorUnavailableError") if hasattr(exceptions, name))
+
+
+class _Pass:
+    """Submits shards of the given indices with at most `in_flight` Ray tasks running; a shard whose
+    worker or node dies is sent again (up to ClientConfig.shard_attempts times), on whatever node Ray
+    finds."""
+
+    POLL_S = 0.5
+
+    def __init__(self, fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results, groups,
+                 meter: _Meter):
         self.fn, self.items, self.shard_cfg, self.base_url = fn, items, shard_cfg, base_url
-        self.groups = groups
+        self.groups, self.meter = groups, meter
         self.shard_size, self.in_flight, self.on_shard, self.results = (
             shard_size, in_flight, on_shard, results
         )
-        self.shards = 0
+        self.shards = self.lost = 0
+        self.by_node: dict[str, int] = {}
         self.stats: list[dict[str, Any]] = []
 
-    def run(self, indices: list[int], bar) -> None:
+    def _submit(self, shard: list[int], attempt: int, pending: dict[Any, tuple[list[int], int]]) -> None:
+        remote = _remote_shard()
+        if self.shard_cfg.shard_resources:
+            remote = remote.options(resources=dict(self.shard_cfg.shard_resources))
+        ref = remote.remote(self.fn, [self.items[j] for j in shard], self.shard_cfg, self.base_url,
+                            self.meter.counter, self.meter.weigh if self.meter.counter is not None else None)
+        pending[ref] = (shard, attempt)
+
+    def run(self, indices: list[int]) -> None:
         import ray
 
-        remote = _remote_shard()
+        lost_worker = _lost_worker_errors()
         queue = iter(group_shards(indices, self.shard_size, self.groups))
-        pending: dict[Any, list[int]] = {}
+        pending: dict[Any, tuple[list[int], int]] = {}
 
-        def submit() -> None:
+        def submit_next() -> None:
             shard = next(queue, None)
             if shard is not None:
-                ref = remote.remote(self.fn, [self.items[j] for j in shard], self.shard_cfg, self.base_url)
-                pending[ref] = shard
+                self._submit(shard, 1, pending)
                 self.shards += 1
 
         for _ in range(self.in_flight):
-            submit()
+            submit_next()
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            shard = pending.pop(done[0])
-            values, stats = ray.get(done[0])
-            self._finish(shard, values, stats, bar)
-            submit()
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=self.POLL_S)
+            self.meter.poll()
+            if not done:
+                continue
+            shard, attempt = pending.pop(done[0])
+            try:
+                values, stats = ray.get(done[0])
+            except lost_worker:
+                if attempt >= self.shard_cfg.shard_attempts:
+                    raise
+                self.lost += 1
+                self._submit(shard, attempt + 1, pending)
+                continue
+            self._finish(shard, values, stats)
+            submit_next()
 
-    def _finish(self, shard: list[int], values: list[Any], stats: dict[str, Any], bar) -> None:
+    def _finish(self, shard: list[int], values: list[Any], stats: dict[str, Any]) -> None:
         for j, value in zip(shard, values):
             self.results[j] = value
+        node = stats.pop("node", "local")
+        self.by_node[node] = self.by_node.get(node, 0) + 1
         self.stats.append(stats)
         if self.on_shard is not None:
             self.on_shard(shard, values)
-        if bar:
-            bar.update(len(shard))
 
 
-def _progress_bar(total: int, desc: str):
+def progress_bar(total: int, desc: str, unit: str = "req"):
     from tqdm import tqdm
 
     from infra.console import progress_stream
 
-    return tqdm(total=total, desc=desc, unit="req", file=progress_stream())
+    return tqdm(total=total, desc=desc, unit=unit, file=progress_stream())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from infra.models import default_tokenizer
 from judges.cache import JudgmentCache, default_cache_dir
@@ -29,7 +30,8 @@ from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.templates import PROMPTS_ROOT
 from judges.tokens import token_counter
 from retrievers.schema import top_k_contexts
-from tasks.fanout import fan_out_report, prefix_order
+from tasks.fanout import FanOutReport, fan_out_report, prefix_order, progress_bar
+from tasks.judge_batches import BatchStore, concatenate, merge_summaries, question_batches, scored_rows
 from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
 from tasks.stage import (
     StageCheckpoint,
@@ -167,33 +169,42 @@ def ordered_for_prefix_reuse(units: list[Unit]) -> tuple[list[Unit], list[str]]:
 
 def judge_suite(
     suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
-    progress: bool, checkpoint: StageCheckpoint | None = None, identity: dict[str, Any] | None = None,
+    progress: Any, checkpoint: StageCheckpoint | None = None, identity: dict[str, Any] | None = None,
+    cache: JudgmentCache | None = None,
 ) -> tuple[list[Judgment], dict[str, Any]]:
     """Every metric of `suite` for every sample: empty responses are recorded without a call; each unit
     comes from the cache, from this stage's checkpoint (a resumed run) or is asked now; what is asked now
     is saved to the checkpoint shard by shard and to the cache at the end. The cache is keyed on the unit
-    and on the judge endpoint's `identity` (other weights behind the same model id: other entries)."""
+    and on the judge endpoint's `identity` (other weights behind the same model id: other entries).
+    `progress`: True (a bar of the fan-out's own) or a bar this call advances by judgments; `cache`: the
+    stage's (default: the judgment cache of `judge.cache`)."""
     count = judge_counter(judge)
-    cache = JudgmentCache(default_cache_dir()) if judge.cache else None
+    if cache is None and judge.cache:
+        cache = JudgmentCache(default_cache_dir())
     done = checkpoint.load() if checkpoint is not None else {}
     judgments: list[Judgment] = []
-    todo: list[Unit] = []
-    hits = resumed = 0
+    planned: list[Unit] = []
     for sample in samples:
         if not sample.response.strip():
             judgments += suite.not_judged(sample, judge, "empty_response",
                                           "empty response: the judge is not called")
             continue
-        for unit in suite.plan(sample, judge, client.seed, count):
-            records = cache.get(cache_key(unit, identity)) if cache is not None else None
-            if records:
-                hits += 1
-                judgments += _restored(records, unit, cached=True)
-            elif unit.id in done:
-                resumed += 1
-                judgments += _restored(done[unit.id], unit, cached=False)
-            else:
-                todo.append(unit)
+        planned += suite.plan(sample, judge, client.seed, count)
+    cached = cache.get_many(cache_key(unit, identity) for unit in planned) if cache is not None else {}
+    todo: list[Unit] = []
+    hits = resumed = 0
+    for unit in planned:
+        records = cached.get(cache_key(unit, identity))
+        if records:
+            hits += 1
+            judgments += _restored(records, unit, cached=True)
+        elif unit.id in done:
+            resumed += 1
+            judgments += _restored(done[unit.id], unit, cached=False)
+        else:
+            todo.append(unit)
+    if progress not in (True, False, None):
+        progress.update(len(judgments))
 
     todo, groups = ordered_for_prefix_reuse(todo) if client.prefix_order else (todo, None)
 
@@ -204,7 +215,7 @@ def judge_suite(
 
     fresh, report = fan_out_report(_Evaluate(suite.name, judge), todo, client, base_url, progress=progress,
                                    desc=f"judge {suite.name}", on_shard=persist, retry_if=transport_failed,
-                                   groups=groups)
+                                   groups=groups, weigh=len)
     if cache is not None:
         for unit, values in zip(todo, fresh):
             if not transport_failed(values):
@@ -349,6 +360,9 @@ def run_judging(
     progress: bool = True,
     identity: dict[str, Any] | None = None,
 ) -> JudgingOutputs:
+    """The judge stage, in bounded batches of whole questions (tasks/judge_batches.py,
+    ClientConfig.batch_samples): each batch is planned, judged, checked complete and written as a part;
+    the output files are the parts concatenated. A resumed run skips the written batches."""
     suite = get_suite(suite_name)
     stage = RunLayout.judge_stage(suite_name)
     key = judging_key(suite_name, (queries_path, retrieved_path, generations_path), judge, client, top_k,
@@ -356,20 +370,74 @@ def run_judging(
 
     def compute(out_dir: Path) -> dict:
         started = time.perf_counter()
-        generations = pd.read_parquet(generations_path)
-        samples, failed = load_samples(pd.read_parquet(queries_path), pd.read_parquet(retrieved_path),
-                                       generations, top_k)
-        judgments, stats = judge_suite(suite, samples, judge, client, base_url, progress,
-                                       StageCheckpoint(run_dir, stage, key), identity)
-        judgments += failed_generation_judgments(suite, failed, judge)
-        metrics = suite.selected_metrics(judge)
-        frame = judgments_frame(judgments, suspicious_texts(samples), metrics)
-        check_complete(frame, generations, metrics)
-        write_judgments(frame, out_dir)
-        return judging_summary(frame, stats, time.perf_counter() - started, suite_name,
-                               suite.prompt_version(judge), judge.model)
+        store = BatchStore.of(run_dir, stage, key, client.batch_samples)
+        batches = question_batches(generations_path, client.batch_samples)
+        store.split_inputs({"queries": queries_path, "retrieved": retrieved_path,
+                            "generations": generations_path}, batches, top_k)
+        batch_judge = _BatchJudge(suite, judge, client, base_url, top_k, identity, store)
+        bar = _judgments_bar(generations_path, suite, judge) if progress else None
+        summaries = [batch_judge(b, bar) for b in range(len(batches))]
+        if bar is not None:
+            bar.close()
+        concatenate(store.parts(len(batches)), out_dir / JUDGMENTS_FILE)
+        concatenate(store.parts(len(batches)), out_dir / SCORES_FILE, scored_rows(SCORE_COLUMNS))
+        summary = merge_summaries(summaries)
+        return {**summary, "batches": len(batches), "seconds": round(time.perf_counter() - started, 2)}
 
     return judging_outputs(suite_name, run_stage(run_dir, stage, key, compute, force=force))
+
+
+@dataclass
+class _BatchJudge:
+    """Judges one batch of questions (or, for a batch a killed run had written, reads its summary)."""
+
+    suite: JudgeSuite
+    judge: JudgeConfig
+    client: ClientConfig
+    base_url: str
+    top_k: int
+    identity: dict[str, Any] | None
+    store: BatchStore
+
+    def __post_init__(self) -> None:
+        self.cache = JudgmentCache(default_cache_dir()) if self.judge.cache else None
+        self.metrics = self.suite.selected_metrics(self.judge)
+
+    def __call__(self, batch: int, bar) -> dict[str, Any]:
+        if self.store.finished(batch):
+            return self._finished_before(batch, bar)
+        started = time.perf_counter()
+        inputs = self.store.read_inputs(batch)
+        samples, failed = load_samples(inputs["queries"], inputs["retrieved"], inputs["generations"],
+                                       self.top_k)
+        judgments, stats = judge_suite(self.suite, samples, self.judge, self.client, self.base_url, bar,
+                                       self.store.checkpoint(batch), self.identity, self.cache)
+        judgments += failed_generation_judgments(self.suite, failed, self.judge)
+        frame = judgments_frame(judgments, suspicious_texts(samples), self.metrics)
+        check_complete(frame, inputs["generations"], self.metrics)
+        if bar is not None:
+            bar.update(len(failed) * len(self.metrics))
+        summary = judging_summary(frame, stats, time.perf_counter() - started, self.suite.name,
+                                  self.suite.prompt_version(self.judge), self.judge.model)
+        self.store.write_part(batch, frame, summary)
+        return summary
+
+    def _finished_before(self, batch: int, bar) -> dict[str, Any]:
+        """A batch a killed run had written: its judgments count as resumed units, not as requests of
+        this run."""
+        summary = self.store.read_summary(batch)
+        units = summary["cache_hits"] + summary["resumed"] + summary["judge_requests"]
+        summary.update(cache_hits=0, resumed=units, judge_requests=0,
+                       requests=FanOutReport().as_dict(), resumed_batches=1)
+        if bar is not None:
+            bar.update(summary["judgments"])
+        return summary
+
+
+def _judgments_bar(generations_path: Path, suite: JudgeSuite, judge: JudgeConfig):
+    """One bar for the stage, in judgments (rows x metrics), moving as each judgment comes back."""
+    rows = pq.ParquetFile(generations_path).metadata.num_rows
+    return progress_bar(rows * len(suite.selected_metrics(judge)), f"judge {suite.name}", "judgment")
 
 
 def judging_key(suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeConfig, client: ClientConfig,

@@ -2,15 +2,18 @@
 
 Every stage is content-keyed through tasks/stage.py (a rerun skips finished stages) and writes its outputs
 under `run_dir/<stage>/`. Single units of work (ingest, index build) are Ray tasks; sharded work (chunk
-shards, embedding pieces, query shards) goes through a `ray.util.ActorPool` of actors that load their
-tokenizer, model or index once: the pool keeps one call per actor in flight (so at most `max_parallel` /
-`num_workers` at once) and `pool.map` returns the results in input order. Arrow tables and numpy arrays go
+shards, embedding pieces, query shards) goes to a pool of actors that load their tokenizer, model or index
+once: `ordered_map` keeps one call per actor in flight (so at most `max_parallel` / `num_workers` at once),
+returns the results in input order and sends a call lost with its worker or node again (Ray restarts the
+actor: a lost node costs the calls in flight there, not the stage). Arrow tables and numpy arrays go
 through the object store; the driver writes the Parquet files. The embedded index is written by its Ray
 task straight into the run directory, so with that backend the run directory must be visible to the workers
 (one node, or a shared file system); the OpenSearch backend has no such need.
 """
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +25,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
-from ray.util import ActorPool
 
 from infra.ray_runtime import ensure_ray
 from retrievers.backends import build_index, check_index_reachable, index_is_built, open_index
@@ -128,26 +130,60 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, file=progress_stream())
 
 
+ACTOR_RESTARTS = 3  # an actor whose worker or node dies is restarted (elsewhere) this many times
+CALL_ATTEMPTS = 4  # times one item is sent before its stage fails
+RESEND_PAUSE_S = 0.5  # after a call was lost with its actor: the time Ray needs to restart it
+
+
 @contextmanager
-def actor_pool(actor_class, n_actors: int, *args, **options) -> Iterator[ActorPool]:
-    """`n_actors` actors of `actor_class(*args)` started with `options`, in an ActorPool; killed on exit."""
-    actors = [actor_class.options(**options).remote(*args) for _ in range(n_actors)]
+def actor_pool(actor_class, n_actors: int, *args, **options) -> Iterator[list]:
+    """`n_actors` actors of `actor_class(*args)` started with `options`; killed on exit. The actors hold
+    nothing but what they load themselves, so Ray restarts one whose worker or node died (max_restarts)."""
+    resilient = {"max_restarts": ACTOR_RESTARTS, **options}
+    actors = [actor_class.options(**resilient).remote(*args) for _ in range(n_actors)]
     try:
-        yield ActorPool(actors)
+        yield actors
     finally:
         for actor in actors:
             ray.kill(actor)
 
 
+def _lost_actor_errors() -> tuple[type[BaseException], ...]:
+    from ray import exceptions
+
+    return (exceptions.RayActorError, exceptions.ActorUnavailableError, exceptions.WorkerCrashedError,
+            exceptions.NodeDiedError, exceptions.ObjectLostError)
+
+
 def ordered_map(
-    pool: ActorPool, call: Callable[[Any, Any], Any], items: Sequence, desc: str, progress: bool
+    actors: list, call: Callable[[Any, Any], Any], items: Sequence, desc: str, progress: bool
 ) -> list:
-    """`pool.map(call, items)`: one call per actor in flight, results in input order, a progress step
-    per result."""
-    results = []
+    """`call(actor, item)` for every item with one call per actor in flight (Ray's ActorPool.map, plus
+    what it lacks: a call lost with its actor's worker or node is sent again, to an actor Ray restarted
+    or another one, up to CALL_ATTEMPTS times; the calls are pure, so a resent one gives the same
+    result); results in input order, a progress step per result."""
+    lost_actor = _lost_actor_errors()
+    results: list = [None] * len(items)
+    queue, idle = deque(range(len(items))), list(actors)
+    pending: dict[Any, tuple[int, Any]] = {}
+    attempts = [0] * len(items)
     with _progress(len(items), desc, progress) as bar:
-        for result in pool.map(call, items):
-            results.append(result)
+        while queue or pending:
+            while queue and idle:
+                index, actor = queue.popleft(), idle.pop()
+                attempts[index] += 1
+                pending[call(actor, items[index])] = (index, actor)
+            done, _ = ray.wait(list(pending), num_returns=1)
+            index, actor = pending.pop(done[0])
+            idle.append(actor)
+            try:
+                results[index] = ray.get(done[0])
+            except lost_actor:
+                if attempts[index] >= CALL_ATTEMPTS:
+                    raise
+                queue.appendleft(index)
+                time.sleep(RESEND_PAUSE_S)
+                continue
             bar.update(1)
     return results
 
@@ -171,7 +207,7 @@ def gpus_per_embedder(config: EmbedderConfig) -> float:
 
 
 def embed_texts(config: EmbedderConfig, texts: list[str], kind: str, desc: str, progress: bool) -> np.ndarray:
-    """Embeds pieces of `EMBED_PIECE` texts through an ActorPool of `config.num_workers` embedder actors."""
+    """Embeds pieces of `EMBED_PIECE` texts over `config.num_workers` embedder actors."""
     if not texts:
         raise ValueError(f"nothing to embed ({desc}): no texts")
     pieces = _slices(texts, EMBED_PIECE)
@@ -184,7 +220,7 @@ def embed_texts(config: EmbedderConfig, texts: list[str], kind: str, desc: str, 
 
 
 def chunk_with_ray(passages: pa.Table, chunking: ChunkingConfig, progress: bool) -> pa.Table:
-    """Chunks shards of `chunking.shard_size` passages through an ActorPool of `chunking.max_parallel`
+    """Chunks shards of `chunking.shard_size` passages over `chunking.max_parallel`
     chunker actors; the chunks come back in passage order."""
     shards = _slices(passages, chunking.shard_size)
     if not shards:
@@ -289,7 +325,7 @@ def _hit_rows(query_ids: list[str], method: RetrievalMethod, hits: list[list[Hit
 
 
 def search_with_ray(
-    pool: ActorPool, method: RetrievalMethod, texts: list[str], vectors: np.ndarray | None,
+    pool: list, method: RetrievalMethod, texts: list[str], vectors: np.ndarray | None,
     retrieval: RetrievalConfig, progress: bool,
 ) -> list[list[Hit]]:
     """Top-k hits per query, in query order: shards of `query_shard_size` queries over the searcher pool."""

@@ -187,6 +187,14 @@ class StageCheckpoint:
         self.fsync_interval_s = fsync_interval_s
         self._last_fsync = float("-inf")
 
+    @classmethod
+    def at(cls, path: Path, fsync_interval_s: float = 1.0) -> StageCheckpoint:
+        """A checkpoint in a file of the caller's choosing (a batch of a stage: tasks/judge_batches.py)."""
+        checkpoint = cls.__new__(cls)
+        checkpoint.path, checkpoint.fsync_interval_s = Path(path), fsync_interval_s
+        checkpoint._last_fsync = float("-inf")
+        return checkpoint
+
     def load(self) -> dict[str, Any]:
         if not self.path.exists():
             return {}

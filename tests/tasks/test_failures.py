@@ -18,3 +18,11 @@ def test_prompt_and_prefix_cached_tokens_per_stage_and_in_total():
     assert report["prompt_tokens_total"] == 77_000 and report["prefix_cached_prompt_tokens_total"] == 66_000
     table = format_failure_table(report)
     assert "prefix-cached" in table.splitlines()[0] and "66000 (86%)" in table
+
+
+def test_shards_lost_with_a_node_are_counted_and_shown():
+    summary = _summary(1_000, 0)
+    summary["requests"]["lost_shards"] = 2
+    report = failure_report({"judge_ccrs": summary})
+    assert report["stages"]["judge_ccrs"]["lost_shards"] == 2
+    assert "shards_lost_with_worker=2" in format_failure_table(report)

@@ -114,7 +114,7 @@ def test_bm25_only_skips_embedding_and_chunk_ids_are_stable(tmp_path, first, ray
 
 
 def test_many_shards_over_actor_pools_keep_input_order(tmp_path, first, first_retrieved, ray_session):
-    """Chunk shards of 100 passages and query shards of 5 over two actors each: ActorPool.map returns the
+    """Chunk shards of 100 passages and query shards of 5 over two actors each: ordered_map returns the
     shards in input order, so chunks and retrieved rows equal the one-shard run's."""
     sharded = _run(
         tmp_path, chunking=ChunkingConfig(shard_size=100, max_parallel=2),

@@ -1,0 +1,37 @@
+"""A head and two worker nodes on this machine, one worker removed mid-stage (each scenario of
+tests/tasks/multinode_scenario.py runs in a process of its own: a driver joins one Ray cluster at a time)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _scenario(subject: str, work: Path) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, "-m", "tests.tasks.multinode_scenario", subject, str(work)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=420)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((work / "result.json").read_text())
+
+
+def test_judge_shards_run_on_both_workers_and_a_lost_node_loses_no_judgment(tmp_path):
+    result = _scenario("judge", tmp_path)
+    calm, storm = result["requests"]["calm"], result["requests"]["storm"]
+    workers = set(result["worker_nodes"])
+    assert set(calm["shards_by_node"]) == workers  # both worker nodes judged, the head none
+    assert set(storm["shards_by_node"]) <= workers
+    assert result["removed_at_records"] is not None  # the node went away mid-stage
+    assert storm["lost_shards"] >= 1  # shards in flight there were sent again, and counted
+    assert result["batches"] == 3
+    assert result["rows"] == 12 * 6 * 5 and result["duplicated"] == 0 and result["ok"] == result["rows"]
+    assert result["same_judgments"] and result["same_stats"]
+
+
+def test_retrieval_actor_pool_survives_a_lost_node(tmp_path):
+    result = _scenario("retrieval", tmp_path)
+    assert result["actors_on_removed_node"] >= 1 and result["actors_on_other_worker"] >= 1
+    assert result["same_chunks"] and result["chunks"] > result["shards"]
