@@ -347,7 +347,7 @@ def main() -> int:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-orch-"))
     work.mkdir(parents=True, exist_ok=True)
     judge, _ = paper_configs()
-    metrics = tuple(judge.metrics)
+    metrics = tuple(judge.ccrs.metrics)
     t0 = time.perf_counter()
     *paths, requests = build_inputs(work / "inputs", args.requests, len(metrics))
     print(f"inputs: {requests} requests ({requests // len(metrics)} samples) in "
