@@ -286,11 +286,11 @@ def detector_injected(variants: list[Variant]) -> list[DetectorCell]:
 def build_report(frame: pd.DataFrame, samples: list[InjectionSample], variants: list[Variant],
                  templates: list[str], placements: list[Placement], judge: JudgeConfig, dataset: str,
                  seconds: float) -> InjectionReport:
-    cells = [shift_cell(frame, m, t, p) for m in judge.ccrs.metrics for t in templates for p in placements]
+    metrics = list(judge.ccrs.metrics)
+    cells = [shift_cell(frame, m, t, p) for m in metrics for t in templates for p in placements]
     return InjectionReport(
-        judge.model, judge.ccrs.prompt_version, dataset, len(samples), list(judge.ccrs.metrics), list(templates),
-        list(placements), cells, mean_clean_by_metric(frame, list(judge.ccrs.metrics)),
-        mean_shift_by_metric(frame, list(judge.ccrs.metrics)),
+        judge.model, judge.ccrs.prompt_version, dataset, len(samples), metrics, list(templates),
+        list(placements), cells, mean_clean_by_metric(frame, metrics), mean_shift_by_metric(frame, metrics),
         detector_clean(samples, variants), detector_injected(variants),
         {k: int(v) for k, v in frame.status.value_counts().items()}, len(frame), seconds=round(seconds, 2),
     )
