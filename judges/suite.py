@@ -1,14 +1,15 @@
 """The shape every judge suite has: registered metrics, a plan per sample, one ask/parse/re-ask loop, one
 judgment record, and a registry (like lm-evaluation-harness' registry; metrics like ir_measures' measures).
 
-A suite (CCRS, GroUSE, VERA, the RAGChecker-style baseline) declares its `Metric`s and implements three
-things: `plan` (the units of work for one sample: one per metric, or one per sample when its calls depend
-on each other), `evaluate` (ask the judge through `ask` and turn the replies into `Judgment`s) and
-`not_judged` (the records of a sample that is not sent: empty response, failed generation). The stage
-(tasks/judge.py) does the rest the same way for every suite: context fitting budget, fan-out, cache,
-checkpoints, failure accounting, output files. Around the stage, a suite answers `check_config` (the run
-config's validation: can this judge config run?) and, for the cost plan, `single_request` and
-`reply_estimate` (what a unit sends and roughly what comes back), so that no caller names a suite.
+A suite (CCRS, GroUSE, VERA, the RAGChecker-style baseline) subclasses `JudgeSuite`: its `Metric` table
+(each metric declared once: scale, inputs, templates; `Metric.normalize` maps a mark to [0, 1]), `plan`
+(the units of work for one sample: one per metric, or one per sample when its calls depend on each other)
+and `evaluate` (ask the judge through `ask` and turn the replies into `Judgment`s, built with
+`Judgment.of`). The base class holds the defaults (prompt version, config check, metric selection, window
+budget, `not_judged`, `single_request`, `reply_estimate`); defining the class registers it. The stage
+(tasks/judge.py) does the rest the same way for every suite: fan-out, cache, checkpoints, failure
+accounting, output files; the cost plan reads `single_request` and `reply_estimate`, so no caller names a
+suite.
 """
 from __future__ import annotations
 
@@ -288,7 +289,13 @@ class JudgeSuite(ABC):
     empty_score: ClassVar[float | None] = 0.0  # what an empty response scores without a call; None: no score
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register the new suite (ABCMeta has not marked a class abstract yet when this runs: the check
+        that plan and evaluate are implemented is made here)."""
         super().__init_subclass__(**kwargs)
+        missing = [name for name, member in vars(JudgeSuite).items()
+                   if getattr(member, "__isabstractmethod__", False) and getattr(cls, name) is member]
+        if missing:
+            raise TypeError(f"suite {cls.__name__} does not implement {missing}")
         register_suite(cls())
 
     @abstractmethod
