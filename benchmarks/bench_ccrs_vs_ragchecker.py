@@ -77,10 +77,10 @@ def run_suite(name: str, items, judge, base_url: str, concurrency: int, seed: in
 
 
 def run_ccrs(items, base_url: str, model: str, concurrency: int):
-    from judges.config import JudgeConfig
+    from judges.config import CcrsOptions, JudgeConfig
 
     # lenient_parse: SmolLM2-135M rarely replies with a bare integer; the paper's 70B judge does.
-    judge = JudgeConfig(model=model, metrics=list(CCRS), lenient_parse=True)
+    judge = JudgeConfig(model=model, ccrs=CcrsOptions(metrics=list(CCRS), lenient_parse=True))
     return run_suite("ccrs", items, judge, base_url, concurrency)
 
 

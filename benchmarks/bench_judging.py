@@ -47,7 +47,7 @@ def build_tasks(n: int, judge_cfg, client_cfg, tmp: Path):
     samples = [s for s in samples if s.response.strip()]
     count = token_counter(str(_model_dir()))
     suite = get_suite("ccrs")
-    per_sample = len(judge_cfg.metrics)
+    per_sample = len(judge_cfg.ccrs.metrics)
     planned: dict[int, list] = {}
     tasks = []
     for i in range(n):
@@ -136,7 +136,7 @@ def main() -> int:
     parser.add_argument("--llm-base-url", "--base-url", dest="base_url",
                         help="use an already running endpoint serving smollm2-135m-instruct")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
-    parser.add_argument("--shared-prefix", action="store_true", help="JudgeConfig.shared_prefix layout")
+    parser.add_argument("--shared-prefix", action="store_true", help="JudgeConfig.ccrs.shared_prefix layout")
     parser.add_argument("--structured-output", action="store_true", help="JudgeConfig.structured_output")
     parser.add_argument("--prefix-order", action="store_true", help="the judge stage's prefix-aware order")
     args = parser.parse_args()
@@ -146,12 +146,12 @@ def main() -> int:
     import ray
 
     from infra.serving import ServingConfig, start_serve_app, stop_serve_app
-    from judges.config import ClientConfig, JudgeConfig
+    from judges.config import CcrsOptions, ClientConfig, JudgeConfig
     from judges.suite import get_suite
 
-    judge_cfg = JudgeConfig(max_reasks=0, cache=False, shared_prefix=args.shared_prefix,
-                            structured_output=args.structured_output,
-                            metrics=list(get_suite("ccrs").metrics))  # every CCRS metric, registry order
+    judge_cfg = JudgeConfig(max_reasks=0, cache=False, structured_output=args.structured_output,
+                            ccrs=CcrsOptions(shared_prefix=args.shared_prefix,
+                                             metrics=list(get_suite("ccrs").metrics)))  # registry order
     client_cfg = ClientConfig(max_concurrency=args.concurrency, seed=0)
     tasks = build_tasks(args.n, judge_cfg, client_cfg, Path(tempfile.mkdtemp(prefix="bench-judging-")))
     groups = None

@@ -363,7 +363,7 @@ def audit(run_dir: Path, generations_path: Path, metrics: tuple[str, ...]) -> di
 def measure(args, work: Path, requests_wanted: int, nodes: int) -> dict:
     """One size on one cluster size: inputs, the uninterrupted run, the killed and resumed run, audits."""
     judge, _ = paper_configs()
-    metrics = tuple(judge.metrics)
+    metrics = tuple(judge.ccrs.metrics)
     label = f"{requests_wanted}-k{nodes}"
     t0 = time.perf_counter()
     inputs = work / f"inputs-{requests_wanted}"

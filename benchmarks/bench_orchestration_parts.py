@@ -99,11 +99,18 @@ def detector_parts(samples) -> dict:
         "unit": f"us per distinct chunk ({len(chunks)} chunks)", "identical_markers": same}
 
 
-def record_parts(repeats: int) -> dict:
-    from judges.suite import Judgment
+def cc_judgment(query_id: str):
+    """A typical CCRS judgment record (a 5000-token prompt, 20 tokens of it prefix-cached)."""
+    from judges.ccrs import CCRS_METRICS
+    from judges.suite import Judgment, Sample, Usage
 
-    judgments = [Judgment(f"q{i}", "A", "ccrs", "CC", 0.5, 50, None, "ok", None, "50", 1, 5000, 2, "paper",
-                          "m", 20, 0) for i in range(5000)]
+    return Judgment.of(Sample(query_id, "A", "", "", "", []), CCRS_METRICS["CC"], status="ok",
+                       prompt_version="paper", judge_model="m", usage=Usage(1, 5000, 2, 20), score=0.5,
+                       llm_score=50, raw="50")
+
+
+def record_parts(repeats: int) -> dict:
+    judgments = [cc_judgment(f"q{i}") for i in range(5000)]
     best = interleaved_best(repeats, {"asdict": lambda: [asdict(j) for j in judgments],
                                       "field_copy": lambda: [j.record() for j in judgments]})
     return {name: round(seconds / len(judgments) * 1e6, 2) for name, (seconds, _) in best.items()} | {
@@ -142,10 +149,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     samples = _samples(args.units)
-    from judges.suite import Judgment
-
-    record = Judgment("q", "A", "ccrs", "CC", 0.5, 50, None, "ok", None, "50", 1, 5000, 2, "paper", "m",
-                      20, 0).record()
+    record = cc_judgment("q").record()
     figures = {
         "shard_client": shard_client_parts(args.repeats),
         "checkpoint_save": checkpoint_parts(args.repeats, [record]),

@@ -14,7 +14,7 @@ The judge stage itself (tasks/judge.py judge_suite: the fan-out, shards, client)
 CPU stack: Ray Serve LLM + vLLM (CPU build), SmolLM2-135M-Instruct with an 8,192-token window, two
 replicas, prefix caching on, usage.prompt_tokens_details reported. Layouts (v1 templates):
 `paper` = each construct's inputs in the paper's order after its own intro; `context-first` =
-`judge.shared_prefix` (one intro, then the context, then the rest). Routings: `blind` = the plan's order
+`judge.ccrs.shared_prefix` (one intro, then the context, then the rest). Routings: `blind` = the plan's order
 (sample by sample) and Serve's default power-of-two router; `affine` = prefix-aware order
 (`client.prefix_order`, whole groups per shard) and Ray Serve LLM's PrefixCacheAffinityRouter. Each
 routing gets a fresh app (empty caches); the two layouts never share a cached prefix (different first
@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 BIOASQ = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
 CHUNK_TOKENS, TOP_K, WINDOW = 300, 20, 8192
 READERS = {"extractive-1": 1, "extractive-2": 2, "extractive-3": 3}
-LAYOUTS = {"paper": False, "context-first": True}  # JudgeConfig.shared_prefix
+LAYOUTS = {"paper": False, "context-first": True}  # JudgeConfig.ccrs.shared_prefix
 ROUTINGS = {"blind": ("default", False), "affine": ("prefix_affinity", True)}  # router, prefix_order
 
 
@@ -95,10 +95,10 @@ def serving_config(router: str, port: int):
 
 
 def judge_config(shared_prefix: bool):
-    from judges.config import JudgeConfig
+    from judges.config import CcrsOptions, JudgeConfig
 
-    return JudgeConfig(shared_prefix=shared_prefix, structured_output=True, max_reasks=0, cache=False,
-                       context_window=WINDOW)
+    return JudgeConfig(ccrs=CcrsOptions(shared_prefix=shared_prefix), structured_output=True, max_reasks=0,
+                       cache=False, context_window=WINDOW)
 
 
 def ideal_computed(samples, shared_prefix: bool, tokenizer) -> int:

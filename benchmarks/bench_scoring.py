@@ -100,7 +100,7 @@ def judge_both(config, base_url: str, samples, from_argmax: bool = False) -> dic
         out[mode] = (frame, seconds, int(frame["attempts"].sum()))
         print(f"judged {len(frame)} ({mode}) in {seconds:.0f} s, {out[mode][2]} judge calls", flush=True)
     if from_argmax:
-        frame = integer_from_argmax(out["expected"][0], config.judge.ac_lambda)
+        frame = integer_from_argmax(out["expected"][0], config.judge.ccrs.ac_lambda)
         out["integer"] = (frame, float("nan"), int((frame["attempts"] > 0).sum()))
         print("integer scores: the expected pass's argmax marks (--integer-from-argmax)")
     return out

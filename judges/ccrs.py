@@ -18,18 +18,18 @@ from judges.config import JudgeConfig
 from judges.em import exact_match
 from judges.scoring import ExpectedMark, expected_mark
 from judges.suite import (
+    EMPTY_REASON,
     Count,
     Judgment,
+    JudgeSuite,
     Metric,
     Parsed,
     Sample,
     Unit,
     Usage,
     ask,
-    check_prompt_version_exists,
     detail_json,
     neutralize,
-    register_suite,
     unit_key,
     user_request,
 )
@@ -44,10 +44,11 @@ INPUT_TAGS = {"question": "question", "context": "context", "response": "respons
 # own tags, untrusted text neutralized; `plain` (paper) shows a label and the text as it is.
 INPUT_FORMATS = ("tagged", "plain")
 EM_COMBINED = frozenset({"AC"})  # AC = lambda * EM + (1 - lambda) * LLM
+SCALE = (0, 100)  # every CCRS metric's mark: the parser's range, the JSON schema's, the score's (normalize)
 
 
 def _metric(name: str, inputs: tuple[str, ...], description: str) -> Metric:
-    return Metric(SUITE, name, (0, 100), inputs, (f"{name.lower()}.txt",), description)
+    return Metric(SUITE, name, SCALE, inputs, (f"{name.lower()}.txt",), description)
 
 
 CCRS_METRICS: dict[str, Metric] = {
@@ -69,14 +70,14 @@ def load_template(version: str, filename: str) -> dict[str, str]:
 
 
 def prompt_versions() -> tuple[str, ...]:
-    """The selectable `JudgeConfig.prompt_version`s: the folders under judges/prompts/ccrs/."""
+    """The selectable `JudgeConfig.ccrs.prompt_version`s: the folders under judges/prompts/ccrs/."""
     return templates.versions(SUITE)
 
 
 def _require_shared_prefix_layout(cfg: JudgeConfig, common: dict[str, str]) -> None:
     if "shared_intro" not in common:
-        raise ValueError(f"judge.shared_prefix reorders the inputs, which prompt_version "
-                         f"{cfg.prompt_version!r} does not allow (it keeps the paper's input order); "
+        raise ValueError(f"judge.ccrs.shared_prefix reorders the inputs, which prompt_version "
+                         f"{cfg.ccrs.prompt_version!r} does not allow (it keeps the paper's input order); "
                          f"set shared_prefix: false or use a version with a shared-prefix layout")
 
 
@@ -113,7 +114,7 @@ def render_input(name: str, value: str | list[str], common: dict[str, str]) -> s
 
 
 def _output_instruction(cfg: JudgeConfig, common: dict[str, str]) -> str | None:
-    if cfg.justification:
+    if cfg.ccrs.justification:
         return common["justification"]
     if cfg.structured_output:
         return common["structured"]
@@ -124,17 +125,17 @@ def render_prompt(spec: Metric, values: dict[str, Any], cfg: JudgeConfig) -> str
     """The user message for one construct. Default layout: intro, inputs in the paper's order, task.
     Shared-prefix layout: generic intro and inputs in CANONICAL_ORDER first, the construct's text last.
     The untrusted-data preamble is there only in versions that have one (v1, not paper)."""
-    template = load_template(cfg.prompt_version, spec.templates[0])
-    common = load_template(cfg.prompt_version, "_common.txt")
+    template = load_template(cfg.ccrs.prompt_version, spec.templates[0])
+    common = load_template(cfg.ccrs.prompt_version, "_common.txt")
     if common["input_format"] not in INPUT_FORMATS:
-        raise ValueError(f"ccrs/{cfg.prompt_version}/_common.txt: [input_format] must be one of "
+        raise ValueError(f"ccrs/{cfg.ccrs.prompt_version}/_common.txt: [input_format] must be one of "
                          f"{INPUT_FORMATS}, got {common['input_format']!r}")
     task = template["task"]
     output = _output_instruction(cfg, common)
     if output:
         task = re.sub(r"^Output:.*$", output, task, flags=re.MULTILINE)
     preamble = [common["preamble"]] if "preamble" in common else []
-    if cfg.shared_prefix:
+    if cfg.ccrs.shared_prefix:
         _require_shared_prefix_layout(cfg, common)
         order = [name for name in CANONICAL_ORDER if name in spec.inputs]
         head = [common["shared_intro"], *preamble]
@@ -149,7 +150,7 @@ def render_prompt(spec: Metric, values: dict[str, Any], cfg: JudgeConfig) -> str
 
 def reask_message(reason: str, cfg: JudgeConfig, expect_json: bool = False) -> str:
     section = "reask_json" if expect_json else "reask"
-    return load_template(cfg.prompt_version, "_common.txt")[section].replace("{reason}", reason)
+    return load_template(cfg.ccrs.prompt_version, "_common.txt")[section].replace("{reason}", reason)
 
 
 # --- parsing ----------------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ class ParsedScore:
 _BARE_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
 
 
-def parse_score(text: str | None, expect_json: bool = False, scale: tuple[int, int] = (0, 100),
+def parse_score(text: str | None, expect_json: bool = False, scale: tuple[int, int] = SCALE,
                 lenient: bool = False) -> ParsedScore:
     """Strict: the reply must be an integer within the scale (surrounding whitespace and one trailing
     period tolerated); with expect_json, a JSON object whose "score" is such an integer. Anything else
@@ -206,7 +207,8 @@ def parse_score(text: str | None, expect_json: bool = False, scale: tuple[int, i
 def score_schema(justification: bool = False) -> dict[str, Any]:
     """Only the keys asked for, and nothing else: a free-running justification the prompt did not ask
     for would otherwise eat the token budget and leave the JSON unclosed."""
-    properties: dict[str, Any] = {"score": {"type": "integer", "minimum": 0, "maximum": 100}}
+    low, high = SCALE
+    properties: dict[str, Any] = {"score": {"type": "integer", "minimum": low, "maximum": high}}
     if justification:
         properties["justification"] = {"type": "string"}
     return {"type": "object", "properties": properties, "required": list(properties),
@@ -217,21 +219,21 @@ def sampling_extra(cfg: JudgeConfig) -> dict[str, Any]:
     """Extra request fields: vLLM's OpenAI server accepts `response_format` with a JSON schema."""
     if not cfg.structured_output:
         return {}
-    schema = score_schema(cfg.justification)
+    schema = score_schema(cfg.ccrs.justification)
     return {"response_format": {"type": "json_schema",
                                 "json_schema": {"name": "ccrs_score", "schema": schema}}}
 
 
 # --- AC ----------------------------------------------------------------------------------------------
 
-def combine_ac(em: float, llm_score: int, ac_lambda: float) -> float:
-    """AC = lambda * EM + (1 - lambda) * LLM_AC / 100 (paper section 2.3.2)."""
-    return ac_lambda * em + (1.0 - ac_lambda) * llm_score / 100.0
+def combine_ac(em: float, llm_score: float, ac_lambda: float) -> float:
+    """AC = lambda * EM + (1 - lambda) * LLM_AC normalized (paper section 2.3.2: LLM_AC / 100)."""
+    return ac_lambda * em + CCRS_METRICS["AC"].normalize(llm_score, weight=1.0 - ac_lambda)
 
 
 def sample_em(sample: Sample, cfg: JudgeConfig) -> float:
     references = [sample.ground_truth]
-    if cfg.em_use_exact_answer_synonyms:
+    if cfg.ccrs.em_use_exact_answer_synonyms:
         references += sample.exact_answers
     return exact_match(sample.response, references)
 
@@ -239,11 +241,11 @@ def sample_em(sample: Sample, cfg: JudgeConfig) -> float:
 # --- the suite -------------------------------------------------------------------------------------
 
 def _expects_json(cfg: JudgeConfig) -> bool:
-    return cfg.structured_output or cfg.justification
+    return cfg.structured_output or cfg.ccrs.justification
 
 
 def reply_tokens(cfg: JudgeConfig) -> int:
-    return max(cfg.max_tokens, 96) if _expects_json(cfg) else cfg.max_tokens
+    return max(cfg.ccrs.max_tokens, 96) if _expects_json(cfg) else cfg.ccrs.max_tokens
 
 
 def sample_values(sample: Sample, context: list[str]) -> dict[str, Any]:
@@ -267,7 +269,7 @@ def prompt_request(prompt: str, cfg: JudgeConfig) -> ChatRequest:
 def parser(spec: Metric, cfg: JudgeConfig):
     def parse(text: str | None) -> Parsed:
         parsed = parse_score(text, expect_json=_expects_json(cfg), scale=spec.scale,
-                             lenient=cfg.lenient_parse)
+                             lenient=cfg.ccrs.lenient_parse)
         return Parsed(parsed.score is not None, parsed.score, parsed.reason)
 
     return parse
@@ -283,12 +285,12 @@ def judgment(spec: Metric, sample: Sample, cfg: JudgeConfig, llm_score: int | No
     if expected is not None:
         scoring = "expected" if expected.value is not None else "integer_fallback"
         mark = expected.value if expected.value is not None else llm_score
-    score = None
-    if mark is not None:
-        score = (combine_ac(em or 0.0, mark, cfg.ac_lambda) if spec.name in EM_COMBINED else mark / 100.0)
-    j = Judgment(sample.query_id, sample.system, SUITE, spec.name, score, llm_score, em, status, reason,
-                 raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens, cfg.prompt_version,
-                 cfg.model, usage.cached_tokens, scoring=scoring)
+    score = spec.normalize(mark)
+    if mark is not None and spec.name in EM_COMBINED:
+        score = combine_ac(em or 0.0, mark, cfg.ccrs.ac_lambda)
+    j = Judgment.of(sample, spec, status=status, prompt_version=cfg.ccrs.prompt_version,
+                    judge_model=cfg.model, usage=usage, score=score, llm_score=llm_score, em=em,
+                    reason=reason, raw=raw, scoring=scoring)
     if expected is not None:
         j.llm_score_expected, j.score_mass = expected.value, expected.mass
         j.detail = expected_detail(expected)
@@ -322,37 +324,32 @@ def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatR
 
 
 def empty_judgment(spec: Metric, sample: Sample, cfg: JudgeConfig) -> Judgment:
-    j = judgment(spec, sample, cfg, None, "empty_response",
-                 "empty response scores 0 without calling the judge", None, Usage())
+    j = judgment(spec, sample, cfg, None, "empty_response", EMPTY_REASON, None, Usage())
     j.score, j.em = 0.0, (0.0 if spec.name in EM_COMBINED else None)
     return j
 
 
-def window_budget(cfg: JudgeConfig) -> int:
-    """Prompt tokens left in the judge's window once the reply and a chat-template margin are kept free."""
-    return cfg.context_window - reply_tokens(cfg) - 64
-
-
-class CcrsSuite:
+class CcrsSuite(JudgeSuite):
     """One request per (sample, metric): each is cached and checkpointed on its own."""
 
     name = SUITE
     description = "CCRS (paper section 2.3): five zero-shot 0-100 judge metrics"
+    rank = 0
     reads_scoring = True  # judge.scoring: expected applies to this suite (the others score integers)
     metrics = CCRS_METRICS
 
-    def prompt_version(self, judge: JudgeConfig) -> str:
-        return judge.prompt_version
-
     def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
-        return tuple(judge.metrics)
+        return tuple(judge.ccrs.metrics)
+
+    def reply_tokens(self, judge: JudgeConfig) -> int:
+        return reply_tokens(judge)
 
     def check_config(self, judge: JudgeConfig) -> None:
-        """A version that does not exist, or a layout it does not offer (judge.shared_prefix), is a config
-        error before any work."""
-        check_prompt_version_exists(self, judge)
-        if judge.shared_prefix:
-            _require_shared_prefix_layout(judge, load_template(judge.prompt_version, "_common.txt"))
+        """A version that does not exist, or a layout it does not offer (judge.ccrs.shared_prefix), is a
+        config error before any work."""
+        super().check_config(judge)
+        if judge.ccrs.shared_prefix:
+            _require_shared_prefix_layout(judge, load_template(judge.ccrs.prompt_version, "_common.txt"))
 
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         from judges.readers import fit_chunks
@@ -362,15 +359,15 @@ class CcrsSuite:
             spec = CCRS_METRICS[name]
             chunks = sample.context if "context" in spec.inputs else []
             fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge),
-                                chunks, window_budget(judge), count)
+                                chunks, self.window_budget(judge), count)
             determinants = {"request": request_payload(prompt_request(fitted.prompt, judge)),
-                            "prompt_version": judge.prompt_version,
+                            "prompt_version": judge.ccrs.prompt_version,
                             "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
-                            "em": [judge.ac_lambda, judge.em_use_exact_answer_synonyms, sample.exact_answers]
-                            if name in EM_COMBINED else None}
+                            "em": [judge.ccrs.ac_lambda, judge.ccrs.em_use_exact_answer_synonyms,
+                                   sample.exact_answers] if name in EM_COMBINED else None}
             if judge.scoring == "expected":  # integer-mode keys stay as they were: their cache stays valid
                 determinants["expected"] = judge.expected.model_dump()
-            if judge.lenient_parse:  # it changes which replies parse (strict keys stay valid)
+            if judge.ccrs.lenient_parse:  # it changes which replies parse (strict keys stay valid)
                 determinants["lenient_parse"] = True
             key = unit_key(SUITE, determinants)
             # plan=None: the rendered prompt is not kept (unit_request renders it again where it is
@@ -397,7 +394,7 @@ class CcrsSuite:
     def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> str | None:
         """A bare mark, or its JSON object under structured output; a justification's length is not known
         (None: its budget)."""
-        if judge.justification:
+        if judge.ccrs.justification:
             return None
         return '{"score": 50}' if judge.structured_output else "50"
 
@@ -417,5 +414,3 @@ def request_payload(request: ChatRequest) -> dict[str, Any]:
         payload["top_logprobs"] = request.top_logprobs
     return payload
 
-
-register_suite(CcrsSuite())

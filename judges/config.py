@@ -1,9 +1,10 @@
 """Typed parameters of readers, judges and the shared client (composed by pipelines/config.py)."""
 from __future__ import annotations
 
-from typing import Literal
+import warnings
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from judges import templates
 
@@ -59,6 +60,22 @@ class ReaderConfig(_Strict):
     context_window: int = Field(default=2048, ge=64, description="model window (prompt + new tokens)")
     tokenizer: str | None = Field(default=None, description="tokenizer for the window check; None = the "
                                   "local model folder when there is one, else a character estimate")
+
+
+class CcrsOptions(_Strict):
+    """CCRS suite settings (paper section 2.3): the metrics, AC's lambda and EM, the reply budget, the
+    prompt layout and how a reply is parsed (the judge model, window, re-asks, structured output and
+    `scoring` are shared)."""
+
+    metrics: list[str] = ["CC", "QR", "ID", "AC", "IR"]
+    ac_lambda: float = Field(default=0.7, ge=0, le=1)
+    em_use_exact_answer_synonyms: bool = False
+    max_tokens: int = Field(default=8, ge=1)
+    prompt_version: str = Field(default="v1", description="CCRS templates, a folder under "
+                                "judges/prompts/ccrs/: paper (Appendix B exactly) or v1 (injection-hardened)")
+    shared_prefix: bool = False
+    justification: bool = False
+    lenient_parse: bool = Field(default=False, description="accept one unambiguous integer inside prose")
 
 
 class GrouseOptions(_Strict):
@@ -132,27 +149,24 @@ class EndpointSystemConfig(_Strict):
                                     "environment variable (or secrets file entry) holding its value")
 
 
+# The CCRS settings that JudgeConfig kept at its top level before they moved under `ccrs:`.
+FORMER_TOP_LEVEL_CCRS_KEYS = tuple(CcrsOptions.model_fields)
+
+
 class JudgeConfig(_Strict):
-    """The judge: model, window and parsing settings shared by every suite; the CCRS settings at the top
-    level (metrics, AC's lambda, layout); per-suite settings under grouse / vera / ragchecker. Metric and
-    suite names are checked against the registry (judges/suite.py) by the run config."""
+    """The judge: model, window, re-asks, structured output and scoring shared by every suite; each suite's
+    own settings in its block (ccrs / grouse / vera / ragchecker, named like the suite). Metric and suite
+    names are checked against the registry (judges/suite.py) by the run config."""
 
     model: str = "smollm2-135m-instruct"
     base_url: str | None = Field(default=None, description="the judge's own OpenAI-compatible /v1 URL; None: "
                                  "the run's endpoint (the Serve app, or serving.base_url), as the readers'")
     api_key_env: str = Field(default="CCRS_JUDGE_API_KEY", description="environment variable (or secrets "
                              "file entry) holding the key of the judge's own endpoint (with base_url)")
-    metrics: list[str] = ["CC", "QR", "ID", "AC", "IR"]
-    ac_lambda: float = Field(default=0.7, ge=0, le=1)
-    em_use_exact_answer_synonyms: bool = False
-    max_reasks: int = Field(default=2, ge=0)
-    max_tokens: int = Field(default=8, ge=1)
-    prompt_version: str = Field(default="v1", description="CCRS templates, a folder under "
-                                "judges/prompts/ccrs/: paper (Appendix B exactly) or v1 (injection-hardened)")
-    shared_prefix: bool = False
-    structured_output: bool = False
-    justification: bool = False
-    lenient_parse: bool = Field(default=False, description="accept one unambiguous integer inside prose")
+    max_reasks: int = Field(default=2, ge=0, description="re-asks of CCRS and GroUSE (VERA and RAGChecker "
+                            "set their own)")
+    structured_output: bool = Field(default=False, description="CCRS and GroUSE: a JSON schema constrains "
+                                    "the reply")
     context_window: int = Field(default=2048, ge=64)
     tokenizer: str | None = None
     cache: bool = True
@@ -160,6 +174,31 @@ class JudgeConfig(_Strict):
                                                     "mark; expected: its probability-weighted mean over the "
                                                     "allowed marks (CCRS metrics; other suites: integer)")
     expected: ExpectedScoringOptions = ExpectedScoringOptions()
+    ccrs: CcrsOptions = CcrsOptions()
     grouse: GrouseOptions = GrouseOptions()
     vera: VeraOptions = VeraOptions()
     ragchecker: RagCheckerOptions = RagCheckerOptions()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _former_top_level_ccrs_keys(cls, data: Any) -> Any:
+        """The CCRS settings that stood at the judge's top level (judge.metrics, judge.prompt_version, ...)
+        are still read: they move into `ccrs:` with one warning that names the new place."""
+        if not isinstance(data, dict):
+            return data
+        former = [key for key in FORMER_TOP_LEVEL_CCRS_KEYS if key in data]
+        if not former:
+            return data
+        ccrs = data.get("ccrs") or {}
+        if isinstance(ccrs, BaseModel):
+            ccrs = ccrs.model_dump(exclude_unset=True)
+        both = [key for key in former if key in ccrs]
+        if both:
+            raise ValueError(f"judge: {both} given both at the top level (deprecated) and under ccrs:")
+        moved = {key: data[key] for key in former}
+        data = {key: value for key, value in data.items() if key not in former}
+        data["ccrs"] = {**ccrs, **moved}
+        warnings.warn(f"judge: the CCRS settings {former} now belong under `judge.ccrs:` (e.g. "
+                      f"judge.ccrs.{former[0]}); the top-level keys are deprecated and read as ccrs.*",
+                      FutureWarning, stacklevel=3)
+        return data

@@ -24,25 +24,20 @@ from judges.readers import FittedPrompt, fit_chunks
 from judges.suite import (
     Count,
     Judgment,
+    JudgeSuite,
     Metric,
     Parsed,
     Sample,
     Unit,
     Usage,
     ask,
-    check_prompt_version_exists,
     detail_json,
     neutralize,
-    register_suite,
     unit_key,
     user_request,
 )
 
 SUITE = "grouse"
-METRIC_ORDER = ("answer_relevancy", "completeness", "usefulness", "faithfulness",
-                "positive_acceptance", "negative_rejection")
-JUDGED_METRICS = METRIC_ORDER[:4]
-DERIVED_METRICS = METRIC_ORDER[4:]
 
 # Each metric's inputs in the order of the paper's prompt (Figures 7-10): answer 1 is the expected answer
 # (`ground_truth`), answer 2 the graded `response`; the references are the `context` chunks.
@@ -79,6 +74,9 @@ GROUSE_METRICS: dict[str, Metric] = {
                                    "Negative rejection: refuses when the references hold no answer "
                                    "(derived, Table 6)"),
 }
+METRIC_ORDER = tuple(GROUSE_METRICS)
+JUDGED_METRICS = tuple(name for name, spec in GROUSE_METRICS.items() if spec.judged)
+DERIVED_METRICS = tuple(name for name, spec in GROUSE_METRICS.items() if not spec.judged)
 
 _NULLABLE = frozenset(JUDGED_METRICS)
 # One entry of the paper layout's per-sentence faithfulness analysis: the sentence, then one explanation per
@@ -313,15 +311,6 @@ def build_request(spec: Metric, sample: Sample, judge: JudgeConfig) -> ChatReque
     return user_request(judge.model, prompt, reply_tokens(spec, judge), extra)
 
 
-def normalize(metric: str, value: int | None) -> float | None:
-    """Scores in [0, 1]: Likert marks (x - 1) / 4, binary marks as they are, null stays None."""
-    if value is None:
-        return None
-    if metric in ("answer_relevancy", "completeness"):
-        return (value - 1) / 4.0
-    return float(value)
-
-
 def _parser(spec: Metric, layout: Layout):
     def parse(text: str | None) -> Parsed:
         mark = parse_mark(text, spec, layout)
@@ -352,10 +341,11 @@ def _judgment(sample: Sample, metric: str, judge: JudgeConfig, mark: int | None,
     """`llm_score` is the raw mark (1-5, 0/1) or None (null: not applicable); `score` its [0, 1] value.
     status: ok (the judge or the derivation gave the mark), skipped (not applicable: not asked), failed
     (no usable reply after the re-asks, or a request/upstream failure), empty_response."""
+    spec = GROUSE_METRICS[metric]
     detail = detail_json(justification=justification) if justification is not None else None
-    return Judgment(sample.query_id, sample.system, SUITE, metric, normalize(metric, mark), mark, None,
-                    status, reason, raw, usage.attempts, usage.prompt_tokens, usage.completion_tokens,
-                    judge.grouse.prompt_version, judge.model, usage.cached_tokens, detail=detail)
+    return Judgment.of(sample, spec, status=status, prompt_version=judge.grouse.prompt_version,
+                       judge_model=judge.model, usage=usage, score=spec.normalize(mark), llm_score=mark,
+                       reason=reason, raw=raw, detail=detail)
 
 
 def _not_asked(sample: Sample, metric: str, judge: JudgeConfig, status: str, reason: str | None) -> Judgment:
@@ -412,11 +402,10 @@ def derived_judgments(sample: Sample, relevancy: Judgment, completeness: Judgmen
 
 # --- the suite -------------------------------------------------------------------------------------
 
-def fit_references(sample: Sample, judge: JudgeConfig, count: Count) -> FittedPrompt:
+def fit_references(sample: Sample, judge: JudgeConfig, count: Count, budget: int) -> FittedPrompt:
     """Drop the lowest-ranked references until the longest judged prompt of the prompt version (the
-    `paper` faithfulness prompt is longer than completeness) leaves room for the reply
-    (judge.grouse.max_tokens) and a chat-template margin in judge.context_window."""
-    budget = judge.context_window - judge.grouse.max_tokens - 64
+    `paper` faithfulness prompt is longer than completeness) fits `budget` (the suite's window budget:
+    judge.context_window less the reply, judge.grouse.max_tokens, and a chat-template margin)."""
     version = judge.grouse.prompt_version
     judged = [spec for spec in GROUSE_METRICS.values() if spec.judged]
 
@@ -439,26 +428,19 @@ def _request_payload(request: ChatRequest) -> dict[str, Any]:
             "max_tokens": request.max_tokens, "extra": request.extra_body}
 
 
-class GrouseSuite:
+class GrouseSuite(JudgeSuite):
     """One unit per sample: the Figure-4 calls depend on each other (usefulness and faithfulness are
     asked or not after relevancy), so a sample is cached and checkpointed as a whole (six judgments)."""
 
     name = SUITE
     description = ("GroUSE (paper section 4.4): four judged metrics of grounded answers (Figure 4) "
                    "and two derived")
+    rank = 1
+    empty_score = None  # an empty answer is not sent and has no score, never a 0
     metrics = GROUSE_METRICS
 
-    def prompt_version(self, judge: JudgeConfig) -> str:
-        return judge.grouse.prompt_version
-
-    def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
-        return METRIC_ORDER
-
-    def check_config(self, judge: JudgeConfig) -> None:
-        check_prompt_version_exists(self, judge)
-
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
-        fitted = fit_references(sample, judge, count)
+        fitted = fit_references(sample, judge, count, self.window_budget(judge))
         shown = replace(sample, context=fitted.chunks)
         first_requests = {name: _request_payload(build_request(GROUSE_METRICS[name], shown, judge))
                           for name in JUDGED_METRICS}
@@ -483,19 +465,9 @@ class GrouseSuite:
 
     def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
         """Six records without a call (an empty answer: status empty_response; a failed generation:
-        failed); no score, never a 0."""
-        judgments = [_not_asked(sample, metric, judge, status, reason) for metric in METRIC_ORDER]
+        failed); no score, never a 0. single_request and reply_estimate: None (the defaults), whether
+        usefulness and faithfulness are asked depends on the relevancy reply."""
+        judgments = super().not_judged(sample, judge, status, reason)
         for judgment in judgments:
             judgment.n_context_chunks = len(sample.context)
         return judgments
-
-    def single_request(self, unit: Unit, judge: JudgeConfig) -> None:
-        """None: whether usefulness and faithfulness are asked depends on the relevancy reply."""
-        return None
-
-    def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> None:
-        """None: a JSON analysis of two answers, as long as the judge makes it (its budget)."""
-        return None
-
-
-register_suite(GrouseSuite())

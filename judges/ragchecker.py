@@ -20,29 +20,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from judges import templates
-from judges.client import ChatRequest, LLMClient
+from judges.client import LLMClient
 from judges.config import JudgeConfig
+from judges.parsers import context_text, numbered, parse_numbered, verdicts_parser
 from judges.suite import (
+    EMPTY_REASON,
     Answer,
     Count,
     Judgment,
+    JudgeSuite,
     Metric,
     Parsed,
     Sample,
     Unit,
     Usage,
     ask,
-    check_prompt_version_exists,
     detail_json,
     neutralize,
-    register_suite,
     unit_key,
     user_request,
 )
-from judges.vera import context_text, numbered, parse_numbered, verdicts_parser
 
 SUITE = "ragchecker"
-EMPTY_REASON = "empty response scores 0 without calling the judge"
 TEMPLATES = ("claims.txt", "entail.txt")
 
 RAGCHECKER_METRICS: dict[str, Metric] = {
@@ -104,10 +103,6 @@ class RagCheckerPlan:
     context: str
 
 
-def window_budget(judge: JudgeConfig) -> int:
-    return judge.context_window - judge.ragchecker.max_tokens - 64
-
-
 def _ask(client: LLMClient, judge: JudgeConfig, prompt: str, parse: Callable[[str | None], Parsed],
          reask: str, usage: Usage, count: Count | None) -> Answer:
     request = user_request(judge.model, prompt, judge.ragchecker.max_tokens)
@@ -117,10 +112,10 @@ def _ask(client: LLMClient, judge: JudgeConfig, prompt: str, parse: Callable[[st
 
 def _judgment(sample: Sample, judge: JudgeConfig, metric: str, score: float | None, status: str,
               reason: str | None, raw: str | None, usage: Usage, **detail: Any) -> Judgment:
-    return Judgment(sample.query_id, sample.system, SUITE, metric, score, None, None, status, reason, raw,
-                    usage.attempts, usage.prompt_tokens, usage.completion_tokens,
-                    judge.ragchecker.prompt_version, judge.model, usage.cached_tokens,
-                    detail=detail_json(**detail))
+    spec = RAGCHECKER_METRICS[metric]
+    return Judgment.of(sample, spec, status=status, prompt_version=judge.ragchecker.prompt_version,
+                       judge_model=judge.model, usage=usage, score=spec.normalize(score), reason=reason,
+                       raw=raw, detail=detail_json(**detail))
 
 
 def check_sample(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: RagCheckerPlan,
@@ -166,29 +161,22 @@ def empty_judgment(sample: Sample, judge: JudgeConfig, metric: str) -> Judgment:
     return _judgment(sample, judge, metric, 0.0, "empty_response", EMPTY_REASON, None, Usage())
 
 
-class RagCheckerSuite:
-    """One unit per sample: the five calls depend on each other (claims first, then entailment)."""
+class RagCheckerSuite(JudgeSuite):
+    """One unit per sample: the five calls depend on each other (claims first, then entailment), so
+    single_request and reply_estimate are None (the defaults)."""
 
     name = SUITE
     description = ("RAGChecker-style baseline (CCRS paper section 4.1.4): claim entailment "
                    "precision / recall / faithfulness")
+    rank = 3
     metrics = RAGCHECKER_METRICS
-
-    def prompt_version(self, judge: JudgeConfig) -> str:
-        return judge.ragchecker.prompt_version
-
-    def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
-        return METRICS
-
-    def check_config(self, judge: JudgeConfig) -> None:
-        check_prompt_version_exists(self, judge)
 
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         from judges.readers import fit_chunks
 
         # The response's claims are not known before the judge writes them: the response stands in for them.
         fitted = fit_chunks(lambda kept: entail_prompt(judge, context_text(kept), [sample.response]),
-                            list(sample.context), window_budget(judge), count)
+                            list(sample.context), self.window_budget(judge), count)
         plan = RagCheckerPlan(tuple(fitted.chunks), context_text(fitted.chunks))
         version = judge.ragchecker.prompt_version
         key = unit_key(SUITE, {
@@ -203,19 +191,3 @@ class RagCheckerSuite:
     def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
                  count: Count | None) -> list[Judgment]:
         return check_sample(client, judge, unit.sample, unit.plan, count)
-
-    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
-        if status == "empty_response":
-            return [empty_judgment(sample, judge, m) for m in METRICS]
-        return [_judgment(sample, judge, m, None, status, reason, None, Usage()) for m in METRICS]
-
-    def single_request(self, unit: Unit, judge: JudgeConfig) -> None:
-        """None: the entailment calls check the claims that the first calls extract."""
-        return None
-
-    def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> None:
-        """None: claim lists and verdict lines, counted at their budget."""
-        return None
-
-
-register_suite(RagCheckerSuite())

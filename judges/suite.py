@@ -1,23 +1,29 @@
 """The shape every judge suite has: registered metrics, a plan per sample, one ask/parse/re-ask loop, one
 judgment record, and a registry (like lm-evaluation-harness' registry; metrics like ir_measures' measures).
 
-A suite (CCRS, GroUSE, VERA, the RAGChecker-style baseline) declares its `Metric`s and implements three
-things: `plan` (the units of work for one sample: one per metric, or one per sample when its calls depend
-on each other), `evaluate` (ask the judge through `ask` and turn the replies into `Judgment`s) and
-`not_judged` (the records of a sample that is not sent: empty response, failed generation). The stage
-(tasks/judge.py) does the rest the same way for every suite: context fitting budget, fan-out, cache,
-checkpoints, failure accounting, output files. Around the stage, a suite answers `check_config` (the run
-config's validation: can this judge config run?) and, for the cost plan, `single_request` and
-`reply_estimate` (what a unit sends and roughly what comes back), so that no caller names a suite.
+A suite (CCRS, GroUSE, VERA, the RAGChecker-style baseline) subclasses `JudgeSuite`: its `Metric` table
+(each metric declared once: scale, inputs, templates; `Metric.normalize` maps a mark to [0, 1]), `plan`
+(the units of work for one sample: one per metric, or one per sample when its calls depend on each other)
+and `evaluate` (ask the judge through `ask` and turn the replies into `Judgment`s, built with
+`Judgment.of`). The base class holds the defaults (prompt version, config check, metric selection, window
+budget, `not_judged`, `single_request`, `reply_estimate`); defining the class registers it. The stage
+(tasks/judge.py) does the rest the same way for every suite: fan-out, cache, checkpoints, failure
+accounting, output files; the cost plan reads `single_request` and `reply_estimate`, so no caller names a
+suite.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import pkgutil
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, Protocol
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
 
 from judges import templates
 from judges.client import ChatRequest, ChatResult, LLMClient, LLMRequestError, TokenLogprob
@@ -39,10 +45,12 @@ def neutralize(text: str) -> str:
 
 @dataclass(frozen=True)
 class Metric:
-    """One registered metric. `name` is its column in scores.parquet (unique over all suites); `scale`
-    is the judge's own mark (scores.parquet holds it mapped to [0, 1]); `inputs` in the order the prompt
-    shows them; `templates` the files under judges/prompts/<suite>/<version>/; `judged` is False for a
-    metric derived from other marks (no call of its own)."""
+    """One registered metric, declared once: everything else (the prompt's inputs, the parser's range, the
+    structured-output schema, the [0, 1] score) derives from it. `name` is its column in scores.parquet
+    (unique over all suites); `scale` the judge's own mark, (low, high), mapped to [0, 1] by `normalize`;
+    `inputs` in the order the prompt shows them; `templates` the files under
+    judges/prompts/<suite>/<version>/; `judged` is False for a metric derived from other marks (no call of
+    its own); `higher_is_better` the direction of the score."""
 
     suite: str
     name: str
@@ -51,6 +59,16 @@ class Metric:
     templates: tuple[str, ...]
     description: str
     judged: bool = True
+    higher_is_better: bool = True
+
+    def normalize(self, value: float | None, weight: float = 1.0) -> float | None:
+        """The judge's mark on `scale` -> its score in [0, 1] (times `weight`, e.g. AC's 1 - lambda, applied
+        before the division so that a weighted share is computed to the last bit as it always was); a
+        missing mark (None: null, not computable) stays None."""
+        if value is None:
+            return None
+        low, high = self.scale
+        return float(weight * (value - low) / (high - low))
 
 
 @dataclass
@@ -66,7 +84,7 @@ class Sample:
     exact_answers: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Judgment:
     """One metric of one sample, the same record for every suite. `score` in [0, 1] feeds the statistics
     (None when not computable); `llm_score` is the judge's own mark on the metric's scale (None where
@@ -80,15 +98,15 @@ class Judgment:
     system: str
     suite: str
     metric: str
-    score: float | None
-    llm_score: int | None
-    em: float | None
+    score: float | None = None
+    llm_score: int | None = None
+    em: float | None = None
     status: str
-    reason: str | None
-    raw: str | None
-    attempts: int
-    prompt_tokens: int
-    completion_tokens: int
+    reason: str | None = None
+    raw: str | None = None
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     prompt_version: str
     judge_model: str
     prefix_cached_tokens: int = 0  # of prompt_tokens, served from the judge server's prefix cache
@@ -101,6 +119,18 @@ class Judgment:
     score_mass: float | None = None
 
     COLUMNS: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def of(cls, sample: Sample, metric: Metric, *, status: str, prompt_version: str, judge_model: str,
+           usage: Usage | None = None, **fields: Any) -> Judgment:
+        """The keyword factory every suite builds its records with: identity from the sample and the
+        metric's declaration, cost from `usage` (none: nothing was asked), the rest by name."""
+        usage = usage or Usage()
+        return cls(query_id=sample.query_id, system=sample.system, suite=metric.suite, metric=metric.name,
+                   status=status, prompt_version=prompt_version, judge_model=judge_model,
+                   attempts=usage.attempts, prompt_tokens=usage.prompt_tokens,
+                   completion_tokens=usage.completion_tokens, prefix_cached_tokens=usage.cached_tokens,
+                   **fields)
 
     def record(self) -> dict[str, Any]:
         # Every field is a scalar: a plain copy is asdict()'s result at a tenth of its cost (asdict
@@ -237,43 +267,101 @@ def user_request(model: str, prompt: str, max_tokens: int,
                        max_tokens=max_tokens, extra_body=extra_body or {})
 
 
-# --- the suite protocol and the registry --------------------------------------------------------------
+# --- the suite base class and the registry ------------------------------------------------------------
 
-class JudgeSuite(Protocol):
-    name: str
-    description: str
-    metrics: dict[str, Metric]  # display order
+EMPTY_REASON = "empty response scores 0 without calling the judge"
+WINDOW_MARGIN = 64  # tokens of the judge's window kept free for the chat template
+NO_PROMPT_VERSION = "-"  # the prompt version of a suite without a settings block (no templates)
 
-    def prompt_version(self, judge: Any) -> str: ...
 
-    def selected_metrics(self, judge: Any) -> tuple[str, ...]: ...
+class JudgeSuite(ABC):
+    """The base of every judge suite: a subclass declares `name`, `description` and its metric table
+    (`metrics`, display order) and implements `plan` and `evaluate`; defining the class registers it (no
+    call, no list to edit: `suites()` imports every module of judges/ that defines a suite). The defaults
+    read the suite's settings block of the judge config (`judge.<name>`: prompt_version, max_tokens) and
+    can be overridden where a suite differs (CCRS: its metric selection, reply budget, layout check)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    metrics: ClassVar[dict[str, Metric]]
+    rank: ClassVar[int] = 100  # place in the registry's display order (ties: by name)
+    reads_scoring: ClassVar[bool] = False  # judge.scoring: expected applies to this suite
+    empty_score: ClassVar[float | None] = 0.0  # what an empty response scores without a call; None: no score
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register the new suite (ABCMeta has not marked a class abstract yet when this runs: the check
+        that plan and evaluate are implemented is made here)."""
+        super().__init_subclass__(**kwargs)
+        missing = [name for name, member in vars(JudgeSuite).items()
+                   if getattr(member, "__isabstractmethod__", False) and getattr(cls, name) is member]
+        if missing:
+            raise TypeError(f"suite {cls.__name__} does not implement {missing}")
+        register_suite(cls())
+
+    @abstractmethod
+    def plan(self, sample: Sample, judge: Any, seed: int, count: Count) -> list[Unit]:
+        """The units of work of one sample, each with its content key (the judgment cache's key)."""
+
+    @abstractmethod
+    def evaluate(self, client: LLMClient, unit: Unit, judge: Any, count: Count | None) -> list[Judgment]:
+        """Ask through `ask` and turn the replies into one `Judgment` per metric of the unit."""
+
+    def options(self, judge: Any) -> Any:
+        """The suite's settings block of the judge config (`judge.<name>`), None where it has none."""
+        return getattr(judge, self.name, None)
+
+    def prompt_version(self, judge: Any) -> str:
+        options = self.options(judge)
+        return options.prompt_version if options is not None else NO_PROMPT_VERSION
+
+    def selected_metrics(self, judge: Any) -> tuple[str, ...]:
+        """Every metric of the table, in its order."""
+        return tuple(self.metrics)
 
     def check_config(self, judge: Any) -> None:
         """Raise ValueError, naming the setting, when the judge config cannot be run by this suite (a prompt
         version that does not exist, a layout or a template it lacks): a config error before any work."""
-        ...
+        if self.options(judge) is not None:
+            check_prompt_version_exists(self, judge)
 
-    def plan(self, sample: Sample, judge: Any, seed: int, count: Count) -> list[Unit]: ...
+    def reply_tokens(self, judge: Any) -> int:
+        """The reply budget of one call (the settings block's max_tokens)."""
+        return self.options(judge).max_tokens
 
-    def evaluate(self, client: LLMClient, unit: Unit, judge: Any, count: Count | None) -> list[Judgment]: ...
+    def window_budget(self, judge: Any) -> int:
+        """Prompt tokens left in the judge's window once the reply and a chat-template margin are free."""
+        return judge.context_window - self.reply_tokens(judge) - WINDOW_MARGIN
 
-    def not_judged(self, sample: Sample, judge: Any, status: str, reason: str) -> list[Judgment]: ...
+    def judgment(self, sample: Sample, judge: Any, metric: str, *, status: str, **fields: Any) -> Judgment:
+        """`Judgment.of` for one metric of this suite under this judge config."""
+        return Judgment.of(sample, self.metrics[metric], status=status,
+                           prompt_version=self.prompt_version(judge), judge_model=judge.model, **fields)
+
+    def not_judged(self, sample: Sample, judge: Any, status: str, reason: str) -> list[Judgment]:
+        """The records of a sample that is not sent, one per selected metric: an empty response scores
+        `empty_score` (reason EMPTY_REASON), anything else (a failed generation) has no score."""
+        score = self.empty_score if status == "empty_response" else None
+        if score is not None:
+            reason = EMPTY_REASON
+        return [self.judgment(sample, judge, metric, status=status, reason=reason, score=score)
+                for metric in self.selected_metrics(judge)]
 
     def single_request(self, unit: Unit, judge: Any) -> ChatRequest | None:
-        """The one request a planned unit sends when it makes a single call; None when a unit's calls
-        depend on each other's replies (then nothing before the replies says what they will be)."""
-        ...
+        """The one request a planned unit sends when it makes a single call; None (the default) when a
+        unit's calls depend on each other's replies (then nothing before the replies says what they are)."""
+        return None
 
     def reply_estimate(self, request: ChatRequest, judge: Any) -> str | None:
-        """A representative reply to `request` (the cost plan counts its tokens), or None: count the
-        request's whole reply budget (max_tokens, an upper bound)."""
-        ...
+        """A representative reply to `request` (the cost plan counts its tokens), or None (the default):
+        count the request's whole reply budget (max_tokens, an upper bound)."""
+        return None
 
 
-SUITE_METHODS = tuple(name for name, member in vars(JudgeSuite).items()
-                      if callable(member) and not name.startswith("_"))
+SUITE_METHODS = tuple(sorted(name for name, member in vars(JudgeSuite).items()
+                             if callable(member) and not name.startswith("_")))
 _SUITES: dict[str, JudgeSuite] = {}
-SUITE_MODULES = ("judges.ccrs", "judges.grouse", "judges.vera", "judges.ragchecker")
+# A module of judges/ defines a suite when it declares a subclass of JudgeSuite at its top level.
+_DEFINES_SUITE = re.compile(r"^class \w+\(JudgeSuite\)", re.MULTILINE)
 
 
 def check_prompt_version_exists(suite: JudgeSuite, judge: Any) -> None:
@@ -284,6 +372,7 @@ def check_prompt_version_exists(suite: JudgeSuite, judge: Any) -> None:
 
 
 def register_suite(suite: JudgeSuite) -> JudgeSuite:
+    """Done by defining a JudgeSuite subclass; callable for an object that answers every method."""
     missing = [name for name in SUITE_METHODS if not callable(getattr(suite, name, None))]
     if missing:
         raise TypeError(f"suite {getattr(suite, 'name', suite)!r} lacks the JudgeSuite methods {missing}")
@@ -297,13 +386,25 @@ def register_suite(suite: JudgeSuite) -> JudgeSuite:
     return suite
 
 
-def suites() -> dict[str, JudgeSuite]:
-    """Every registered suite, in registration order (importing the suite modules registers them)."""
-    import importlib
+def unregister_suite(name: str) -> None:
+    """Take a suite out of the registry (tests that define a suite of their own)."""
+    _SUITES.pop(name, None)
 
-    for module in SUITE_MODULES:
+
+@cache
+def suite_modules() -> tuple[str, ...]:
+    """The modules of judges/ that define a suite, found on disk: a new suite module needs no list."""
+    folder = Path(__file__).parent
+    return tuple(f"{__package__}.{module.name}" for module in pkgutil.iter_modules([str(folder)])
+                 if not module.ispkg and _DEFINES_SUITE.search((folder / f"{module.name}.py").read_text()))
+
+
+def suites() -> dict[str, JudgeSuite]:
+    """Every registered suite in display order (`rank`, then name); importing the suite modules
+    registers them."""
+    for module in suite_modules():
         importlib.import_module(module)
-    return dict(_SUITES)
+    return dict(sorted(_SUITES.items(), key=lambda item: (item[1].rank, item[0])))
 
 
 def get_suite(name: str) -> JudgeSuite:

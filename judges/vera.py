@@ -42,21 +42,30 @@ from typing import Any
 import numpy as np
 
 from judges import templates
-from judges.client import ChatRequest, LLMClient
+from judges.client import LLMClient
 from judges.config import JudgeConfig
+from judges.parsers import (
+    VERDICT_REPLIES,
+    VerdictReply,
+    context_text,
+    numbered,
+    parse_numbered,
+    split_sentences,
+    verdicts_parser,
+)
 from judges.suite import (
+    EMPTY_REASON,
     Count,
     Judgment,
+    JudgeSuite,
     Metric,
     Parsed,
     Sample,
     Unit,
     Usage,
     ask,
-    check_prompt_version_exists,
     detail_json,
     neutralize,
-    register_suite,
     unit_key,
     user_request,
 )
@@ -67,37 +76,9 @@ SUITE = "vera"
 UNTRAINED_DEMO_HEAD = "untrained-demo-head"
 EMBEDDER_ID = "all-MiniLM-L6-v2"  # the embedder of precision and relevance (part of the cache key)
 INSUFFICIENT = "insufficient information"
-EMPTY_REASON = "empty response scores 0 without calling the judge"
 PREFIX = "vera_"
 
 Embed = Callable[[list[str]], np.ndarray]
-
-
-def _metric(name: str, inputs: tuple[str, ...], files: tuple[str, ...], description: str) -> Metric:
-    return Metric(SUITE, PREFIX + name, (0, 1), inputs, files, description)
-
-
-VERA_METRICS: dict[str, Metric] = {
-    "vera_faithfulness": _metric(
-        "faithfulness", ("question", "response", "context"), ("statements.txt", "verdicts.txt"),
-        "VERA faithfulness: share of the answer's statements (judge-extracted) inferable from the context"),
-    "vera_retrieval_recall": _metric(
-        "retrieval_recall", ("context", "ground_truth"), ("recall.txt",),
-        "VERA retrieval recall: share of the ground truth's sentences supported by the context"),
-    "vera_retrieval_precision": _metric(
-        "retrieval_precision", ("question", "context"), ("precision.txt",),
-        "VERA retrieval precision: share of context sentences matching (MiniLM cosine) a sentence the judge "
-        "copied as needed"),
-    "vera_answer_relevance": _metric(
-        "answer_relevance", ("response",), ("questions.txt",),
-        "VERA answer relevance: mean MiniLM cosine of judge-written questions to the question, clipped"),
-    "vera_answer_grounding": _metric(
-        "answer_grounding", ("context", "response"), ("verdicts.txt",),
-        "Answer grounding (ours, not a VERA metric; v1's retrieval recall): share of the answer's sentences "
-        "inferable from the context"),
-}
-EMBEDDING_METRICS = frozenset({"vera_retrieval_precision", "vera_answer_relevance"})
-VERDICT_METRICS = frozenset({"vera_faithfulness", "vera_answer_grounding"})
 
 
 def metric_name(short: str) -> str:
@@ -123,77 +104,12 @@ def render(version: str, filename: str, **values: str) -> str:
     return text
 
 
-_ITEM = re.compile(r"^\s*(?:\d+\s*[.):-]|[-*\u2022])\s*(.+?)\s*$")
-
-
-def parse_numbered(text: str | None) -> list[str]:
-    """Items of a numbered / bulleted list; plain non-empty lines when there are no markers."""
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    items = [m.group(1) for line in lines if (m := _ITEM.match(line))]
-    if not items:
-        items = [line.strip() for line in lines]
-    return [item for item in items if item.strip().upper() != "NONE"]
-
-
-def parse_verdicts(text: str | None, expected: int) -> list[bool] | None:
-    """One yes/no per line ("1. yes"); None unless exactly `expected` verdicts are found."""
-    verdicts = []
-    for line in (text or "").splitlines():
-        found = re.findall(r"\b(yes|no)\b", line.lower())
-        if len(found) == 1:
-            verdicts.append(found[0] == "yes")
-    return verdicts if len(verdicts) == expected else None
-
-
-_VERDICT = re.compile(r"\bverdict\b[\s*:_-]*(yes|no)\b", re.IGNORECASE)
-_FINAL_LINE = re.compile(r"^[\s*#]*final\b", re.IGNORECASE)
-
-
-def parse_explained_verdicts(text: str | None, expected: int) -> list[bool] | None:
-    """The "Verdict: Yes|No" that closes each statement's explanation ("1. Explanation: ... Verdict: No"),
-    in order; a closing "Final verdict ..." summary line is ignored. None unless exactly `expected`."""
-    body = "\n".join(line for line in (text or "").splitlines() if not _FINAL_LINE.match(line))
-    verdicts = [match.group(1).lower() == "yes" for match in _VERDICT.finditer(body)]
-    return verdicts if len(verdicts) == expected else None
-
-
-@dataclass(frozen=True)
-class VerdictReply:
-    """How a verdicts.txt version asks the judge to reply: its parser, the rule it states and the re-ask."""
-
-    parse: Callable[[str | None, int], list[bool] | None]
-    rule: str
-    reask: str  # `{n}` is the number of statements
-
-
-# A verdicts.txt declares its reply in a `[reply]` section (absent: "yes-no").
-VERDICT_REPLIES: dict[str, VerdictReply] = {
-    "yes-no": VerdictReply(parse_verdicts, "yes/no verdict lines",
-                           "Reply with exactly {n} lines, each like '1. yes' or '1. no'."),
-    "explained": VerdictReply(
-        parse_explained_verdicts, "statements, each an explanation closed by 'Verdict: Yes' or 'Verdict: No'",
-        "Reply with exactly {n} lines, each like '1. Explanation: <one short sentence> Verdict: Yes' "
-        "(or 'Verdict: No')."),
-}
-
-
 def verdict_reply(version: str) -> VerdictReply:
     name = load_template(version, "verdicts.txt").get("reply", "yes-no")
     if name not in VERDICT_REPLIES:
         raise ValueError(f"VERA {version}/verdicts.txt: unknown [reply] {name!r}; choose from "
                          f"{sorted(VERDICT_REPLIES)}")
     return VERDICT_REPLIES[name]
-
-
-def verdicts_parser(expected: int, reply: VerdictReply = VERDICT_REPLIES["yes-no"]
-                    ) -> Callable[[str | None], Parsed]:
-    def parse(text: str | None) -> Parsed:
-        verdicts = reply.parse(text, expected)
-        if verdicts is None:
-            return Parsed(False, reason=f"expected {expected} {reply.rule}")
-        return Parsed(True, verdicts)
-
-    return parse
 
 
 _LABEL = re.compile(r"\[\s*(not\s+)?supported\s+by\s+(?:the\s+)?context\s*\]", re.IGNORECASE)
@@ -219,20 +135,6 @@ def labels_parser(expected: int) -> Callable[[str | None], Parsed]:
         return Parsed(True, labels)
 
     return parse
-
-
-def split_sentences(text: str) -> list[str]:
-    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])|\n+", text.strip())
-    return [p.strip() for p in parts if len(p.strip()) > 2]
-
-
-def context_text(chunks: Sequence[str]) -> str:
-    """The context as the prompts show it: numbered chunks, best first."""
-    return "\n".join(f"[{i}] {chunk}" for i, chunk in enumerate(chunks, 1))
-
-
-def numbered(items: Sequence[str]) -> str:
-    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
 
 # --- the plan -------------------------------------------------------------------------------------------
@@ -282,11 +184,6 @@ def context_prompts(sample: Sample, judge: JudgeConfig, metrics: Sequence[str],
     return prompts
 
 
-def window_budget(judge: JudgeConfig) -> int:
-    """Prompt tokens left in the judge's window once the reply and a chat-template margin are kept free."""
-    return judge.context_window - judge.vera.max_tokens - 64
-
-
 def _request(judge: JudgeConfig, prompt: str):
     return user_request(judge.model, prompt, judge.vera.max_tokens)
 
@@ -308,11 +205,11 @@ def _step(reason: str | None, step: str) -> str:
 def judgment(sample: Sample, judge: JudgeConfig, metric: str, value: float | None, reason: str | None,
              usage: Usage, raw: str | None = None, **detail: Any) -> Judgment:
     ok = value is not None and math.isfinite(value)
-    return Judgment(sample.query_id, sample.system, SUITE, metric, float(value) if ok else None, None, None,
-                    "ok" if ok else "failed", None if ok else (reason or "not computable"), raw,
-                    usage.attempts, usage.prompt_tokens, usage.completion_tokens, judge.vera.prompt_version,
-                    judge.model, usage.cached_tokens,
-                    detail=detail_json(**detail, raw=raw) if detail or raw is not None else None)
+    return Judgment.of(sample, VERA_METRICS[metric], status="ok" if ok else "failed",
+                       prompt_version=judge.vera.prompt_version, judge_model=judge.model, usage=usage,
+                       score=VERA_METRICS[metric].normalize(value) if ok else None,
+                       reason=None if ok else (reason or "not computable"), raw=raw,
+                       detail=detail_json(**detail, raw=raw) if detail or raw is not None else None)
 
 
 def _verdict_share(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan, metric: str,
@@ -437,38 +334,65 @@ def answer_relevance(client: LLMClient, judge: JudgeConfig, sample: Sample, plan
                     questions=list(answer.value))
 
 
-METRIC_FUNCTIONS: dict[str, Callable[..., Judgment]] = {
-    "vera_faithfulness": faithfulness,
-    "vera_retrieval_recall": retrieval_recall,
-    "vera_retrieval_precision": retrieval_precision,
-    "vera_answer_relevance": answer_relevance,
-    "vera_answer_grounding": answer_grounding,
-}
+# --- the metric table and the suite ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VeraMetric(Metric):
+    """A VERA metric's declaration: the registry's Metric plus the function that computes it and whether
+    it embeds (MiniLM: the embedder is part of the cache key)."""
+
+    compute: Callable[..., Judgment] | None = None
+    embeds: bool = False
 
 
-# --- the suite ------------------------------------------------------------------------------------------
+def _metric(name: str, inputs: tuple[str, ...], files: tuple[str, ...], description: str,
+            compute: Callable[..., Judgment], embeds: bool = False) -> VeraMetric:
+    return VeraMetric(SUITE, PREFIX + name, (0, 1), inputs, files, description, compute=compute,
+                      embeds=embeds)
 
-class VeraSuite:
+
+VERA_METRICS: dict[str, VeraMetric] = {metric.name: metric for metric in (
+    _metric("faithfulness", ("question", "response", "context"), ("statements.txt", "verdicts.txt"),
+            "VERA faithfulness: share of the answer's statements (judge-extracted) inferable from the "
+            "context", faithfulness),
+    _metric("retrieval_recall", ("context", "ground_truth"), ("recall.txt",),
+            "VERA retrieval recall: share of the ground truth's sentences supported by the context",
+            retrieval_recall),
+    _metric("retrieval_precision", ("question", "context"), ("precision.txt",),
+            "VERA retrieval precision: share of context sentences matching (MiniLM cosine) a sentence the "
+            "judge copied as needed", retrieval_precision, embeds=True),
+    _metric("answer_relevance", ("response",), ("questions.txt",),
+            "VERA answer relevance: mean MiniLM cosine of judge-written questions to the question, clipped",
+            answer_relevance, embeds=True),
+    _metric("answer_grounding", ("context", "response"), ("verdicts.txt",),
+            "Answer grounding (ours, not a VERA metric; v1's retrieval recall): share of the answer's "
+            "sentences inferable from the context", answer_grounding),
+)}
+EMBEDDING_METRICS = frozenset(name for name, metric in VERA_METRICS.items() if metric.embeds)
+VERDICT_METRICS = frozenset(name for name, metric in VERA_METRICS.items()
+                            if "verdicts.txt" in metric.templates)
+
+
+class VeraSuite(JudgeSuite):
     """One unit per sample (every selected metric shares the fitted context). `embed` replaces the MiniLM
-    embedder (tests); by default MiniLM is loaded on first use, once per process."""
+    embedder (tests); by default MiniLM is loaded on first use, once per process. single_request and
+    reply_estimate: None (the defaults), a unit's calls follow each other (statements, then verdicts)."""
 
     name = SUITE
     description = ("VERA (vera-paper section 3.1): faithfulness, retrieval recall and precision, "
                    "answer relevance")
+    rank = 2
     metrics = VERA_METRICS
 
     def __init__(self, embed: Embed | None = None):
         self.embed = embed
-
-    def prompt_version(self, judge: JudgeConfig) -> str:
-        return judge.vera.prompt_version
 
     def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
         return tuple(metric_name(m) for m in judge.vera.metrics)
 
     def check_config(self, judge: JudgeConfig) -> None:
         """The version exists and has the templates of every selected metric (v1 has no recall.txt)."""
-        check_prompt_version_exists(self, judge)
+        super().check_config(judge)
         check_templates(judge.vera.prompt_version, self.selected_metrics(judge))
 
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
@@ -481,7 +405,7 @@ class VeraSuite:
         def longest(kept: list[str]) -> str:
             return max(context_prompts(sample, judge, metrics, kept), key=count, default="")
 
-        fitted = fit_chunks(longest, list(chunks), window_budget(judge), count)
+        fitted = fit_chunks(longest, list(chunks), self.window_budget(judge), count)
         plan = make_plan(sample, judge, fitted.chunks)
         version = judge.vera.prompt_version
         key = unit_key(SUITE, {
@@ -500,26 +424,8 @@ class VeraSuite:
         sample = unit.sample
         if not sample.response.strip():
             return [empty_judgment(sample, judge, m) for m in unit.metrics]
-        return [METRIC_FUNCTIONS[m](client, judge, sample, unit.plan, count, self.embed)
+        return [VERA_METRICS[m].compute(client, judge, sample, unit.plan, count, self.embed)
                 for m in unit.metrics]
-
-    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
-        if status == "empty_response":
-            return [empty_judgment(sample, judge, m) for m in self.selected_metrics(judge)]
-        out = []
-        for m in self.selected_metrics(judge):
-            j = judgment(sample, judge, m, None, reason, Usage())
-            j.status = status
-            out.append(j)
-        return out
-
-    def single_request(self, unit: Unit, judge: JudgeConfig) -> None:
-        """None: a unit's calls follow each other (statements first, then their verdicts)."""
-        return None
-
-    def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> None:
-        """None: lists of statements, verdicts or questions, counted at their budget."""
-        return None
 
 
 def check_templates(version: str, metrics: Sequence[str]) -> None:
@@ -536,9 +442,9 @@ def check_templates(version: str, metrics: Sequence[str]) -> None:
 
 
 def empty_judgment(sample: Sample, judge: JudgeConfig, metric: str) -> Judgment:
-    j = judgment(sample, judge, metric, 0.0, None, Usage())
-    j.status, j.reason = "empty_response", EMPTY_REASON
-    return j
+    return Judgment.of(sample, VERA_METRICS[metric], status="empty_response",
+                       prompt_version=judge.vera.prompt_version, judge_model=judge.model, score=0.0,
+                       reason=EMPTY_REASON)
 
 
 # --- embedding ----------------------------------------------------------------------------------------
@@ -682,5 +588,3 @@ def _identity():
 
     return torch.nn.Identity()
 
-
-register_suite(VeraSuite())

@@ -81,7 +81,7 @@ class RunConfig(_Strict):
             raise ValueError(f"judges: unknown suite(s) {unknown}; registered: {list(registered)}")
         if len(set(self.judges)) != len(self.judges):
             raise ValueError(f"judges: each suite once, got {self.judges}")
-        checks = {"ccrs": self.judge.metrics, "vera": [f"vera_{m}" for m in self.judge.vera.metrics]}
+        checks = {"ccrs": self.judge.ccrs.metrics, "vera": [f"vera_{m}" for m in self.judge.vera.metrics]}
         for suite, chosen in checks.items():
             known = get_suite(suite).metrics
             wrong = [m for m in chosen if m not in known]

@@ -68,7 +68,7 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
     if judges:
         overrides["judges"] = list(judges)
     if metrics:
-        overrides["judge.metrics"] = list(metrics)
+        overrides["judge.ccrs.metrics"] = list(metrics)
     if llm_base_url:
         overrides["serving"] = {"profile": "external", "base_url": llm_base_url.rstrip("/")}
     if judge_base_url:

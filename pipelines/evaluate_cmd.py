@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
     parser.add_argument("--judges", type=comma_list, help="comma-separated judge suites, replacing the "
                         "config's `judges` (see `ccrs metrics`), e.g. ccrs,grouse")
     parser.add_argument("--metrics", type=comma_list, help="comma-separated CCRS metrics, replacing "
-                        "judge.metrics (e.g. QR for outputs without contexts or reference)")
+                        "judge.ccrs.metrics (e.g. QR for outputs without contexts or reference)")
     parser.add_argument("--limit", type=int, help="evaluate only the first N questions")
     parser.add_argument("--experiment", help="MLflow experiment (default: the config's mlflow.experiment)")
     parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint for the judge "

@@ -83,7 +83,7 @@ def _overrides(args: argparse.Namespace) -> dict:
     if args.llm_base_url:
         overrides["serving"] = {"profile": "external", "base_url": args.llm_base_url}
     if args.metrics:
-        overrides["judge.metrics"] = args.metrics
+        overrides["judge.ccrs.metrics"] = args.metrics
     if args.scoring:
         overrides["judge.scoring"] = args.scoring
     return overrides
@@ -109,7 +109,7 @@ def _run(args, config, samples):
     from pipelines.tools.injection_eval import run_injection_eval
 
     say(f"{len(samples)} questions x (1 clean + {len(args.templates)} templates x {len(args.placements)} "
-        f"placements) x {len(config.judge.metrics)} metrics, judge {config.judge.model}", err=True)
+        f"placements) x {len(config.judge.ccrs.metrics)} metrics, judge {config.judge.model}", err=True)
     with llm_endpoint(config.serving) as base_url:  # an app found running is left alone
         return run_injection_eval(samples, args.templates, args.placements, config.judge, config.client,
                                   base_url, args.out, dataset=str(args.dataset or config.dataset.path),

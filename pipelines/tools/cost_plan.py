@@ -420,9 +420,9 @@ def assumptions(config: RunConfig, mfu: float) -> list[str]:
         "readers give their real answer",
         "prefix reuse: vLLM automatic prefix caching with an unbounded cache and its default blocks (16 "
         "tokens on GPUs, 128 on vLLM's CPU backend, or the model's engine_kwargs block_size), per model, "
-        f"prompts in stage order; the judge's shared_prefix is {config.judge.shared_prefix}: "
+        f"prompts in stage order; the judge's shared_prefix is {config.judge.ccrs.shared_prefix}: "
         + ("the context comes first, so one (question, retriever) context prefix is computed once for the "
-           "three readers' systems and every context metric" if config.judge.shared_prefix else
+           "three readers' systems and every context metric" if config.judge.ccrs.shared_prefix else
            "each metric's own intro comes first, so a context is reused only across the readers that share "
            "a retriever, per metric"),
         "expected marks (judge.scoring: expected): continuation requests as each stage's note says; "

@@ -93,7 +93,7 @@ def judge_sample(variant: Variant) -> Sample:
 
 
 def plan(variant: Variant, cfg: JudgeConfig, client: ClientConfig, count) -> list[InjectionTask]:
-    """The judge stage's own plan, one unit per metric of cfg.metrics (window policy: drop the
+    """The judge stage's own plan, one unit per metric of cfg.ccrs.metrics (window policy: drop the
     lowest-ranked chunks until the prompt fits, so a context injection, in the top-ranked chunk, is
     dropped last)."""
     units = get_suite(SUITE).plan(judge_sample(variant), cfg, client.seed, count)
@@ -286,11 +286,11 @@ def detector_injected(variants: list[Variant]) -> list[DetectorCell]:
 def build_report(frame: pd.DataFrame, samples: list[InjectionSample], variants: list[Variant],
                  templates: list[str], placements: list[Placement], judge: JudgeConfig, dataset: str,
                  seconds: float) -> InjectionReport:
-    cells = [shift_cell(frame, m, t, p) for m in judge.metrics for t in templates for p in placements]
+    metrics = list(judge.ccrs.metrics)
+    cells = [shift_cell(frame, m, t, p) for m in metrics for t in templates for p in placements]
     return InjectionReport(
-        judge.model, judge.prompt_version, dataset, len(samples), list(judge.metrics), list(templates),
-        list(placements), cells, mean_clean_by_metric(frame, list(judge.metrics)),
-        mean_shift_by_metric(frame, list(judge.metrics)),
+        judge.model, judge.ccrs.prompt_version, dataset, len(samples), metrics, list(templates),
+        list(placements), cells, mean_clean_by_metric(frame, metrics), mean_shift_by_metric(frame, metrics),
         detector_clean(samples, variants), detector_injected(variants),
         {k: int(v) for k, v in frame.status.value_counts().items()}, len(frame), seconds=round(seconds, 2),
     )

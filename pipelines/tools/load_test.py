@@ -183,7 +183,7 @@ def timed_request(client: LLMClient, judge: JudgeConfig, task: Unit, origin: flo
                 "status_code": getattr(exc, "status_code", None),
                 "error": str(exc)[:300]}
     ended = time.perf_counter()
-    expect_json = judge.structured_output or judge.justification
+    expect_json = judge.structured_output or judge.ccrs.justification
     parsed = parse_score(result.text, expect_json=expect_json, scale=metric(task).scale).score is not None
     return {"ok": True, "latency_s": ended - started, "start_s": started - origin, "end_s": ended - origin,
             "attempts": result.attempts, "retries": result.attempts - 1,

@@ -276,7 +276,7 @@ def run_meta_eval(tests: list[UnitTest], tests_path: str, judge_kind: str, judge
                   client_cfg: ClientConfig, base_url: str, count: Callable[[str], int] | None = None,
                   on_done: Callable[[TestOutcome], None] | None = None) -> MetaEvalResult:
     """judge_kind: grouse (unit-test conditions), ccrs (paired calibration), or both. One judge config
-    for both: GroUSE's prompt version and reply budget are under `judge.grouse`, CCRS's at the top level."""
+    for both: GroUSE's prompt version and reply budget are under `judge.grouse`, CCRS's under `judge.ccrs`."""
     started = time.perf_counter()
     outcomes, ccrs = [], None
     with LLMClient(client_cfg, base_url) as client:

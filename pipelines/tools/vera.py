@@ -29,7 +29,7 @@ import pandas as pd
 import yaml
 
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
-from judges.suite import Judgment, Sample, get_suite
+from judges.suite import Judgment, Metric, Sample, get_suite
 from judges.vera import SUITE, UNTRAINED_DEMO_HEAD, VERA_METRICS, CrossEncoderAggregator, enrich_answer
 from stats.vera import bootstrap_metric, convergence, topicality
 from infra.models import default_tokenizer
@@ -106,13 +106,16 @@ def aggregate_judgments(samples: list[Sample], failed: list[dict], judgments: li
                               judge.vera.prompt_version) for s in samples]
     scores = aggregator.score([s.question for s in samples], enriched)
     note = "UNTRAINED head: proves the mechanics only" if aggregator.untrained else None
+    spec = Metric(SUITE, metric, (0, 1), ("question", "response"), (), "cross-encoder aggregate",
+                  judged=False)
     version = judge.vera.prompt_version
-    out = [Judgment(s.query_id, s.system, SUITE, metric, a.sigmoid, None, None, "ok", note, None, 0, 0, 0,
-                    version, model, detail=json.dumps({"logit": a.logit, "sigmoid": a.sigmoid,
-                                                       "model": model}))
+    out = [Judgment.of(s, spec, status="ok", prompt_version=version, judge_model=model, score=a.sigmoid,
+                       reason=note,
+                       detail=json.dumps({"logit": a.logit, "sigmoid": a.sigmoid, "model": model}))
            for s, a in zip(samples, scores)]
-    out += [Judgment(f["query_id"], f["system"], SUITE, metric, None, None, None, "failed",
-                     f"generation failed: {f['error']}"[:2000], None, 0, 0, 0, version, model)
+    out += [Judgment.of(Sample(f["query_id"], f["system"], "", "", "", []), spec, status="failed",
+                        prompt_version=version, judge_model=model,
+                        reason=f"generation failed: {f['error']}"[:2000])
             for f in failed]
     return out
 

@@ -1,5 +1,5 @@
 from judges.cache import JudgmentCache
-from judges.config import JudgeConfig
+from judges.config import CcrsOptions, JudgeConfig
 from judges.suite import Sample, get_suite
 
 
@@ -9,8 +9,9 @@ def _sample(**changes) -> Sample:
     return Sample(**{**base, **changes})
 
 
-def _key(sample=None, seed=0, **judge) -> str:
-    units = get_suite("ccrs").plan(sample or _sample(), JudgeConfig(metrics=["AC"], **judge), seed, len)
+def _key(sample=None, seed=0, ccrs=None, **judge) -> str:
+    judge_cfg = JudgeConfig(ccrs=CcrsOptions(metrics=["AC"], **(ccrs or {})), **judge)
+    units = get_suite("ccrs").plan(sample or _sample(), judge_cfg, seed, len)
     return units[0].key
 
 
@@ -22,13 +23,13 @@ def test_unit_key_is_stable_and_sensitive_to_every_part():
         _key(_sample(ground_truth="BRCA2 is mutated.")),
         _key(_sample(context=["another chunk"])),
         _key(_sample(exact_answers=["BRCA2"])),  # AC's exact match reads the synonyms
-        _key(max_tokens=9),
+        _key(ccrs={"max_tokens": 9}),
         _key(structured_output=True),
-        _key(prompt_version="v1", shared_prefix=True),
+        _key(ccrs={"prompt_version": "v1", "shared_prefix": True}),
         _key(seed=1),
         _key(max_reasks=1),
-        _key(ac_lambda=0.5),
-        _key(lenient_parse=True),  # it changes which replies parse: a cached strict judgment is not one
+        _key(ccrs={"ac_lambda": 0.5}),
+        _key(ccrs={"lenient_parse": True}),  # it changes which replies parse: a strict judgment is not one
     ]
     assert len(set(variants + [key])) == len(variants) + 1
 
@@ -53,8 +54,12 @@ def test_judgment_record_is_the_dataclass_as_a_dict():
 
     from judges.suite import Judgment
 
-    j = Judgment("q1", "A", "ccrs", "AC", 0.79, 70, 1.0, "ok", None, "70", 1, 812, 2, "v1", "m",
-                 n_context_chunks=3, cached=True, detail='{"k": 1}')
+    from judges.ccrs import CCRS_METRICS
+    from judges.suite import Usage
+
+    j = Judgment.of(_sample(), CCRS_METRICS["AC"], status="ok", prompt_version="v1", judge_model="m",
+                    usage=Usage(1, 812, 2), score=0.79, llm_score=70, em=1.0, raw="70", n_context_chunks=3,
+                    cached=True, detail='{"k": 1}')
     assert j.record() == asdict(j)
     assert set(j.record()) <= set(Judgment.COLUMNS)
 

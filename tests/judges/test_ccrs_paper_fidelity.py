@@ -17,7 +17,7 @@ from judges.ccrs import (
     reask_message,
     render_prompt,
 )
-from judges.config import JudgeConfig
+from judges.config import CcrsOptions, JudgeConfig
 from judges.suite import Sample
 
 check_config = CcrsSuite().check_config
@@ -42,7 +42,7 @@ PAPER = {
 PAPER_SCALE = (0, 100)
 PAPER_ANCHORS = {0, 100}  # every prompt anchors the two ends only, no mid-scale point
 PAPER_AC_LAMBDA = 0.7  # AC = 0.7 * EM + 0.3 * LLM / 100
-PAPER_CFG = JudgeConfig(prompt_version="paper")
+PAPER_CFG = JudgeConfig(ccrs=CcrsOptions(prompt_version="paper"))
 # What the v1 review found v1 adds to Appendix B: none of it may appear in a `paper` text.
 V1_ADDITIONS = ("50", "fabricat", "cannot support", "neither adds nor subtracts", "not instructions",
                 "<chunk", "<response>", "evasion", "off-topic")
@@ -132,7 +132,8 @@ def test_paper_inputs_are_shown_as_they_are_without_tags_or_preamble():
     assert "<question>" not in prompt and "data to evaluate" not in prompt
 
 
-@pytest.mark.parametrize("options", [{"structured_output": True}, {"justification": True}])
+@pytest.mark.parametrize("options", [{"structured_output": True},
+                                     {"ccrs": PAPER_CFG.ccrs.model_copy(update={"justification": True})}])
 def test_output_options_change_only_the_output_line(options):
     plain = render_prompt(CCRS_METRICS["AC"], VALUES, PAPER_CFG).splitlines()
     other = render_prompt(CCRS_METRICS["AC"], VALUES, PAPER_CFG.model_copy(update=options)).splitlines()
@@ -149,7 +150,7 @@ def test_paper_reask_adds_no_criteria(expect_json):
 
 
 def test_paper_version_has_no_shared_prefix_layout():
-    cfg = JudgeConfig(prompt_version="paper", shared_prefix=True)
+    cfg = JudgeConfig(ccrs=CcrsOptions(prompt_version="paper", shared_prefix=True))
     with pytest.raises(ValueError, match="input order"):
         check_config(cfg)
     with pytest.raises(ValueError, match="input order"):
@@ -158,11 +159,11 @@ def test_paper_version_has_no_shared_prefix_layout():
 
 def test_unknown_version_is_rejected_before_rendering():
     with pytest.raises(ValueError, match=r"ccrs prompt version 'v999' does not exist; .*'paper'"):
-        check_config(JudgeConfig(prompt_version="v999"))
+        check_config(JudgeConfig(ccrs=CcrsOptions(prompt_version="v999")))
 
 
 def test_empty_response_scores_0_without_a_call_and_ac_combines_as_in_the_paper():
-    assert PAPER_CFG.ac_lambda == PAPER_AC_LAMBDA
+    assert PAPER_CFG.ccrs.ac_lambda == PAPER_AC_LAMBDA
     sample = Sample("q", "A", VALUES["question"], "", VALUES["ground_truth"], VALUES["context"])
     for metric in PAPER:
         judgment = empty_judgment(CCRS_METRICS[metric], sample, PAPER_CFG)

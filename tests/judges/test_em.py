@@ -2,7 +2,7 @@ import pytest
 
 from judges.ccrs import combine_ac, sample_em
 from judges.suite import Sample
-from judges.config import JudgeConfig
+from judges.config import CcrsOptions, JudgeConfig
 from judges.em import exact_match, flatten_answers, normalize_answer
 
 
@@ -38,4 +38,4 @@ def test_ac_combination():
 def test_synonyms_off_by_default():
     sample = Sample("q", "A", "Is it?", "no", "No, it is not.", [], exact_answers=["no"])
     assert sample_em(sample, JudgeConfig()) == 0.0
-    assert sample_em(sample, JudgeConfig(em_use_exact_answer_synonyms=True)) == 1.0
+    assert sample_em(sample, JudgeConfig(ccrs=CcrsOptions(em_use_exact_answer_synonyms=True))) == 1.0

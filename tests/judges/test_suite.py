@@ -4,7 +4,7 @@ import pytest
 
 from judges.ccrs import unit_request
 from judges.client import ChatResult
-from judges.config import GrouseOptions, JudgeConfig, RagCheckerOptions, VeraOptions
+from judges.config import CcrsOptions, GrouseOptions, JudgeConfig, RagCheckerOptions, VeraOptions
 from judges.suite import SUITE_METHODS, Sample, get_suite, register_suite, suites
 from tests.conftest import bioasq_questions, sample_field
 
@@ -43,7 +43,7 @@ def test_every_suite_accepts_the_default_judge_config(name):
 
 
 @pytest.mark.parametrize("name, judge", [
-    ("ccrs", JudgeConfig(prompt_version="v9")),
+    ("ccrs", JudgeConfig(ccrs=CcrsOptions(prompt_version="v9"))),
     # GrouseOptions rejects v9 itself; model_construct skips its validator to reach the suite's check
     ("grouse", JudgeConfig(grouse=GrouseOptions.model_construct(prompt_version="v9"))),
     ("vera", JudgeConfig(vera=VeraOptions(prompt_version="v9"))),
@@ -55,9 +55,10 @@ def test_a_missing_prompt_version_is_named_with_the_choices(name, judge):
 
 
 def test_ccrs_check_names_a_layout_the_version_lacks():
-    with pytest.raises(ValueError, match="judge.shared_prefix reorders the inputs"):
-        get_suite("ccrs").check_config(JudgeConfig(prompt_version="paper", shared_prefix=True))
-    get_suite("ccrs").check_config(JudgeConfig(prompt_version="v1", shared_prefix=True))
+    with pytest.raises(ValueError, match="judge.ccrs.shared_prefix reorders the inputs"):
+        get_suite("ccrs").check_config(
+            JudgeConfig(ccrs=CcrsOptions(prompt_version="paper", shared_prefix=True)))
+    get_suite("ccrs").check_config(JudgeConfig(ccrs=CcrsOptions(prompt_version="v1", shared_prefix=True)))
 
 
 def test_vera_check_names_a_template_the_version_lacks():
@@ -78,12 +79,12 @@ class RecordingClient:
         return ChatResult(self.reply, 10, 2, "stop", 1)
 
 
-@pytest.mark.parametrize("options", [{}, {"structured_output": True}, {"shared_prefix": True},
+@pytest.mark.parametrize("options", [{}, {"structured_output": True}, {"ccrs": {"shared_prefix": True}},
                                      {"scoring": "expected"}])
 def test_a_ccrs_unit_is_one_request_the_one_it_sends(options):
-    judge, suite = JudgeConfig(**options), get_suite("ccrs")
+    judge, suite = JudgeConfig.model_validate(options), get_suite("ccrs")
     units = suite.plan(_sample(), judge, 0, count)
-    assert [u.metrics for u in units] == [(m,) for m in judge.metrics]
+    assert [u.metrics for u in units] == [(m,) for m in judge.ccrs.metrics]
     for unit in units:
         request = suite.single_request(unit, judge)
         assert request == unit_request(unit, judge) and _sample().response in request.messages[0]["content"]
@@ -103,8 +104,8 @@ def test_units_whose_calls_depend_on_each_other_have_no_single_request(name):
 def test_a_ccrs_reply_is_a_bare_mark_or_its_json_and_a_justification_counts_its_budget():
     suite = get_suite("ccrs")
 
-    def estimate(**options):
-        judge = JudgeConfig(**options)
+    def estimate(justification=False, **options):
+        judge = JudgeConfig(ccrs=CcrsOptions(justification=justification), **options)
         request = suite.single_request(suite.plan(_sample(), judge, 0, count)[0], judge)
         return suite.reply_estimate(request, judge)
 

@@ -8,6 +8,7 @@ import pytest
 from judges import vera
 from judges.client import ChatResult, LLMRequestError
 from judges.config import JudgeConfig, VeraOptions
+from judges.parsers import parse_explained_verdicts, parse_numbered, parse_verdicts, split_sentences
 from judges.suite import Sample, get_suite
 from judges.vera import (
     UNTRAINED_DEMO_HEAD,
@@ -18,15 +19,11 @@ from judges.vera import (
     answer_relevance,
     enrich_answer,
     faithfulness,
-    parse_numbered,
     parse_support_labels,
-    parse_explained_verdicts,
-    parse_verdicts,
     precision_from_extracted,
     render,
     retrieval_precision,
     retrieval_recall,
-    split_sentences,
 )
 
 

@@ -13,7 +13,7 @@ RUN_CONFIGS = [ROOT / "configs" / name for name in ("cpu-demo.yaml", "paper-bioa
 @pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)
 def test_shipped_run_configs_validate(path):
     config = load_config(path)
-    assert config.readers and config.judge.metrics
+    assert config.readers and config.judge.ccrs.metrics
 
 
 def _write(tmp_path, text):
@@ -62,13 +62,14 @@ def test_judges_flag_replaces_the_configs_suites_and_is_checked_against_the_regi
 
 
 def test_prompt_versions_are_checked_against_the_template_folders(tmp_path):
-    assert load_config(ROOT / "configs" / "paper-bioasq.yaml").judge.prompt_version == "paper"
-    assert load_config(ROOT / "configs" / "cpu-demo.yaml").judge.prompt_version == "v1"
+    assert load_config(ROOT / "configs" / "paper-bioasq.yaml").judge.ccrs.prompt_version == "paper"
+    assert load_config(ROOT / "configs" / "cpu-demo.yaml").judge.ccrs.prompt_version == "v1"
     readers = "readers: [{name: r1, kind: extractive}]\n"
     with pytest.raises(ConfigError, match="v9"):
-        load_config(_write(tmp_path, readers + "judge: {prompt_version: v9}\n"))
+        load_config(_write(tmp_path, readers + "judge: {ccrs: {prompt_version: v9}}\n"))
     with pytest.raises(ConfigError, match="input order"):
-        load_config(_write(tmp_path, readers + "judge: {prompt_version: paper, shared_prefix: true}\n"))
+        load_config(_write(tmp_path, readers + "judge: {ccrs: {prompt_version: paper, "
+                                                "shared_prefix: true}}\n"))
     with pytest.raises(ConfigError, match="(?i)grouse prompt version"):
         load_config(_write(tmp_path, readers + "judges: [grouse]\njudge: {grouse: {prompt_version: v9}}\n"))
 
@@ -77,7 +78,7 @@ def test_each_selected_suite_checks_its_settings_when_the_config_loads(tmp_path)
     """Through the suites' check_config: the messages name the setting and the choices."""
     readers = "readers: [{name: r1, kind: extractive}]\n"
     with pytest.raises(ConfigError, match=r"ccrs prompt version 'v9' does not exist; choose from \['paper'"):
-        load_config(_write(tmp_path, readers + "judge: {prompt_version: v9}\n"))
+        load_config(_write(tmp_path, readers + "judge: {ccrs: {prompt_version: v9}}\n"))
     with pytest.raises(ConfigError, match="ragchecker prompt version 'v9' does not exist"):
         load_config(_write(tmp_path, readers + "judges: [ragchecker]\n"
                                                 "judge: {ragchecker: {prompt_version: v9}}\n"))
@@ -107,3 +108,16 @@ def test_the_judge_endpoint_is_its_own_and_only_the_judge_needs_it(tmp_path):
     with_llm_reader = load_config(path, {"readers": [{"name": "r1", "kind": "llm", "model": "m"}]})
     assert with_llm_reader.needs_llm_endpoint()
     assert not with_llm_reader.needs_llm_endpoint(generates=False)  # `ccrs evaluate` generates nothing
+
+
+def test_the_former_top_level_ccrs_keys_move_under_ccrs_with_one_warning(tmp_path):
+    readers = "readers: [{name: r1, kind: extractive}]\n"
+    new = load_config(_write(tmp_path, readers + "judge: {ccrs: {metrics: [QR], prompt_version: paper}}\n"))
+    with pytest.warns(FutureWarning, match=r"judge\.ccrs") as caught:
+        old = load_config(_write(tmp_path, readers + "judge: {metrics: [QR], prompt_version: paper}\n"))
+    assert len(caught) == 1 and "['metrics', 'prompt_version']" in str(caught[0].message)
+    assert old.judge == new.judge and old.judge.model_dump() == new.judge.model_dump()
+    with pytest.raises(ConfigError, match="both at the top level"):
+        load_config(_write(tmp_path, readers + "judge: {metrics: [QR], ccrs: {metrics: [CC]}}\n"))
+    with pytest.raises(ConfigError, match="extra_forbidden"):
+        load_config(_write(tmp_path, readers + "judge: {ccrs: {nosuch: 1}}\n"))

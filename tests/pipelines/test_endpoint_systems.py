@@ -26,7 +26,7 @@ def test_an_endpoint_system_is_judged_beside_a_built_in_reader_and_a_rerun_compl
                 "concurrency": 2}]
     config = RunConfig.model_validate({**config.model_dump(), "readers": READERS, "systems": systems})
     config.judge.scoring = "integer"  # CI time; scoring is not the subject
-    config.judge.metrics = ["CC", "QR"]
+    config.judge.ccrs.metrics = ["CC", "QR"]
     config.stats.hypotheses = None
     config.stats.b = 200
     config.gqm_goals = None

@@ -3,7 +3,7 @@ on the CCRS plan of real BioASQ samples (no server: the plan renders the prompts
 import pandas as pd
 
 from judges.ccrs import unit_request
-from judges.config import ClientConfig, JudgeConfig, ReaderConfig
+from judges.config import CcrsOptions, ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite
 from tasks.fanout import _CLIENTS, group_shards, prefix_order, shard_client
 from tasks.generate import build_items, generate_extractive
@@ -31,7 +31,7 @@ def _bioasq_units(bioasq_inputs, shared_prefix: bool):
     readers = [ReaderConfig(name=f"top{n}", kind="extractive", max_sentences=n) for n in (1, 2, 3)]
     items = build_items(queries, retrieved, readers, top_k=3)
     samples, _ = load_samples(queries, retrieved, pd.DataFrame([generate_extractive(i) for i in items]), 3)
-    judge = JudgeConfig(shared_prefix=shared_prefix)
+    judge = JudgeConfig(ccrs=CcrsOptions(shared_prefix=shared_prefix))
     suite, count = get_suite("ccrs"), judge_counter(judge)
     return [unit for sample in samples for unit in suite.plan(sample, judge, 0, count)], samples
 
@@ -46,7 +46,8 @@ def test_units_of_one_question_and_retriever_go_out_together_and_share_the_conte
     assert len(runs) == n_groups  # each group is one contiguous run: 3 readers x 5 metrics
     first = [u for u, g in zip(ordered, groups) if g == groups[0] and u.metrics != ("QR",)]
     assert len(first) == 3 * 4
-    texts = [unit_request(u, JudgeConfig(shared_prefix=True)).messages[0]["content"] for u in first]
+    shared_prefix = JudgeConfig(ccrs=CcrsOptions(shared_prefix=True))
+    texts = [unit_request(u, shared_prefix).messages[0]["content"] for u in first]
     shared = texts[0][:texts[0].index("</context>")]
     assert all(text.startswith(shared) for text in texts)  # context-first: one prefix for all 12
     shards = group_shards(list(range(len(ordered))), ClientConfig().shard_size, groups)

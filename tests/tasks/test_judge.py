@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from judges.config import ClientConfig, JudgeConfig, ReaderConfig
+from judges.config import CcrsOptions, ClientConfig, JudgeConfig, ReaderConfig
 from tasks.generate import run_generation
 from judges.suite import get_suite
 from tasks.judge import judge_suite, load_samples, run_judging
@@ -86,7 +86,8 @@ def test_every_metric_is_scored_or_recorded_as_failure(tmp_path, bioasq_inputs, 
 def test_structured_output_yields_parsed_scores(tmp_path, bioasq_inputs, llm_endpoint, judge_cache_dir):
     gens_path = _extractive_generations(tmp_path, bioasq_inputs)
     pd.read_parquet(gens_path).head(2).to_parquet(gens_path, index=False)
-    judge = JudgeConfig(model=llm_endpoint.judge_model, structured_output=True, shared_prefix=True)
+    judge = JudgeConfig(model=llm_endpoint.judge_model, structured_output=True,
+                        ccrs=CcrsOptions(shared_prefix=True))
     out = run_judging(tmp_path / "run", "ccrs", *bioasq_inputs, gens_path, judge, ClientConfig(),
                       llm_endpoint.base_url, top_k=3, progress=False)
     frame = pd.read_parquet(out.judgments_path)

@@ -49,7 +49,7 @@ def test_paper_config_plans_141570_ccrs_judge_calls(tmp_path, capsys):
 
 
 def test_shared_prefix_layout_computes_fewer_judge_tokens():
-    plans = [cost_plan(load_config(None, {"judge.shared_prefix": shared, "judge.scoring": "integer"}), 4,
+    plans = [cost_plan(load_config(None, {"judge.ccrs.shared_prefix": shared, "judge.scoring": "integer"}), 4,
                        sample_size=2)
              for shared in (False, True)]
     judge = [next(s for s in plan["stages"] if s["stage"] == "judge_ccrs") for plan in plans]
@@ -78,7 +78,7 @@ def _samples(n: int) -> list[Sample]:
 
 @pytest.mark.parametrize("options, reply", [({"judge.structured_output": False}, "50"),
                                             ({}, '{"score": 50}'),
-                                            ({"judge.justification": True}, None)])
+                                            ({"judge.ccrs.justification": True}, None)])
 def test_judge_tokens_follow_each_suites_single_request_and_reply_estimate(options, reply):
     """CCRS units are one request each and reply with a mark (its JSON under structured output; a
     justification counts its budget, 96 tokens); GroUSE's calls depend on each other: units only."""

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from judges.config import ClientConfig, JudgeConfig
+from judges.config import CcrsOptions, ClientConfig, JudgeConfig
 from judges.injection import PLACEMENTS, build_variants
 from pipelines.tools.injection_eval import (
     JUDGMENT_COLUMNS,
@@ -56,7 +56,7 @@ def test_report_pairs_clean_and_injected_per_question():
         (q1, "score_dictation@context", "QR", 20), (q2, "score_dictation@context", "QR", None),
     ])
     report = build_report(frame, samples, variants, ["score_dictation"], ["response", "context"],
-                          JudgeConfig(metrics=["QR"]), "sample", 1.0)
+                          JudgeConfig(ccrs=CcrsOptions(metrics=["QR"])), "sample", 1.0)
     response, context = report.cells
     assert (response.n, response.n_pairs, response.mean_clean, response.mean_injected) == (2, 2, 35.0, 70.0)
     assert response.mean_shift == 35.0 and response.share_up == 0.5 and response.share_down == 0.5
@@ -73,8 +73,9 @@ def test_report_pairs_clean_and_injected_per_question():
 def test_dead_endpoint_still_gives_one_failed_row_per_judgment(tmp_path, ray_session):
     samples = load_injection_samples(DATASET, limit=1, max_chunks=2)
     client = ClientConfig(max_retries=0, timeout_s=5)
-    result = run_injection_eval(samples, ["append_override"], ["response"], JudgeConfig(metrics=METRICS),
-                                client, "http://127.0.0.1:9/v1", tmp_path / "out")
+    result = run_injection_eval(samples, ["append_override"], ["response"],
+                                JudgeConfig(ccrs=CcrsOptions(metrics=METRICS)), client, "http://127.0.0.1:9/v1",
+                                tmp_path / "out")
     frame = result.frame
     assert len(frame) == 1 * 2 * 2 and (frame.status == "failed").all() and frame.reason.notna().all()
     assert result.report.cells[0].failures_injected == 1 and result.report.cells[0].mean_shift is None
@@ -83,7 +84,8 @@ def test_dead_endpoint_still_gives_one_failed_row_per_judgment(tmp_path, ray_ses
 @pytest.mark.llm
 def test_tiny_real_run_is_complete_and_writes_every_file(tmp_path, llm_endpoint, ray_session):
     samples = load_injection_samples(DATASET, limit=2, max_chunks=2)
-    judge = JudgeConfig(model=llm_endpoint.judge_model, metrics=METRICS, structured_output=True, cache=False)
+    judge = JudgeConfig(model=llm_endpoint.judge_model, ccrs=CcrsOptions(metrics=METRICS),
+                        structured_output=True, cache=False)
     result = run_injection_eval(samples, TEMPLATES, list(PLACEMENTS), judge, ClientConfig(max_concurrency=8),
                                 llm_endpoint.base_url, tmp_path / "out", dataset=str(DATASET))
     frame = pd.read_parquet(result.paths["judgments"])

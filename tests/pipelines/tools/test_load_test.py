@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 
 from judges.client import LLMClient, LLMRequestError
-from judges.config import ClientConfig, JudgeConfig
+from judges.config import CcrsOptions, ClientConfig, JudgeConfig
 from judges.suite import Sample, get_suite
 from pipelines.tools.load_test import (
     LatencySummary,
@@ -102,7 +102,7 @@ def test_config_rejects_levels_below_one():
 # --- requests, pool ---------------------------------------------------------------------------------------
 
 def _judge(structured: bool = True) -> JudgeConfig:
-    return JudgeConfig(structured_output=structured, cache=False, metrics=["CC"])
+    return JudgeConfig(structured_output=structured, cache=False, ccrs=CcrsOptions(metrics=["CC"]))
 
 
 def _tasks(n: int, structured: bool = True) -> list:

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from judges.config import ClientConfig, GrouseOptions, JudgeConfig, ReaderConfig
-from judges.grouse import METRIC_ORDER, normalize
+from judges.grouse import GROUSE_METRICS, METRIC_ORDER
 from judges.grouse_unit_tests import load_unit_tests
-from judges.suite import Judgment, detail_json
+from judges.suite import Judgment, Sample, Usage, detail_json
 from pipelines.tools.meta_eval import (
     MetaEvalResult,
     agreement_between,
@@ -32,9 +32,12 @@ def _judgments(test, values: dict, failed=()):
     for metric in METRIC_ORDER:
         status = "failed" if metric in failed else "ok"
         mark = values.get(metric)
-        out.append(Judgment(test.test_id, "unit-test", "grouse", metric, normalize(metric, mark), mark, None,
-                            status, "bad" if status == "failed" else None, "raw text", 1, 0, 0, "v1", "m",
-                            detail=detail_json(justification=f"why {metric}")))
+        spec = GROUSE_METRICS[metric]
+        out.append(Judgment.of(Sample(test.test_id, "unit-test", "", "", "", []), spec, status=status,
+                               prompt_version="v1", judge_model="m", usage=Usage(attempts=1),
+                               score=spec.normalize(mark), llm_score=mark,
+                               reason="bad" if status == "failed" else None, raw="raw text",
+                               detail=detail_json(justification=f"why {metric}")))
     return out
 
 
@@ -265,7 +268,8 @@ def test_grouse_judging_stage_writes_long_scores(tmp_path, bioasq_inputs, llm_en
     assert failed.reason.notna().all()
     assert set(frame.suite) == {"grouse"} and set(frame.prompt_version) == {GrouseOptions().prompt_version}
     marked = frame[frame.llm_score.notna()]
-    assert all(s == normalize(m, v) for m, v, s in zip(marked.metric, marked.llm_score, marked.score))
+    assert all(s == GROUSE_METRICS[m].normalize(v)
+               for m, v, s in zip(marked.metric, marked.llm_score, marked.score))
     judged = frame[frame.status != "empty_response"].merge(gens[["query_id", "system", "n_chunks_used"]])
     assert len(judged) == 6  # the chunks the reader saw, fitted to the judge window:
     assert (judged.n_context_chunks + judged.n_context_truncated == judged.n_chunks_used).all()
