@@ -181,6 +181,9 @@ def start_cluster(nodes: int):
     from infra.ray_runtime import local_num_cpus
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    from ray._common.utils import reset_ray_address
+
+    reset_ray_address()  # else any `ray.init()` on this machine would join this cluster until it ends
     for _ in range(nodes - 1):
         cluster.add_node(num_cpus=local_num_cpus(), resources={WORKER_RESOURCE: 1000})
     cluster.wait_for_nodes()

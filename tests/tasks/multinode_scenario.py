@@ -32,10 +32,20 @@ SYSTEMS = ("bm25", "knn")
 
 def start_cluster() -> tuple[Cluster, list]:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    forget_cluster_address()
     workers = [cluster.add_node(num_cpus=4, resources={WORKER_RESOURCE: 100}) for _ in range(2)]
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
     return cluster, workers
+
+
+def forget_cluster_address() -> None:
+    """Cluster records its address in /tmp/ray/ray_current_cluster, where any `ray.init()` on this machine
+    would find it and join this test cluster (a test session's own Ray start among them): removed at once,
+    the driver here connects by the address it holds."""
+    from ray._common.utils import reset_ray_address
+
+    reset_ray_address()
 
 
 def start_simulator(work: Path, latency_ms: float) -> tuple[subprocess.Popen, str]:
