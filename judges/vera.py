@@ -562,12 +562,9 @@ def _sentence_transformer(path: str):
     """One SentenceTransformer per path and process (a judging shard's threads share it)."""
     with _MODEL_LOCK:
         if path not in _MODELS:
-            import os
-
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
 
-            _MODELS[path] = SentenceTransformer(path, device="cpu")
+            _MODELS[path] = SentenceTransformer(path, device="cpu", local_files_only=True)
         return _MODELS[path]
 
 
