@@ -48,9 +48,8 @@ class TrackingError(RuntimeError):
 
 def check_tracking_reachable(tracking_uri: str, timeout_s: float = 10.0) -> None:
     """Fail fast, naming the address, when the MLflow server does not answer (MLflow's own client would
-    retry for minutes, so its retries are bounded here too); a local SQLite store only needs a writable
-    folder."""
-    bound_mlflow_http_retries()
+    retry for minutes; its retries are bounded at process start, infra/process.py); a local SQLite store
+    only needs a writable folder."""
     if tracking_uri.startswith(("http://", "https://")):
         import httpx
 
@@ -202,16 +201,6 @@ def log_failed_run(*, tracking_uri: str, experiment: str, run_name: str, error: 
         client.log_artifact(run.info.run_id, str(log_file), "logs")
     client.set_terminated(run.info.run_id, "FAILED")
     return run.info.run_id
-
-
-def bound_mlflow_http_retries() -> None:
-    """MLflow's REST client retries 7 times with exponential backoff (minutes) before it gives up on a
-    dead server; unless the user set them, keep the retries and the timeout short."""
-    import os
-
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
 
 
 def _supersede_half_logged(tracking_uri: str, pending_marker: Path | None) -> None:

@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from infra.process import configure_process
+
 REPO = Path(__file__).resolve().parents[1]
 BIOASQ_SAMPLE = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
+# The test process's start: the settings `ccrs` makes at its start, and no test ever asks the Hub (a `ccrs`
+# subprocess inherits both).
+configure_process()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
