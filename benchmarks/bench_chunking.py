@@ -9,15 +9,18 @@ chunks (checked). Prints timings measured side by side in this run; never used a
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 from timing import interleaved_best
 
-from retrievers.chunking import chunk_passages, chunk_table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the per-document loop is the tests' reference
+from retrievers.chunking import chunk_passages
 from retrievers.config import ChunkingConfig, DatasetConfig
 from retrievers.loaders import load_dataset
 from retrievers.tokenization import load_tokenizer
+from tests.retrievers.test_chunking import chunks_from_offsets
 
 TOKENIZER = "mistral-common:tokenizer.model.v1"
 SIZE, OVERLAP = 300, 60
@@ -27,7 +30,7 @@ def per_document_loop(passages: pa.Table, tokenizer) -> pa.Table:
     """The straightforward version: encode each passage on its own with offsets, then cut its windows."""
     doc_ids, texts = passages.column("doc_id").to_pylist(), passages.column("text").to_pylist()
     offsets = [tokenizer.offsets_one(text) for text in texts]
-    return chunk_table(doc_ids, texts, offsets, SIZE, OVERLAP)
+    return chunks_from_offsets(doc_ids, texts, offsets, SIZE, OVERLAP)
 
 
 def batched(passages: pa.Table, tokenizer) -> pa.Table:

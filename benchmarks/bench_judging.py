@@ -23,8 +23,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "tests"))  # after REPO: tests/infra, tests/tasks ... must not shadow the packages
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
 
 def build_tasks(n: int, judge_cfg, client_cfg, tmp: Path):
@@ -195,4 +193,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    # the process's start (not at import): the in-process vLLM engine never asks the Hub, small KV cache
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     sys.exit(main())

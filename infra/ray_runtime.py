@@ -99,7 +99,7 @@ def _init_with_retry(kwargs: dict, timeout_s: float) -> None:
 # --- a detached head (`ccrs serve up` / `ccrs serve down`) ------------------------------------------------
 
 def _state_file() -> Path:
-    from infra.models import ccrs_home
+    from infra.process import ccrs_home
 
     return ccrs_home() / "serve" / "ray_head.json"
 

@@ -15,6 +15,8 @@ import stat
 import threading
 from pathlib import Path
 
+from infra.process import ccrs_home
+
 MASK = "***"
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _registered: set[str] = set()
@@ -26,8 +28,7 @@ class SecretsFileError(RuntimeError):
 
 
 def default_secrets_file() -> Path:
-    home = Path(os.environ.get("CCRS_HOME") or Path.home() / ".cache" / "ccrs")
-    return Path(os.environ.get("CCRS_SECRETS_FILE") or home / "secrets.env")
+    return Path(os.environ.get("CCRS_SECRETS_FILE") or ccrs_home() / "secrets.env")
 
 
 def parse_secrets(text: str, source: str = "secrets file") -> dict[str, str]:

@@ -20,13 +20,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from infra.process import ccrs_home
+
 CACHE_COLUMNS = ["key", "suite", "records"]
 PART_GLOB = "units-*.parquet"
 
 
 def default_cache_dir() -> Path:
-    home = Path(os.environ.get("CCRS_HOME") or Path.home() / ".cache" / "ccrs")
-    return Path(os.environ.get("CCRS_JUDGE_CACHE") or home / "judge_cache")
+    return Path(os.environ.get("CCRS_JUDGE_CACHE") or ccrs_home() / "judge_cache")
 
 
 class JudgmentCache:

@@ -5,7 +5,6 @@ prompt exactly; without one we fall back to a conservative 3 characters per toke
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -15,10 +14,9 @@ CHARS_PER_TOKEN_FALLBACK = 3.0
 
 @lru_cache(maxsize=8)
 def _load_tokenizer(source: str):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(source)
+    return AutoTokenizer.from_pretrained(source, local_files_only=True)  # a folder or the local cache only
 
 
 def _tokenizer_or_none(source: str | None, fallback: str = ""):

@@ -468,12 +468,9 @@ def _sentence_transformer(path: str):
     """One SentenceTransformer per path and process (a judging shard's threads share it)."""
     with _MODEL_LOCK:
         if path not in _MODELS:
-            import os
-
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
 
-            _MODELS[path] = SentenceTransformer(path, device="cpu")
+            _MODELS[path] = SentenceTransformer(path, device="cpu", local_files_only=True)
         return _MODELS[path]
 
 
@@ -547,28 +544,29 @@ class CrossEncoderAggregator:
 
     model: a local folder of a TRAINED cross-encoder (a sequence-classification checkpoint, e.g. the
     paper's cross-encoder/ms-marco-MiniLM-L-12-v2 copied to disk), or a hub id already in the local
-    cache (the hub is not reached: HF_HUB_OFFLINE). UNTRAINED_DEMO_HEAD (demo / tests only) is the local
+    cache (the hub is not reached: local_files_only). UNTRAINED_DEMO_HEAD (demo / tests only) is the local
     all-MiniLM-L6-v2 encoder with a freshly initialised, seeded, UNTRAINED 1-label head: it proves the
-    mechanics; its numbers mean nothing."""
+    mechanics; its numbers mean nothing. The process-wide torch RNG is left as it was (the head is drawn
+    from a generator of its own)."""
 
     def __init__(self, model: str, max_length: int = 512, seed: int = 0):
-        import os
-
         import torch
         from sentence_transformers import CrossEncoder
 
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.untrained = model == UNTRAINED_DEMO_HEAD
         path = minilm_path() if self.untrained else model
         if not self.untrained:
             check_trained_head(path)
-        torch.manual_seed(seed)  # the untrained head's initialisation must be reproducible
         try:
-            self.model = CrossEncoder(path, num_labels=1, max_length=max_length, device="cpu")
+            with torch.random.fork_rng(devices=[]):  # the loader's draws for the missing head are discarded
+                self.model = CrossEncoder(path, num_labels=1, max_length=max_length, device="cpu",
+                                          local_files_only=True)
         except (OSError, ValueError) as exc:
             raise CrossEncoderUnavailable(
                 f"cross-encoder {model!r} could not be loaded: {exc}. Name a local folder of a trained "
                 "cross-encoder (the hub is not reached), or leave the aggregate off") from exc
+        if self.untrained:
+            seed_untrained_head(self.model.model, torch.Generator().manual_seed(seed))
         self.model_name = model
 
     def score(self, questions: Sequence[str], enriched: Sequence[str]) -> list[AggregateScore]:
@@ -581,6 +579,18 @@ class CrossEncoderAggregator:
         logits = np.asarray(predicted, dtype=np.float64)
         logits = logits.reshape(len(questions))
         return [AggregateScore(float(x), float(1.0 / (1.0 + math.exp(-x)))) for x in logits]
+
+
+def seed_untrained_head(model, generator) -> None:
+    """Draw the classification head of a BERT-style sequence classifier from `generator` as transformers
+    initialises it (weights ~ N(0, initializer_range), bias 0): the same numbers that torch.manual_seed(seed)
+    followed by the load gave, without touching the process-wide RNG."""
+    import torch
+
+    head = model.classifier
+    with torch.no_grad():
+        head.weight.normal_(0.0, model.config.initializer_range, generator=generator)
+        head.bias.zero_()
 
 
 def _identity():

@@ -15,6 +15,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from infra.process import configure_process
+
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("pipelines.setup_cmd", "prepare local models (GGUF -> HF folder) for the CPU stack"),
     "evaluate": ("pipelines.evaluate_cmd",
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "Ray, Serve, vLLM and HTTP clients here too (by default they go to "
                                         "a log file, named at the start)")
     args = parser.parse_args(argv)
+    configure_process()
     try:
         _load_secrets(args.secrets_file)
     except (OSError, ValueError, RuntimeError) as exc:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from infra.process import configure_process
 from pipelines.config import RESOURCE_ROOT, ConfigError, RunConfig, load_config
 
 OUTPUTS_NAME = "evaluate-{stem}"  # the run's name (and run folder runs/<name>) when no --run-dir is given
@@ -122,6 +123,7 @@ def evaluate(data: Any, judges: list[str] | None = None, config: str | Path | No
     """Judge the answers in `data` (a path, a list of paths, a DataFrame or a list of dicts; one row = one
     system's answer to one question), compute the statistics, write the verdict and log one MLflow run.
     Third-party log records go to <run dir>/logs/console.log unless `verbose`."""
+    configure_process()  # the Python API's door: the process settings `ccrs` makes at its start
     run_config, outputs = prepare_evaluation(
         data, judges=judges, metrics=metrics, config=config, llm_base_url=llm_base_url,
         judge_base_url=judge_base_url, judge_model=judge_model, run_dir=run_dir, limit=limit,

@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from infra.console import say
+from pipelines.config import REPO_ROOT
 
-DEFAULT_TESTS = Path(__file__).resolve().parents[1] / "data" / "grouse-bioasq" / "test.jsonl"
+DEFAULT_TESTS = REPO_ROOT / "data" / "grouse-bioasq" / "test.jsonl"
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> None:

@@ -51,16 +51,6 @@ def chunk_spans(text: str, offsets: Offsets, size: int, overlap: int) -> list[tu
     return spans
 
 
-def chunk_table(
-    doc_ids: list[str], texts: list[str], offsets: list[Offsets], size: int, overlap: int
-) -> pa.Table:
-    """Chunks from precomputed token offsets (one list per passage)."""
-    columns: dict[str, list] = {name: [] for name in CHUNKS_SCHEMA.names}
-    for doc_id, text, doc_offsets in zip(doc_ids, texts, offsets):
-        _append_chunks(columns, doc_id, text, chunk_spans(text, doc_offsets, size, overlap))
-    return pa.Table.from_pydict(columns, schema=CHUNKS_SCHEMA)
-
-
 def _append_chunks(
     columns: dict[str, list], doc_id: str, text: str, spans: list[tuple[int, int, int]]
 ) -> None:

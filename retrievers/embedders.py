@@ -7,7 +7,6 @@ Backends (EmbedderConfig.backend):
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -81,11 +80,10 @@ class SentenceTransformersEmbedder(_BaseEmbedder):
     def __init__(self, config: EmbedderConfig) -> None:
         super().__init__(config)
         path = resolve_model_path(config.model)
-        if Path(path).is_dir():
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(path, device=config.device)
+        # a local folder is loaded without asking the Hub; a Hub id may be downloaded
+        self.model = SentenceTransformer(path, device=config.device, local_files_only=Path(path).is_dir())
         get_dimension = getattr(self.model, "get_embedding_dimension", None)
         get_dimension = get_dimension or self.model.get_sentence_embedding_dimension
         self.dimension = int(get_dimension())

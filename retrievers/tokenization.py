@@ -55,11 +55,12 @@ class SentencePieceTokenizer:
 
 
 class HuggingFaceTokenizer:
-    def __init__(self, model_id: str, name: str) -> None:
+    def __init__(self, model_id: str, name: str, local_files_only: bool = False) -> None:
         from transformers import AutoTokenizer
 
         self.name = name
-        self.tokenizer = AutoTokenizer.from_pretrained(model_id, use_fast=True)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_id, use_fast=True,
+                                                       local_files_only=local_files_only)
         if not self.tokenizer.is_fast:
             raise ValueError(f"{model_id}: a fast tokenizer is needed for character offsets")
 
@@ -80,19 +81,21 @@ def mistral_common_model_file(file_name: str) -> str:
     return str(path)
 
 
-def _mistral_common(spec: str, full: str) -> OffsetTokenizer:
+# A backend: (its argument, the whole spec, local_files_only) -> tokenizer. The sentencepiece backends read a
+# file on disk whatever local_files_only says.
+def _mistral_common(spec: str, full: str, local_files_only: bool) -> OffsetTokenizer:
     return SentencePieceTokenizer(mistral_common_model_file(spec), full)
 
 
-def _sentencepiece(spec: str, full: str) -> OffsetTokenizer:
+def _sentencepiece(spec: str, full: str, local_files_only: bool) -> OffsetTokenizer:
     return SentencePieceTokenizer(os.path.expanduser(spec), full)
 
 
-def _huggingface(spec: str, full: str) -> OffsetTokenizer:
-    return HuggingFaceTokenizer(spec, full)
+def _huggingface(spec: str, full: str, local_files_only: bool) -> OffsetTokenizer:
+    return HuggingFaceTokenizer(spec, full, local_files_only)
 
 
-TOKENIZER_BACKENDS: dict[str, Callable[[str, str], OffsetTokenizer]] = {
+TOKENIZER_BACKENDS: dict[str, Callable[[str, str, bool], OffsetTokenizer]] = {
     "mistral-common": _mistral_common,
     "sentencepiece": _sentencepiece,
     "hf": _huggingface,
@@ -100,11 +103,12 @@ TOKENIZER_BACKENDS: dict[str, Callable[[str, str], OffsetTokenizer]] = {
 
 
 @lru_cache(maxsize=4)
-def load_tokenizer(spec: str) -> OffsetTokenizer:
+def load_tokenizer(spec: str, local_files_only: bool = False) -> OffsetTokenizer:
     """`backend:argument`, e.g. 'mistral-common:tokenizer.model.v1' or
-    'hf:intfloat/e5-mistral-7b-instruct'."""
+    'hf:intfloat/e5-mistral-7b-instruct'. local_files_only: a Hub tokenizer that is not cached here fails
+    at once instead of being downloaded."""
     backend, sep, argument = spec.partition(":")
     if not sep or backend not in TOKENIZER_BACKENDS or not argument:
         known = sorted(TOKENIZER_BACKENDS)
         raise ValueError(f"tokenizer {spec!r}: expected one of {known} as '<backend>:<arg>'")
-    return TOKENIZER_BACKENDS[backend](argument, spec)
+    return TOKENIZER_BACKENDS[backend](argument, spec, local_files_only)

@@ -23,10 +23,18 @@ from pathlib import Path
 PIPELINE_STAGES = ("retrieve", "generate", "judge", "reduce", "track")  # --from-stage choices, in order
 JUDGE_PREFIX = "judge_"
 OUTPUTS_STAGE = "outputs"  # `ccrs evaluate`: the user's systems' outputs stand for retrieve + generate
+# The retrieval stages (tasks/retrieval_stages.py), in order, and their files.
+INGEST_STAGE, CHUNK_STAGE, EMBED_STAGE, INDEX_STAGE = "ingest", "chunk", "embed", "index"
+RETRIEVE_STAGE, RETRIEVAL_METRICS_STAGE = "retrieve", "retrieval_metrics"
+PASSAGES_FILE = "passages.parquet"
+CHUNKS_FILE = "chunks.parquet"
+VECTORS_FILE = "vectors.npy"
+RETRIEVAL_METRICS_FILE = "retrieval_metrics.parquet"
 QUERIES_FILE = "queries.parquet"
 RETRIEVED_FILE = "retrieved.parquet"
 GENERATIONS_FILE = "generations.parquet"
 STATS_FILE = "stats.json"
+TABLES_DIR, PLOTS_DIR = "tables", "plots"  # beside stats.json in reduce/ (written by stats/report.py)
 JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
 SUMMARY_FILE = "summary.md"
@@ -42,7 +50,24 @@ class RunLayout:
     def stage_dir(self, stage: str) -> Path:
         return self.root / stage
 
-    # --- retrieval and generation (or the user's outputs)
+    # --- retrieval
+    @property
+    def passages(self) -> Path:
+        return self.stage_dir(INGEST_STAGE) / PASSAGES_FILE
+
+    @property
+    def chunks(self) -> Path:
+        return self.stage_dir(CHUNK_STAGE) / CHUNKS_FILE
+
+    @property
+    def index_dir(self) -> Path:
+        return self.stage_dir(INDEX_STAGE)
+
+    @property
+    def retrieval_metrics(self) -> Path:
+        return self.stage_dir(RETRIEVAL_METRICS_STAGE) / RETRIEVAL_METRICS_FILE
+
+    # --- the answers: retrieval and generation (or the user's outputs)
     @property
     def evaluates_outputs(self) -> bool:
         """A `ccrs evaluate` run: the answers come from the user's systems, not from retrieve + generate."""
@@ -50,11 +75,11 @@ class RunLayout:
 
     @property
     def queries(self) -> Path:
-        return self.stage_dir(OUTPUTS_STAGE if self.evaluates_outputs else "retrieve") / QUERIES_FILE
+        return self.stage_dir(OUTPUTS_STAGE if self.evaluates_outputs else RETRIEVE_STAGE) / QUERIES_FILE
 
     @property
     def retrieved(self) -> Path:
-        return self.stage_dir(OUTPUTS_STAGE if self.evaluates_outputs else "retrieve") / RETRIEVED_FILE
+        return self.stage_dir(OUTPUTS_STAGE if self.evaluates_outputs else RETRIEVE_STAGE) / RETRIEVED_FILE
 
     @property
     def generations(self) -> Path:

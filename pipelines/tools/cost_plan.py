@@ -11,7 +11,6 @@ FLOPs are 2 x parameters x tokens; GPU-hours follow from the accelerator's peak 
 time from the serving profile's GPUs (replicas x tensor parallel size)."""
 from __future__ import annotations
 
-import os
 import random
 import re
 from collections.abc import Callable
@@ -170,8 +169,8 @@ def chunked(config: RunConfig, queries: list[dict], texts: dict[str, str],
     doc_ids = wanted + extra
     size, overlap = config.chunking.chunk_tokens, config.chunking.overlap_tokens
     try:
-        with _hub_offline():
-            tokenizer = load_tokenizer(config.chunking.tokenizer)
+        # a Hub tokenizer that is not cached here fails at once instead of retrying the Hub for minutes
+        tokenizer = load_tokenizer(config.chunking.tokenizer, local_files_only=True)
         table = chunk_passages(pa.table({"doc_id": doc_ids, "text": [texts[d] for d in doc_ids]}),
                                tokenizer, size, overlap)
         chunker = config.chunking.tokenizer
@@ -186,29 +185,6 @@ def chunked(config: RunConfig, queries: list[dict], texts: dict[str, str],
     for doc_id, text in pairs:
         chunks.setdefault(doc_id, []).append(text)
     return chunks, chunker
-
-
-def _hub_offline():
-    """A Hub tokenizer that is not cached here fails at once instead of retrying the Hub for minutes."""
-    return _OfflineHub()
-
-
-class _OfflineHub:
-    def __enter__(self):
-        import huggingface_hub.constants as hub
-
-        self.previous = (os.environ.get("HF_HUB_OFFLINE"), hub.HF_HUB_OFFLINE)
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        hub.HF_HUB_OFFLINE = True  # read once at import: the environment alone is too late here
-
-    def __exit__(self, *exc_info) -> None:
-        import huggingface_hub.constants as hub
-
-        environment, hub.HF_HUB_OFFLINE = self.previous
-        if environment is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = environment
 
 
 # --- stages ---------------------------------------------------------------------------------------------

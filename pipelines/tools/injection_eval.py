@@ -34,6 +34,7 @@ from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
 from judges.injection import CLEAN, InjectionSample, Placement, Variant, build_variants, injection_markers
 from judges.suite import Judgment, Sample, Unit, Usage, get_suite
+from pipelines.config import REPO_ROOT
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 from tasks.fanout import fan_out
@@ -380,7 +381,7 @@ def log_injection_eval(result: InjectionEvalResult, tracking_uri: str, params: d
     report = result.report
     with mlflow.start_run(run_name=f"injection-{report.judge_model}") as run:
         mlflow.set_tags({"ccrs.kind": "injection-eval", "judge_model": report.judge_model,
-                         "git_commit": git_commit(Path(__file__).resolve().parents[2])})
+                         "git_commit": git_commit(REPO_ROOT)})
         log_params_redacted(mlflow, params)
         mlflow.log_metrics(_metrics(report))
         for path in result.paths.values():

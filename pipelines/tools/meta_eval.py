@@ -21,6 +21,7 @@ from judges.config import ClientConfig, JudgeConfig
 from judges.grouse import METRIC_ORDER, evaluate_sample
 from judges.grouse_unit_tests import UnitTest, check_condition
 from judges.suite import Judgment, Sample
+from pipelines.config import REPO_ROOT
 
 EXPERIMENT = "ccrs-meta-eval"
 # CCRS calibration (paired): test type -> CCRS metrics expected strictly lower than for type 1 (the
@@ -259,7 +260,7 @@ def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: 
     open_experiment(tracking_uri, experiment)
     with mlflow.start_run(run_name=f"meta-eval-{result.judge}-{result.model}") as run:
         mlflow.set_tags({"ccrs.kind": "meta-eval", "judge": result.judge, "judge_model": result.model,
-                         "git_commit": git_commit(Path(__file__).resolve().parents[2])})
+                         "git_commit": git_commit(REPO_ROOT)})
         log_params_redacted(mlflow, params)
         metrics = {f"pass_rate_{k}": v for k, v in result.pass_rates.items()}
         if result.ccrs and result.ccrs.get("pass_rate") is not None:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from judges.client import ChatResult, LLMRequestError
+from judges.client import LLMRequestError
 from judges.config import CcrsOptions, GrouseOptions, JudgeConfig
 from judges.grouse import (
     GROUSE_METRICS,
@@ -19,6 +19,7 @@ from judges.grouse import (
     reply_tokens,
 )
 from judges.suite import Judgment, Sample, get_suite, reply_budget
+from tests.fakes import FakeLLMClient
 
 REL, COMP, USE, FAITH = (
     GROUSE_METRICS[m] for m in ("answer_relevancy", "completeness", "usefulness", "faithfulness")
@@ -135,25 +136,25 @@ def test_reply_budget_fits_the_window():
     assert reply_budget(messages, 512, 300, None) == 512
 
 
-class ScriptedClient:
-    """Stands in for the HTTP client in pure pipeline-logic tests: replies per metric, in order (a reply
-    that is an exception is raised, as the client does after its transport retries)."""
+def metric_asked(request) -> str:
+    """The GroUSE metric a request asks for, as its prompt names it."""
+    prompt = request.messages[0]["content"]
+    return next(m for m in ("RELEVANCY", "COMPLETENESS", "USEFULNESS", "FAITHFULNESS")
+                if f"Metric: {m}" in prompt or f"Metric: ANSWER {m}" in prompt)
 
-    def __init__(self, replies: dict[str, list]):
-        self.replies = {k: list(v) for k, v in replies.items()}
-        self.asked: list[str] = []
-        self.max_tokens: list[int] = []
 
-    def chat(self, request):
-        prompt = request.messages[0]["content"]
-        metric = next(m for m in ("RELEVANCY", "COMPLETENESS", "USEFULNESS", "FAITHFULNESS")
-                      if f"Metric: {m}" in prompt or f"Metric: ANSWER {m}" in prompt)
-        self.asked.append(metric)
-        self.max_tokens.append(request.max_tokens)
-        reply = self.replies[metric].pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        return ChatResult(reply, 10, 5, "stop", 1)
+def scripted(replies: dict[str, list]) -> FakeLLMClient:
+    """The fake client replying per metric, in order (a reply that is an exception is raised)."""
+    queues = {metric: list(queue) for metric, queue in replies.items()}
+    return FakeLLMClient(lambda request: queues[metric_asked(request)].pop(0))
+
+
+def asked(client: FakeLLMClient) -> list[str]:
+    return [metric_asked(request) for request in client.requests]
+
+
+def reply_budgets(client: FakeLLMClient) -> list[int]:
+    return [request.max_tokens for request in client.requests]
 
 
 def _values(judgments):
@@ -161,32 +162,32 @@ def _values(judgments):
 
 
 def test_pipeline_answer_given_skips_usefulness():
-    client = ScriptedClient({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(4)], "FAITHFULNESS": [faith(1)]})
+    client = scripted({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(4)], "FAITHFULNESS": [faith(1)]})
     values = _values(evaluate_sample(client, SAMPLE, JudgeConfig()))
-    assert client.asked == ["RELEVANCY", "COMPLETENESS", "FAITHFULNESS"]
+    assert asked(client) == ["RELEVANCY", "COMPLETENESS", "FAITHFULNESS"]
     assert values["usefulness"] == (None, "skipped") and values["faithfulness"] == (1, "ok")
     assert values["positive_acceptance"] == (None, "ok") and values["negative_rejection"] == (None, "ok")
 
 
 def test_pipeline_bare_refusal_asks_three_times_and_skips_faithfulness():
-    client = ScriptedClient({"RELEVANCY": [reply(None)], "COMPLETENESS": [reply(None)],
-                             "USEFULNESS": [reply(None)]})
+    client = scripted({"RELEVANCY": [reply(None)], "COMPLETENESS": [reply(None)],
+                       "USEFULNESS": [reply(None)]})
     values = _values(evaluate_sample(client, SAMPLE, JudgeConfig()))
-    assert len(client.asked) == 3 and values["faithfulness"] == (None, "skipped")
+    assert len(asked(client)) == 3 and values["faithfulness"] == (None, "skipped")
     assert values["positive_acceptance"] == (1, "ok") and values["negative_rejection"] == (1, "ok")
 
 
 def test_pipeline_refusal_with_information_uses_all_four_calls():
-    client = ScriptedClient({"RELEVANCY": [reply(None)], "COMPLETENESS": [reply(1)], "USEFULNESS": [reply(1)],
-                             "FAITHFULNESS": [faith(1)]})
+    client = scripted({"RELEVANCY": [reply(None)], "COMPLETENESS": [reply(1)], "USEFULNESS": [reply(1)],
+                       "FAITHFULNESS": [faith(1)]})
     values = _values(evaluate_sample(client, SAMPLE, JudgeConfig()))
-    assert len(client.asked) == 4 and values["usefulness"] == (1, "ok")
+    assert len(asked(client)) == 4 and values["usefulness"] == (1, "ok")
     assert values["positive_acceptance"] == (0, "ok") and values["negative_rejection"] == (None, "ok")
 
 
 def test_invalid_reply_is_reasked_at_most_twice_then_recorded():
-    client = ScriptedClient({"RELEVANCY": ["no", "still no", "nope"], "COMPLETENESS": [reply(5)],
-                             "FAITHFULNESS": [faith(1)]})
+    client = scripted({"RELEVANCY": ["no", "still no", "nope"], "COMPLETENESS": [reply(5)],
+                       "FAITHFULNESS": [faith(1)]})
     judgments = {j.metric: j for j in evaluate_sample(client, SAMPLE, JudgeConfig())}
     rel = judgments["answer_relevancy"]
     assert (rel.status == "failed" and rel.attempts == 3 and rel.raw == "nope"
@@ -196,46 +197,40 @@ def test_invalid_reply_is_reasked_at_most_twice_then_recorded():
 
 
 def test_reask_succeeds_and_uses_a_stricter_instruction():
-    client = ScriptedClient({"RELEVANCY": ["5", reply(4)], "COMPLETENESS": [reply(5)],
-                             "FAITHFULNESS": [faith(1)]})
+    client = scripted({"RELEVANCY": ["5", reply(4)], "COMPLETENESS": [reply(5)],
+                       "FAITHFULNESS": [faith(1)]})
     judgments = {j.metric: j for j in evaluate_sample(client, SAMPLE, JudgeConfig())}
     assert judgments["answer_relevancy"].llm_score == 4 and judgments["answer_relevancy"].attempts == 2
 
 
 def test_reask_repeats_the_dialogue_with_the_stricter_instruction():
-    seen = []
-
-    class Recording(ScriptedClient):
-        def chat(self, request):
-            seen.append(request.messages)
-            return super().chat(request)
-
-    client = Recording({"RELEVANCY": ["5", reply(4)], "COMPLETENESS": [reply(5)], "FAITHFULNESS": [faith(1)]})
+    client = scripted({"RELEVANCY": ["5", reply(4)], "COMPLETENESS": [reply(5)],
+                       "FAITHFULNESS": [faith(1)]})
     evaluate_sample(client, SAMPLE, JudgeConfig())
-    second = seen[1]
+    second = client.requests[1].messages
     assert [m["role"] for m in second] == ["user", "assistant", "user"] and second[1]["content"] == "5"
     assert ("(JSON without an answer_2 object)" in second[2]["content"]
             and '"answer_2": {' in second[2]["content"])
 
 
 def test_reply_budget_is_lowered_to_fit_the_judge_window():
-    client = ScriptedClient({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(5)], "FAITHFULNESS": [faith(1)]})
+    client = scripted({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(5)], "FAITHFULNESS": [faith(1)]})
     judge = JudgeConfig(context_window=3200,  # v1 prompts of 2.7-3k characters
                         grouse=GrouseOptions(prompt_version="v1"))
     evaluate_sample(client, SAMPLE, judge, count=lambda text: len(text))
     specs = (REL, COMP, FAITH)
     prompts = [render_prompt(spec, SAMPLE, "v1") for spec in specs]
-    assert client.max_tokens == [max(16, min(reply_tokens(spec, judge), 3200 - len(p) - 8))
-                                 for spec, p in zip(specs, prompts)]
-    assert all(16 < t < 512 for t in client.max_tokens)  # the window lowered every reply budget
-    unbounded = ScriptedClient({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(5)],
-                                "FAITHFULNESS": [faith(1)]})
+    assert reply_budgets(client) == [max(16, min(reply_tokens(spec, judge), 3200 - len(p) - 8))
+                                     for spec, p in zip(specs, prompts)]
+    assert all(16 < t < 512 for t in reply_budgets(client))  # the window lowered every reply budget
+    unbounded = scripted({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(5)],
+                          "FAITHFULNESS": [faith(1)]})
     evaluate_sample(unbounded, SAMPLE, judge)
-    assert unbounded.max_tokens == [512, 512, 2048]
+    assert reply_budgets(unbounded) == [512, 512, 2048]
 
 
 def test_records_are_the_shared_judgment():
-    client = ScriptedClient({"RELEVANCY": [reply(4)], "COMPLETENESS": [reply(3)], "FAITHFULNESS": [faith(0)]})
+    client = scripted({"RELEVANCY": [reply(4)], "COMPLETENESS": [reply(3)], "FAITHFULNESS": [faith(0)]})
     judge = JudgeConfig(model="judge-m", ccrs=CcrsOptions(prompt_version="ccrs-v"),
                         grouse=GrouseOptions(prompt_version="v1"))
     judgments = evaluate_sample(client, SAMPLE, judge)
@@ -255,12 +250,12 @@ def test_records_are_the_shared_judgment():
 
 
 def test_request_failure_ends_the_metric_at_once_and_is_a_transport_failure():
-    client = ScriptedClient({"RELEVANCY": [LLMRequestError("HTTP 503", 503, attempts=5)],
-                             "COMPLETENESS": [reply(5)], "FAITHFULNESS": [faith(1)]})
+    client = scripted({"RELEVANCY": [LLMRequestError("HTTP 503", 503, attempts=5)],
+                       "COMPLETENESS": [reply(5)], "FAITHFULNESS": [faith(1)]})
     by = {j.metric: j for j in evaluate_sample(client, SAMPLE, JudgeConfig())}
     rel = by["answer_relevancy"]
     assert rel.status == "failed" and rel.reason.startswith("request failed") and rel.attempts == 5
-    assert rel.transport_failed and client.asked.count("RELEVANCY") == 1
+    assert rel.transport_failed and asked(client).count("RELEVANCY") == 1
     assert by["usefulness"].status == "failed" and by["negative_rejection"].status == "failed"
 
 
@@ -347,19 +342,12 @@ def test_evaluate_sends_the_fitted_references_and_records_the_fit():
     sample = _long_sample()
     judge = JudgeConfig(context_window=2048)
     (unit,) = suite.plan(sample, judge, 0, count)
-    prompts = []
-
-    class Recording(ScriptedClient):
-        def chat(self, request):
-            prompts.append(request.messages[0]["content"])
-            return super().chat(request)
-
-    client = Recording({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(4)], "FAITHFULNESS": [faith(1)]})
+    client = scripted({"RELEVANCY": [reply(5)], "COMPLETENESS": [reply(4)], "FAITHFULNESS": [faith(1)]})
     judgments = suite.evaluate(client, unit, judge, None)
     assert [j.metric for j in judgments] == list(METRIC_ORDER) and {j.query_id for j in judgments} == {"q2"}
     assert {(j.n_context_chunks, j.n_context_truncated) for j in judgments} == {(unit.n_context_chunks,
                                                                                  unit.n_context_truncated)}
-    completeness_prompt = prompts[client.asked.index("COMPLETENESS")]
+    completeness_prompt = client.prompts[asked(client).index("COMPLETENESS")]
     assert f'<reference index="{unit.n_context_chunks}">' in completeness_prompt
     assert f'<reference index="{unit.n_context_chunks + 1}">' not in completeness_prompt
 

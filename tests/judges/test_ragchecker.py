@@ -2,7 +2,6 @@ import json
 
 import pytest
 
-from judges.client import ChatResult
 from judges.config import JudgeConfig, RagCheckerOptions
 from judges.ragchecker import (
     METRICS,
@@ -14,15 +13,7 @@ from judges.ragchecker import (
     parse_claims,
 )
 from judges.suite import Sample, get_suite
-
-
-class FakeClient:
-    def __init__(self, replies):
-        self.replies, self.prompts = list(replies), []
-
-    def chat(self, request):
-        self.prompts.append(request.messages[-1]["content"])
-        return ChatResult(self.replies.pop(0), 20, 4, "stop", 1)
+from tests.fakes import FakeLLMClient
 
 
 def count(text):
@@ -58,7 +49,7 @@ def test_precision_recall_faithfulness():
                "1. yes\n2. no",   # response claims vs ground truth -> P = 0.5
                "1. yes\n2. no",   # gt claims vs response -> R = 0.5
                "1. yes\n2. no"]   # response claims vs context -> F = 0.5
-    client = FakeClient(replies)
+    client = FakeLLMClient(replies, prompt_tokens=20, completion_tokens=4)
     r = check(client)
     assert {m: j.score for m, j in r.items()} == {"rc_precision": 0.5, "rc_recall": 0.5,
                                                   "rc_faithfulness": 0.5}
@@ -77,17 +68,17 @@ def test_precision_recall_faithfulness():
 
 def test_unparseable_verdicts_are_none_with_reason():
     replies = ["1. a", "1. b", "dunno", "still dunno", "1. yes", "1. no"]
-    r = check(FakeClient(replies))
+    r = check(FakeLLMClient(replies))
     assert r["rc_precision"].score is None and "re-asks" in r["rc_precision"].reason
     assert r["rc_precision"].status == "failed"
     assert r["rc_recall"].score == 1.0 and r["rc_faithfulness"].score == 0.0
 
 
 def test_no_claims_and_empty_response():
-    r = check(FakeClient(["NONE", "1. g", "1. yes"]))
+    r = check(FakeLLMClient(["NONE", "1. g", "1. yes"]))
     assert r["rc_precision"].score is None and r["rc_precision"].reason == "no claims extracted"
     assert r["rc_recall"].score == 1.0
-    empty = check(FakeClient([]), Sample("q", "s", "q?", " ", "gt", []))
+    empty = check(FakeLLMClient([]), Sample("q", "s", "q?", " ", "gt", []))
     assert empty["rc_recall"].score == 0.0 and sum(j.attempts for j in empty.values()) == 0
     assert {j.status for j in empty.values()} == {"empty_response"}
     assert entailment_share([]) is None and entailment_share([True, False, True]) == pytest.approx(2 / 3)
@@ -102,7 +93,7 @@ def test_context_is_fitted_to_the_window_without_a_character_cap():
     (tight,) = SUITE.plan(sample, cfg, 0, count)
     assert tight.n_context_chunks == 1 and tight.n_context_truncated == 2
     assert "Chunk 1" not in tight.plan.context
-    client = FakeClient(["1. c", "1. g", "1. yes", "1. yes", "1. yes"])
+    client = FakeLLMClient(["1. c", "1. g", "1. yes", "1. yes", "1. yes"])
     SUITE.evaluate(client, tight, cfg, count)
     assert "Chunk 0" in client.prompts[-1] and count(client.prompts[-1]) <= 1024 - 192 - 64
 

@@ -3,10 +3,10 @@ request of a single-call unit and the representative reply the cost plan counts.
 import pytest
 
 from judges.ccrs import unit_request
-from judges.client import ChatResult
 from judges.config import CcrsOptions, GrouseOptions, JudgeConfig, RagCheckerOptions, VeraOptions
 from judges.suite import SUITE_METHODS, Sample, get_suite, register_suite, suites
 from tests.conftest import bioasq_questions, sample_field
+from tests.fakes import FakeLLMClient
 
 
 def _sample() -> Sample:
@@ -68,17 +68,6 @@ def test_vera_check_names_a_template_the_version_lacks():
     vera.check_config(JudgeConfig(vera=VeraOptions(prompt_version="v1", metrics=["answer_grounding"])))
 
 
-class RecordingClient:
-    """Stands in for LLMClient.chat: records each request, replies with one mark."""
-
-    def __init__(self, reply: str):
-        self.reply, self.requests = reply, []
-
-    def chat(self, request):
-        self.requests.append(request)
-        return ChatResult(self.reply, 10, 2, "stop", 1)
-
-
 @pytest.mark.parametrize("options", [{}, {"structured_output": True}, {"ccrs": {"shared_prefix": True}},
                                      {"scoring": "expected"}])
 def test_a_ccrs_unit_is_one_request_the_one_it_sends(options):
@@ -89,7 +78,7 @@ def test_a_ccrs_unit_is_one_request_the_one_it_sends(options):
         request = suite.single_request(unit, judge)
         assert request == unit_request(unit, judge) and _sample().response in request.messages[0]["content"]
         assert bool(request.top_logprobs) == (judge.scoring == "expected")
-        client = RecordingClient('{"score": 50}' if judge.structured_output else "50")
+        client = FakeLLMClient('{"score": 50}' if judge.structured_output else "50")
         (judgment,) = suite.evaluate(client, unit, judge, None)
         assert judgment.status == "ok" and client.requests == [request]
 

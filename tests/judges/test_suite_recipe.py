@@ -3,24 +3,13 @@ suite. Defining the class registers it; the base class gives the rest (prompt ve
 selected metrics, window budget, the records of a sample that is not sent, no single request)."""
 import pytest
 
-from judges.client import ChatResult
 from judges.config import JudgeConfig
 from judges import suite as registry
 from judges.suite import JudgeSuite, Metric, Parsed, Sample, Unit, Usage, ask, neutralize, unit_key
 from judges.suite import user_request as request
+from tests.fakes import FakeLLMClient
 
 SAMPLE = Sample("q1", "A", "What does BRCA1 do?", "It repairs DNA.", "DNA repair.", ["BRCA1 repairs DNA."])
-
-
-class FakeClient:
-    """Stands in for LLMClient.chat: replies from a list, records the prompts."""
-
-    def __init__(self, replies):
-        self.replies, self.prompts = list(replies), []
-
-    def chat(self, request):
-        self.prompts.append(request.messages[-1]["content"])
-        return ChatResult(self.replies.pop(0), 20, 1, "stop", 1)
 
 
 def parse_yes_no(text: str | None) -> Parsed:
@@ -67,7 +56,7 @@ def test_a_suite_from_the_recipe_registers_and_runs_through_the_suite_api(answer
     (unit,) = answers_suite.plan(SAMPLE, judge, 0, len)
     assert answers_suite.single_request(unit, judge) is None
     assert answers_suite.reply_estimate(request("judge-m", "?", 4), judge) is None
-    client = FakeClient(["maybe", "Yes."])
+    client = FakeLLMClient(["maybe", "Yes."], prompt_tokens=20, completion_tokens=1)
     (judgment,) = answers_suite.evaluate(client, unit, judge, None)
     assert (judgment.suite, judgment.metric, judgment.status) == ("answers", "answers", "ok")
     assert judgment.score == 1.0 and judgment.llm_score == 1

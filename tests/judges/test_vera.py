@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from judges import vera
-from judges.client import ChatResult, LLMRequestError
+from judges.client import LLMRequestError
 from judges.config import JudgeConfig, VeraOptions
 from judges.parsers import parse_explained_verdicts, parse_numbered, parse_verdicts, split_sentences
 from judges.suite import Sample, get_suite
@@ -25,22 +25,7 @@ from judges.vera import (
     retrieval_precision,
     retrieval_recall,
 )
-
-
-class FakeClient:
-    """Stands in for LLMClient.chat: replies from a list, records the prompts."""
-
-    def __init__(self, replies):
-        self.replies, self.prompts = list(replies), []
-
-    def chat(self, request):
-        self.prompts.append(request.messages[-1]["content"])
-        return ChatResult(self.replies.pop(0), 10, 5, "stop", 1)
-
-
-class DownClient:
-    def chat(self, request):
-        raise LLMRequestError("connection refused", attempts=3)
+from tests.fakes import FakeLLMClient
 
 
 def bag_embed(texts):
@@ -122,7 +107,7 @@ def test_templates_neutralize_tags():
 
 
 def test_faithfulness_with_reask():
-    client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.", "1. yes\n2. no",
+    client = FakeLLMClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.", "1. yes\n2. no",
                          EXPLAINED_REPLY])
     score = faithfulness(client, CFG, SAMPLE, PLAN)
     assert score.metric == "vera_faithfulness" and score.score == 0.5 and score.status == "ok"
@@ -135,17 +120,18 @@ def test_faithfulness_with_reask():
 
 
 def test_failure_is_none_with_reason():
-    score = faithfulness(FakeClient(["1. s", "maybe", "perhaps"]), CFG, SAMPLE, PLAN)
+    score = faithfulness(FakeLLMClient(["1. s", "maybe", "perhaps"]), CFG, SAMPLE, PLAN)
     assert score.score is None and score.status == "failed" and "re-asks" in score.reason
 
 
 def test_request_failure_keeps_its_prefix_for_the_requeue():
-    score = faithfulness(DownClient(), CFG, SAMPLE, PLAN)
+    down = FakeLLMClient(lambda request: LLMRequestError("connection refused", attempts=3))
+    score = faithfulness(down, CFG, SAMPLE, PLAN)
     assert score.status == "failed" and score.transport_failed and score.attempts == 3
 
 
 def test_retrieval_recall_attributes_the_ground_truth_to_the_context():
-    client = FakeClient(["1. [Supported by Context]", RECALL_REPLY])
+    client = FakeLLMClient(["1. [Supported by Context]", RECALL_REPLY])
     r = retrieval_recall(client, CFG, SAMPLE, PLAN)
     assert r.metric == "vera_retrieval_recall" and r.score == pytest.approx(2 / 3) and r.attempts == 2
     prompt = client.prompts[0]
@@ -156,17 +142,17 @@ def test_retrieval_recall_attributes_the_ground_truth_to_the_context():
     detail = json.loads(r.detail)
     assert detail["supported"] == [False, True, True] and len(detail["sentences"]) == 3
     no_truth = Sample("q3", "s", SAMPLE.question, SAMPLE.response, "", SAMPLE.context)
-    r = retrieval_recall(FakeClient([]), CFG, no_truth, plan_of(no_truth).plan)
+    r = retrieval_recall(FakeLLMClient([]), CFG, no_truth, plan_of(no_truth).plan)
     assert r.score is None and r.status == "failed" and "ground truth" in r.reason
 
 
 def test_answer_grounding_is_v1s_recall_under_its_own_name():
-    g = answer_grounding(FakeClient([EXPLAINED_REPLY]), CFG, SAMPLE, PLAN)
+    g = answer_grounding(FakeLLMClient([EXPLAINED_REPLY]), CFG, SAMPLE, PLAN)
     assert g.metric == "vera_answer_grounding" and g.score == 0.5 and g.attempts == 1
     assert "vera_answer_grounding" not in SUITE.selected_metrics(JudgeConfig())
     v1 = JudgeConfig(vera=VeraOptions(prompt_version="v1", metrics=["answer_grounding"]))
     (unit,) = SUITE.plan(SAMPLE, v1, 0, count)
-    (j,) = SUITE.evaluate(FakeClient(["1. yes\n2. no"]), unit, v1, count)
+    (j,) = SUITE.evaluate(FakeLLMClient(["1. yes\n2. no"]), unit, v1, count)
     assert j.score == 0.5 and j.prompt_version == "v1"
     with pytest.raises(ValueError, match="answer_grounding"):
         SUITE.plan(SAMPLE, JudgeConfig(vera=VeraOptions(prompt_version="v1")), 0, count)
@@ -180,12 +166,13 @@ def test_the_ground_truth_is_part_of_the_cache_key_only_where_read():
 
 
 def test_recall_precision_relevance():
-    p = retrieval_precision(FakeClient(["Aspirin irreversibly inhibits COX-1."]), CFG, SAMPLE, PLAN,
+    p = retrieval_precision(FakeLLMClient(["Aspirin irreversibly inhibits COX-1."]), CFG, SAMPLE, PLAN,
                             embed=bag_embed)
     assert p.score == pytest.approx(1 / 3)  # 1 of 3 context sentences
-    none = retrieval_precision(FakeClient(["Insufficient Information"]), CFG, SAMPLE, PLAN, embed=bag_embed)
+    none = retrieval_precision(FakeLLMClient(["Insufficient Information"]), CFG, SAMPLE, PLAN,
+                               embed=bag_embed)
     assert none.score == 0.0
-    questions = FakeClient(["1. What does aspirin inhibit?\n2. Where is it sold?\n3. x"])
+    questions = FakeLLMClient(["1. What does aspirin inhibit?\n2. Where is it sold?\n3. x"])
     a = answer_relevance(questions, CFG, SAMPLE, PLAN, embed=bag_embed)
     e = bag_embed(["What does aspirin inhibit?", "Where is it sold?", "x"])
     e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
@@ -205,7 +192,7 @@ def test_context_is_fitted_to_the_window_and_precision_counts_only_what_the_judg
     assert unit.n_context_chunks == 1 and unit.n_context_truncated == 1
     assert "Filler" not in unit.plan.context and unit.plan.context_sentences == (
         "Aspirin irreversibly inhibits COX-1.", "It was first synthesised in 1897.")
-    client = FakeClient(["Aspirin irreversibly inhibits COX-1."])
+    client = FakeLLMClient(["Aspirin irreversibly inhibits COX-1."])
     p = retrieval_precision(client, cfg, long, unit.plan, embed=bag_embed)
     assert p.score == pytest.approx(1 / 2)  # 1 of the 2 sentences of the fitted context
     assert "Filler" not in client.prompts[0] and count(client.prompts[0]) <= cfg.context_window - 192 - 64
@@ -214,7 +201,7 @@ def test_context_is_fitted_to_the_window_and_precision_counts_only_what_the_judg
 def test_one_unit_per_sample_evaluates_every_selected_metric():
     (unit,) = SUITE.plan(SAMPLE, CFG, 0, count)
     assert unit.metrics == PAPER_METRICS and unit.suite == "vera"
-    client = FakeClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.",  # faithfulness: statements
+    client = FakeLLMClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.",  # faithfulness: statements
                          EXPLAINED_REPLY,  # faithfulness: verdicts
                          RECALL_REPLY,  # recall
                          "Aspirin irreversibly inhibits COX-1.",  # precision
@@ -237,12 +224,12 @@ def test_embedder_is_loaded_lazily_once_per_process(monkeypatch):
     suite = VeraSuite()
     cfg = JudgeConfig(vera=VeraOptions(metrics=["faithfulness"]))
     (unit,) = suite.plan(SAMPLE, cfg, 0, count)
-    suite.evaluate(FakeClient(["1. a", "1. Explanation: e. Verdict: Yes"]), unit, cfg, count)
+    suite.evaluate(FakeLLMClient(["1. a", "1. Explanation: e. Verdict: Yes"]), unit, cfg, count)
     assert made == []  # faithfulness needs no embedding
     cfg = JudgeConfig(vera=VeraOptions(metrics=["retrieval_precision"]))
     (unit,) = suite.plan(SAMPLE, cfg, 0, count)
     for _ in range(2):
-        (p,) = suite.evaluate(FakeClient(["Aspirin irreversibly inhibits COX-1."]), unit, cfg, count)
+        (p,) = suite.evaluate(FakeLLMClient(["Aspirin irreversibly inhibits COX-1."]), unit, cfg, count)
         assert p.score == pytest.approx(1 / 3)
     assert made == [1]
 
@@ -255,7 +242,7 @@ def test_empty_answer_and_registry():
     assert all(m.suite == "vera" and m.scale == (0, 1) and m.name.startswith("vera_")
                for m in VERA_METRICS.values())
     for scores in (suite.not_judged(empty, CFG, "empty_response", "empty"),
-                   SUITE.evaluate(FakeClient([]), plan_of(empty), CFG, count)):
+                   SUITE.evaluate(FakeLLMClient([]), plan_of(empty), CFG, count)):
         assert [s.metric for s in scores] == list(PAPER_METRICS)
         assert all(s.score == 0.0 and s.status == "empty_response" and s.attempts == 0 for s in scores)
     failed = suite.not_judged(empty, CFG, "failed", "generation failed: HTTP 500")

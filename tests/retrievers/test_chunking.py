@@ -2,11 +2,23 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+import pyarrow as pa
 import pytest
 
-from retrievers.chunking import chunk_id, chunk_passages, chunk_spans, chunk_table, token_windows
+from retrievers.chunking import chunk_id, chunk_passages, chunk_spans, token_windows
 from retrievers.schema import CHUNKS_SCHEMA
-from retrievers.tokenization import load_tokenizer
+from retrievers.tokenization import Offsets, load_tokenizer
+
+
+def chunks_from_offsets(doc_ids: list[str], texts: list[str], offsets: list[Offsets], size: int,
+                        overlap: int) -> pa.Table:
+    """The all-offsets path, the reference for chunk_passages' shortcut (and benchmarks/bench_chunking.py's
+    per-document loop): every passage cut into windows from its own token offsets."""
+    rows = [{"chunk_id": chunk_id(doc_id, start, end), "doc_id": doc_id, "text": text[start:end],
+             "start_char": start, "end_char": end, "n_tokens": n_tokens}
+            for doc_id, text, doc_offsets in zip(doc_ids, texts, offsets)
+            for start, end, n_tokens in chunk_spans(text, doc_offsets, size, overlap)]
+    return pa.Table.from_pylist(rows, schema=CHUNKS_SCHEMA)
 
 
 def test_token_windows_overlap():
@@ -69,13 +81,11 @@ def test_batch_shortcut_equals_offsets_everywhere(sample_dataset):
     passages = sample_dataset.passages.select(["doc_id", "text"])
     doc_ids, texts = passages.column("doc_id").to_pylist(), passages.column("text").to_pylist()
     for size, overlap in ((300, 60), (40, 8)):
-        expected = chunk_table(doc_ids, texts, tokenizer.offsets_batch(texts), size, overlap)
+        expected = chunks_from_offsets(doc_ids, texts, tokenizer.offsets_batch(texts), size, overlap)
         assert chunk_passages(passages, tokenizer, size, overlap).equals(expected)
 
 
 def test_unstripped_and_unicode_text():
-    import pyarrow as pa
-
     tokenizer = load_tokenizer("mistral-common:tokenizer.model.v1")
     text = "  \u03b1-Synuclein (\u03b1Syn) \u2013 aggregates in Parkinson\u2019s disease.\n"
     table = pa.table({"doc_id": ["p1"], "text": [text]})

@@ -22,6 +22,7 @@ from pipelines.tools.meta_eval import (
     run_meta_eval,
     write_outputs,
 )
+from tests.fakes import FakeLLMClient
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "grouse-bioasq"
 TRAIN = load_unit_tests(DATA / "train.jsonl")
@@ -92,39 +93,30 @@ def _block(prompt: str, tag: str) -> str:
     return prompt.split(f"<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0]
 
 
-class FakeJudge:
-    """Stands in for LLMClient (chat + map): GroUSE replies by metric, CCRS replies by graded answer."""
+def fake_judge(grouse_marks: dict[str, object], ccrs_score) -> FakeLLMClient:
+    """The fake client as a judge: GroUSE replies by metric, CCRS replies by graded answer."""
 
-    def __init__(self, grouse_marks: dict[str, object], ccrs_score):
-        self.grouse_marks, self.ccrs_score, self.requests = grouse_marks, ccrs_score, []
-
-    def map(self, fn, items):
-        return [fn(item) for item in items]
-
-    def chat(self, request):
-        from judges.client import ChatResult
-
+    def judge(request) -> str:
         prompt = request.messages[0]["content"]
-        self.requests.append(request)
-        if "<answer_2>" in prompt:
-            metric = next(m for m in self.grouse_marks if f"Metric: {m.replace('_', ' ').upper()}" in prompt)
-            mark = self.grouse_marks[metric]
-            # a per-sentence analysis, as the paper layout's faithfulness reply needs one with a mark
-            analysis = [{"sentence": "s", "citation_follows": "yes", "citation_is_right": "yes",
-                         "content_unchanged": "yes"}]
-            text = json.dumps({"answer_1": {"justification": "a", "score": mark},
-                               "answer_2": {"justification": f"why {metric}", "score": mark,
-                                            "sentence_analysis": analysis}})
-        else:
-            text = str(self.ccrs_score(prompt))
-        return ChatResult(text, 3, 2, "stop", 1)
+        if "<answer_2>" not in prompt:
+            return str(ccrs_score(prompt))
+        metric = next(m for m in grouse_marks if f"Metric: {m.replace('_', ' ').upper()}" in prompt)
+        mark = grouse_marks[metric]
+        # a per-sentence analysis, as the paper layout's faithfulness reply needs one with a mark
+        analysis = [{"sentence": "s", "citation_follows": "yes", "citation_is_right": "yes",
+                     "content_unchanged": "yes"}]
+        return json.dumps({"answer_1": {"justification": "a", "score": mark},
+                           "answer_2": {"justification": f"why {metric}", "score": mark,
+                                        "sentence_analysis": analysis}})
+
+    return FakeLLMClient(judge, prompt_tokens=3, completion_tokens=2)
 
 
 @pytest.mark.parametrize("version", ["paper", "v1"])
 def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions(version):
     from pipelines.tools.meta_eval import run_grouse_tests
 
-    client = FakeJudge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": None},
+    client = fake_judge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": None},
                        None)
     judge = JudgeConfig(model="m", grouse=GrouseOptions(prompt_version=version, max_tokens=200,
                                                         faithfulness_max_tokens=700))
@@ -147,7 +139,7 @@ def test_ccrs_calibration_scores_each_needed_judgment_once_against_the_correct_a
     base, variant = tests
     # the judge gives the correct answer 90 and the variant 40 (only CC is asked of the judge; AC adds EM)
     assert base.answer != variant.answer
-    client = FakeJudge({}, lambda prompt: 90 if _block(prompt, "response") == base.answer else 40)
+    client = fake_judge({}, lambda prompt: 90 if _block(prompt, "response") == base.answer else 40)
     result = run_ccrs_calibration(tests, JudgeConfig(model="m"), client)
     assert result["judgments"] == 4 and result["judgments_failed"] == 0 and len(client.requests) == 4
     assert ([(p["test_type"], p["metric"], p["passed"]) for p in result["pairs"]]
