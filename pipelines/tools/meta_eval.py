@@ -23,6 +23,10 @@ from judges.grouse_unit_tests import UnitTest, check_condition
 from judges.suite import Judgment, Sample
 
 EXPERIMENT = "ccrs-meta-eval"
+# Judge agreement (GroUSE paper, Table 4): Spearman on the 1-5 marks, macro F1 on the nullable 0/1 ones.
+LIKERT_METRICS = ("answer_relevancy", "completeness")
+BINARY_METRICS = ("usefulness", "faithfulness", "positive_acceptance", "negative_rejection")
+
 # CCRS calibration (paired): test type -> CCRS metrics expected strictly lower than for type 1 (the
 # correct answer) of the same set, which sees the same references and the same ground truth.
 CCRS_EXPECTATIONS: dict[int, tuple[str, ...]] = {
@@ -241,11 +245,13 @@ def marks_by_test(results: dict) -> dict[str, dict[str, float | None]]:
 
 
 def agreement_between(path_a: Path, path_b: Path) -> dict:
-    from judges.grouse_agreement import agreement
+    """Agreement of two judges' results.json (GroUSE paper, Table 4): Spearman on the Likert metrics,
+    three-class macro F1 on the nullable binary ones."""
+    from stats.agreement import agreement
 
     a = marks_by_test(json.loads(Path(path_a).read_text()))
     b = marks_by_test(json.loads(Path(path_b).read_text()))
-    return agreement(a, b)
+    return agreement(a, b, LIKERT_METRICS, BINARY_METRICS).as_dict()
 
 
 # --- MLflow -----------------------------------------------------------------------------------------------
