@@ -192,24 +192,17 @@ def ccrs_rates(checks: list[dict]) -> dict[str, Any]:
 
 def plot_matrix(outcomes: list[TestOutcome], path: Path, title: str) -> Path:
     """Tests (rows) x metrics (columns): green pass, red wrong mark, orange no usable reply."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
+    from tasks.plots import figure_file, listed_colormap
 
     codes = [[0 if o.checks[m]["passed"] else (2 if o.checks[m]["status"] == "failed" else 1)
               for m in METRIC_ORDER] for o in outcomes]
-    fig, ax = plt.subplots(figsize=(7, max(3.0, 0.17 * len(outcomes) + 1.5)))
-    ax.imshow(codes or [[0] * len(METRIC_ORDER)], cmap=ListedColormap(["#4caf50", "#e53935", "#fb8c00"]),
-              vmin=0, vmax=2, aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(len(METRIC_ORDER)), [m.replace("_", "\n") for m in METRIC_ORDER], fontsize=7)
-    ax.set_yticks(range(len(outcomes)), [o.test_id for o in outcomes], fontsize=5)
-    ax.set_title(f"{title}\ngreen: pass, red: wrong mark, orange: no usable reply", fontsize=8)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure_file(path, dpi=120, figsize=(7, max(3.0, 0.17 * len(outcomes) + 1.5))) as (_, ax):
+        ax.imshow(codes or [[0] * len(METRIC_ORDER)], cmap=listed_colormap(["#4caf50", "#e53935", "#fb8c00"]),
+                  vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(len(METRIC_ORDER)), [m.replace("_", "\n") for m in METRIC_ORDER], fontsize=7)
+        ax.set_yticks(range(len(outcomes)), [o.test_id for o in outcomes], fontsize=5)
+        ax.set_title(f"{title}\ngreen: pass, red: wrong mark, orange: no usable reply", fontsize=8)
     return path
 
 
