@@ -1,6 +1,7 @@
 """The reduce stage's files: scores read from Parquet/CSV, stats.json, tables and plots written; the
 committed pilot's statistics are those recorded before stats/ became pure kernels."""
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -8,8 +9,15 @@ import pytest
 from stats.analysis import compute_all
 from stats.errors import StatsInputError
 from stats.hypotheses import Hypothesis, HypothesisSet
+from tasks.hypotheses_io import load_hypotheses
 from tasks.report import load_scores, write_outputs
+from tasks.verdict import build_stats_summary
+from tests.conftest import REPO
 from tests.stats.conftest import make_scores
+
+PILOT = REPO / "data" / "bioasq-sample-pilot"
+RECORDED = Path(__file__).parent / "data" / "pilot"  # written by the code before stats/ became pure kernels
+CCRS = ("CC", "QR", "ID", "AC", "IR")
 
 
 def test_write_outputs(tmp_path):
@@ -51,3 +59,15 @@ def test_a_metric_without_complete_query_is_written_too(tmp_path):
     scores = scores[~((scores.system == "C") & (scores.metric == "QR"))]
     result = compute_all(scores, b=20)
     assert (tmp_path / "out" / "stats.json") in write_outputs(result, scores, tmp_path / "out")
+
+
+def test_the_committed_pilot_gives_the_recorded_statistics_byte_for_byte(tmp_path):
+    """Same judgments, same seed: the same stats.json and verdict as recorded before the refactoring."""
+    scores = pd.concat([load_scores(PILOT / "judge_ccrs" / "scores.parquet"),
+                        load_scores(PILOT / "extractive_scores.parquet")], ignore_index=True)
+    result = compute_all(scores, load_hypotheses(RECORDED / "hypotheses.yaml"), b=500, seed=3,
+                         metric_order=CCRS, metric_suites={"ccrs": list(CCRS)})
+    write_outputs(result, scores, tmp_path)
+    assert (tmp_path / "stats.json").read_text() == (RECORDED / "stats.json").read_text()
+    verdict = build_stats_summary(result, "pilot", "hypotheses.yaml")
+    assert verdict == (RECORDED / "summary.md").read_text()
