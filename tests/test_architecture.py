@@ -368,10 +368,14 @@ def _fake_project(tmp_path: Path) -> Path:
         "judges/__init__.py": "",
         "retrievers/__init__.py": "",
     }
+    return _write_project(tmp_path, files)
+
+
+def _write_project(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    return tmp_path
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
 
 
 def test_checker_finds_function_level_imports_cycles_and_private_names(tmp_path):
@@ -402,10 +406,7 @@ def test_checker_finds_io_in_stats_and_matplotlib_outside_the_plot_helper(tmp_pa
         "tasks/plots.py": "import matplotlib\n",
         "tasks/other.py": "from matplotlib import pyplot\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    imports = all_imports(tmp_path, ("stats", "tasks"))
+    imports = all_imports(_write_project(tmp_path, files), ("stats", "tasks"))
     assert [v.split(" (")[0] for v in stats_import_violations(imports)] == [
         "stats/other.py:1: stats/ imports yaml"]
     calls = ((4, "read_csv"), (4, "to_parquet"), (5, "open"))
