@@ -5,7 +5,7 @@
 
 Retrieval and generation come from the config (cached in the run directory, as in `ccrs run`); the CCRS
 judge then scores the same generations twice, with `scoring: integer` and with `scoring: expected`
-(judgment cache off), and the project's statistics (stats.report.compute_all: randomized Tukey HSD, the
+(judgment cache off), and the project's statistics (stats.analysis.compute_all: randomized Tukey HSD, the
 tie rate of stats.descriptive) run on both score sets. Printed per metric and mode: the tie rate (mean
 over systems: the probability that two queries got the same score), the discriminative power (share of
 system pairs the HSD separates at alpha) with the significant pairs, and the queries used. Also: how often
@@ -107,7 +107,7 @@ def judge_both(config, base_url: str, samples, from_argmax: bool = False) -> dic
 
 def statistics(frame, config) -> dict:
     from judges.suite import metric_order
-    from stats.report import compute_all
+    from stats.analysis import compute_all
     from tasks.judge import SCORE_COLUMNS
 
     scores = frame.loc[frame["score"].notna(), SCORE_COLUMNS]

@@ -25,8 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stats.bootstrap import bootstrap_mean_ci
 from stats.hsd import randomized_tukey_hsd
-from stats.hypotheses import load_hypotheses
-from stats.report import compute_all, load_scores, write_outputs
+from stats.analysis import compute_all
+from tasks.hypotheses_io import load_hypotheses
+from tasks.report import load_scores, write_outputs
 
 SYSTEMS = tuple("ABCDEF")
 METRICS = ("CC", "QR", "ID", "AC", "IR")

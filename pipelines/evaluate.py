@@ -102,7 +102,8 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
 
 def _check_hypotheses(config: RunConfig, systems: list[str], metrics: list[str]) -> None:
     from stats.errors import StatsInputError
-    from stats.hypotheses import check_hypotheses_against, load_hypotheses
+    from stats.hypotheses import check_hypotheses_against
+    from tasks.hypotheses_io import load_hypotheses
 
     if not config.stats.hypotheses:
         return

@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
 def main(args: argparse.Namespace) -> int:
     from infra.console import print_markdown, say
     from stats.errors import StatsInputError
-    from stats.scores import read_scores_file
     from tasks.reduce import reduce_user_scores, user_scores
+    from tasks.report import read_scores_file
 
     try:
         frame = user_scores(read_scores_file(args.scores), parse_scale(args.scale))

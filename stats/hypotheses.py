@@ -1,63 +1,45 @@
-"""Pre-registered hypotheses: the YAML model and their evaluation from per-metric HSD results."""
+"""Pre-registered hypotheses (typed records) and their evaluation from per-metric HSD results."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from stats.errors import StatsInputError
 from stats.hsd import Direction, HSDResult, one_sided_p_value
 from stats.multiple import Combine, combine_p_values, holm_adjust
 
 
-class Hypothesis(BaseModel):
+@dataclass(frozen=True)
+class Hypothesis:
     """One hypothesis: pairs (a, b) of systems compared on the listed metrics.
 
     direction "greater" states mean_a > mean_b, "less" mean_a < mean_b, "two-sided" a difference.
     combine "all": every (pair, metric) test must hold (max p); "any": at least one (min p x n_metrics).
+    Lists are taken as tuples. The schema of a hypotheses file (tasks/hypotheses_io.py) checks the rest:
+    at least one pair and metric, no pair of a system with itself, no metric twice.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(min_length=1)
-    description: str = ""
-    pairs: tuple[tuple[str, str], ...] = Field(min_length=1)
-    metrics: tuple[str, ...] = Field(min_length=1)
+    name: str
+    pairs: tuple[tuple[str, str], ...]
+    metrics: tuple[str, ...]
     direction: Direction = "two-sided"
     combine: Combine = "all"
+    description: str = ""
 
-    @field_validator("pairs")
-    @classmethod
-    def _pairs_of_distinct_systems(cls, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-        same = [pair for pair in pairs if pair[0] == pair[1]]
-        if same:
-            raise ValueError(f"a pair compares a system with itself: {same}")
-        return pairs
-
-    @field_validator("metrics")
-    @classmethod
-    def _distinct_metrics(cls, metrics: tuple[str, ...]) -> tuple[str, ...]:
-        if len(set(metrics)) != len(metrics):
-            raise ValueError(f"metrics are listed more than once: {list(metrics)}")
-        return metrics
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pairs", tuple((a, b) for a, b in self.pairs))
+        object.__setattr__(self, "metrics", tuple(self.metrics))
 
 
-class HypothesisSet(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True)
+class HypothesisSet:
+    """Pre-registered hypotheses, tested together (Holm-Bonferroni across them); names are unique."""
 
-    hypotheses: tuple[Hypothesis, ...] = Field(min_length=1)
+    hypotheses: tuple[Hypothesis, ...]
 
-    @model_validator(mode="after")
-    def _unique_names(self) -> HypothesisSet:
-        names = [h.name for h in self.hypotheses]
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"hypothesis names must be unique; repeated: {repeated}")
-        return self
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hypotheses", tuple(self.hypotheses))
 
 
 @dataclass(frozen=True)
@@ -76,25 +58,6 @@ class HypothesisResult:
     adjusted_p: float
     significant: bool
     tests: tuple[PairTest, ...]
-
-
-def load_hypotheses(path: str | Path) -> HypothesisSet:
-    """Read and validate a hypotheses YAML file (a top-level `hypotheses:` list)."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as error:
-        raise StatsInputError(f"cannot read hypotheses file {path}: {error.strerror or error}") from error
-    except yaml.YAMLError as error:
-        raise StatsInputError(f"hypotheses file {path} is not valid YAML: {error}") from error
-    try:
-        return HypothesisSet.model_validate(raw)
-    except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in item['loc']) or '<root>'}: {item['msg']}"
-            for item in error.errors()
-        )
-        raise StatsInputError(f"hypotheses file {path} is invalid: {problems}") from error
 
 
 def check_hypotheses_against(

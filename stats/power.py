@@ -192,7 +192,7 @@ def simulated_power(scores: np.ndarray, n: int, delta: float, alpha: float, b: i
     hits = 0
     for _ in range(replicates):
         sample = residuals[rng.integers(0, n_pilot, size=n)] + effects
-        hits += randomized_tukey_hsd(sample, b, rng).p_values[pair] <= alpha  # stats.report's rule
+        hits += randomized_tukey_hsd(sample, b, rng).p_values[pair] <= alpha  # stats.analysis's rule
     return SimulatedPower(hits / replicates, n, replicates, b, pair)
 
 

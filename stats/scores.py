@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,25 +26,6 @@ class ScoreCube:
     def metric_matrix(self, metric: str) -> np.ndarray:
         """(n_queries, n_systems) scores of one metric, NaN where missing."""
         return self.values[:, :, self.metrics.index(metric)]
-
-
-def read_scores_file(path: str | Path) -> pd.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise StatsInputError(f"scores file not found: {path}")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        if suffix in (".csv", ".tsv"):
-            # Read everything as text so that a non-numeric score is reported, not silently coerced.
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
-        if suffix == ".jsonl":
-            return pd.read_json(path, lines=True, dtype=False)
-    except (OSError, ValueError) as error:
-        raise StatsInputError(f"cannot read scores file {path}: {error}") from error
-    raise StatsInputError(f"scores file must be Parquet (.parquet), CSV (.csv) or JSONL (.jsonl), got "
-                          f"{path.name}")
 
 
 def validate_scores(frame: pd.DataFrame) -> pd.DataFrame:

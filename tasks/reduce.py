@@ -6,8 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from judges.suite import metric_order, suites
-from stats.hypotheses import load_hypotheses
-from stats.report import compute_all, load_scores, write_outputs
+from stats.analysis import compute_all
+from tasks.hypotheses_io import load_hypotheses
+from tasks.report import load_scores, write_outputs
 from tasks.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
 
 

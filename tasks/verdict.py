@@ -215,7 +215,7 @@ def _hypothesis_statements(config: dict) -> dict[str, str]:
     path = ((config.get("stats") or {}).get("hypotheses"))
     if not path or not Path(path).exists():
         return {}
-    from stats.hypotheses import load_hypotheses
+    from tasks.hypotheses_io import load_hypotheses
 
     try:
         return {h.name: _escape(h.description) for h in load_hypotheses(path).hypotheses}

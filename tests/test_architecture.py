@@ -5,7 +5,9 @@ and classes, under `if TYPE_CHECKING:`. The rules:
 
 - layering: each package imports none of the packages listed for it in FORBIDDEN;
 - no import cycle between project modules (an import inside a function is an edge too);
-- no underscore-prefixed name (or module) imported from another top-level package.
+- no underscore-prefixed name (or module) imported from another top-level package;
+- stats/ is pure kernels: it imports only numpy, scipy, pandas and the standard library's pure helpers,
+  and calls no file reader or writer; matplotlib is imported by the one plot helper (tasks/plots.py) only.
 
 A failing assertion lists every offending `file:line`.
 """
@@ -114,8 +116,8 @@ def top(module: str) -> str:
     return module.split(".")[0]
 
 
-def all_imports(root: Path = REPO) -> list[Import]:
-    return [imp for path in source_files(root) for imp in imports_of(path, root)]
+def all_imports(root: Path = REPO, packages: tuple[str, ...] = PACKAGES) -> list[Import]:
+    return [imp for path in source_files(root, packages) for imp in imports_of(path, root)]
 
 
 # --- the rules ------------------------------------------------------------------------------------------
@@ -293,6 +295,62 @@ def test_no_command_imports_the_cli_back():
     assert not violations, _report("command importing pipelines.cli", violations)
 
 
+# stats/ holds pure kernels: arrays (or frames) in, typed results out. Reading scores and hypotheses files
+# and writing stats.json, tables and plots is the reduce stage's side (tasks/report.py, tasks/tables.py,
+# tasks/plots.py, tasks/hypotheses_io.py); matplotlib is set up in one place, tasks/plots.py.
+STATS_MAY_IMPORT = frozenset({"__future__", "collections", "dataclasses", "enum", "functools", "itertools",
+                              "math", "string", "typing", "numpy", "scipy", "pandas", "stats"})
+FILE_IO_CALLS = frozenset({
+    "open", "read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "savefig",  # builtins, pathlib
+    "read_csv", "read_parquet", "read_json", "read_table", "read_excel", "read_pickle", "read_feather",
+    "to_csv", "to_parquet", "to_json", "to_excel", "to_pickle", "to_feather", "to_markdown",  # pandas
+    "load", "loadtxt", "genfromtxt", "fromfile", "save", "savez", "savetxt", "tofile",  # numpy
+})
+PLOT_HELPER = "tasks.plots"
+
+
+def stats_import_violations(imports: list[Import]) -> list[str]:
+    return [f"{imp.where}: stats/ imports {top(imp.target)} ({imp.statement}); its kernels take only "
+            f"{', '.join(sorted(STATS_MAY_IMPORT - {'stats'}))}"
+            for imp in imports if top(imp.importer) == "stats" and top(imp.target) not in STATS_MAY_IMPORT]
+
+
+def file_io_violations(root: Path = REPO, package: str = "stats") -> list[str]:
+    """Calls of a file reader or writer (`open(...)`, `x.to_csv(...)`, `pd.read_parquet(...)`, ...)."""
+    found = sorted((path.relative_to(root), node.lineno, _called_name(node.func))
+                   for path in source_files(root, (package,))
+                   for node in ast.walk(ast.parse(path.read_text()))
+                   if isinstance(node, ast.Call) and _called_name(node.func) in FILE_IO_CALLS)
+    return [f"{path}:{line}: {package}/ calls {call}(...), file I/O" for path, line, call in found]
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def matplotlib_violations(imports: list[Import]) -> list[str]:
+    return [f"{imp.where}: {imp.statement} outside the plot helper {PLOT_HELPER} (use its figure_file)"
+            for imp in imports if top(imp.target) == "matplotlib" and imp.importer != PLOT_HELPER]
+
+
+def test_stats_kernels_import_no_io_library():
+    """No pydantic, yaml, pyarrow, matplotlib, json, pathlib (or anything else) in stats/."""
+    violations = stats_import_violations(all_imports())
+    assert not violations, _report("stats/ import", violations)
+
+
+def test_stats_kernels_read_and_write_no_file():
+    violations = file_io_violations()
+    assert not violations, _report("stats/ file I/O", violations)
+
+
+def test_matplotlib_is_set_up_in_one_place():
+    violations = matplotlib_violations(all_imports())
+    assert not violations, _report("matplotlib import", violations)
+
+
 # --- the checker checks itself on a small fake project ------------------------------------------------
 
 
@@ -310,10 +368,14 @@ def _fake_project(tmp_path: Path) -> Path:
         "judges/__init__.py": "",
         "retrievers/__init__.py": "",
     }
+    return _write_project(tmp_path, files)
+
+
+def _write_project(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    return tmp_path
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
 
 
 def test_checker_finds_function_level_imports_cycles_and_private_names(tmp_path):
@@ -331,6 +393,27 @@ def test_checker_finds_function_level_imports_cycles_and_private_names(tmp_path)
         "(from infra.serving import _hidden, public)"]
     assert private_attribute_violations(root) == [
         "pipelines/cli.py:4: private _other of infra.serving used from pipelines/"]
+
+
+def test_checker_finds_io_in_stats_and_matplotlib_outside_the_plot_helper(tmp_path):
+    files = {
+        "stats/__init__.py": "",
+        "stats/kernel.py": "import numpy as np\nfrom collections.abc import Sequence\nfrom . import other\n"
+                           "def f(x):\n    return np.asarray(x)\n",
+        "stats/other.py": "import yaml\nimport pandas as pd\ndef g(p):\n    pd.read_csv(p).to_parquet(p)\n"
+                          "    open(p)\n    return pd.DataFrame()\n",
+        "tasks/__init__.py": "",
+        "tasks/plots.py": "import matplotlib\n",
+        "tasks/other.py": "from matplotlib import pyplot\n",
+    }
+    imports = all_imports(_write_project(tmp_path, files), ("stats", "tasks"))
+    assert [v.split(" (")[0] for v in stats_import_violations(imports)] == [
+        "stats/other.py:1: stats/ imports yaml"]
+    calls = ((4, "read_csv"), (4, "to_parquet"), (5, "open"))
+    assert file_io_violations(tmp_path) == [f"stats/other.py:{line}: stats/ calls {call}(...), file I/O"
+                                            for line, call in calls]
+    assert [v.split(" outside")[0] for v in matplotlib_violations(imports)] == [
+        "tasks/other.py:1: from matplotlib import pyplot"]
 
 
 # --- one flag name for the LLM endpoint across commands ---------------------------------------------------

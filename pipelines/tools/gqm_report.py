@@ -36,6 +36,7 @@ from stats.gqm import (
 )
 from pipelines.config import RESOURCE_ROOT
 from tasks.layout import SCORES_FILE, RunLayout
+from tasks.plots import figure_file
 
 DEFAULT_GOALS = RESOURCE_ROOT / "configs" / "gqm" / "thesis-goals.yaml"
 QTYPES = ("yesno", "factoid", "list", "summary")
@@ -304,45 +305,31 @@ def _slice_entry(config: GQMConfig, result: GQMResult, counts: dict[str, int], r
 
 # --- plots --------------------------------------------------------------------------------------------
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def radar_chart(report: dict, path: Path) -> Path:
     """Goal attainment per system (thesis Figure 6.1); a not-computable goal is drawn at 0 with 'n/a'."""
-    plt = _plt()
     goals = [g["id"] for g in next(iter(report["systems"].values()))["all"]["goals"]]
     angles = np.linspace(0, 2 * np.pi, len(goals), endpoint=False)
-    fig, ax = plt.subplots(figsize=(6, 6), subplot_kw={"polar": True})
-    for system in report["systems_order"]:
-        scores = [g["score"] for g in report["systems"][system]["all"]["goals"]]
-        vals = np.array([s if s is not None else 0.0 for s in scores])
-        ax.plot(np.append(angles, angles[0]), np.append(vals, vals[0]), marker="o", label=system)
-        ax.fill(np.append(angles, angles[0]), np.append(vals, vals[0]), alpha=0.1)
     labels = []
     for k, goal in enumerate(goals):
         na = all(report["systems"][s]["all"]["goals"][k]["score"] is None for s in report["systems_order"])
         labels.append(f"{goal} (n/a)" if na else goal)
-    ax.set_xticks(angles)
-    ax.set_xticklabels(labels)
-    ax.set_ylim(0, 1)
-    ax.set_title("GQM goal attainment")
-    ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figure_file(path, dpi=110, figsize=(6, 6), subplot_kw={"polar": True}) as (_, ax):
+        for system in report["systems_order"]:
+            scores = [g["score"] for g in report["systems"][system]["all"]["goals"]]
+            vals = np.array([s if s is not None else 0.0 for s in scores])
+            ax.plot(np.append(angles, angles[0]), np.append(vals, vals[0]), marker="o", label=system)
+            ax.fill(np.append(angles, angles[0]), np.append(vals, vals[0]), alpha=0.1)
+        ax.set_xticks(angles)
+        ax.set_xticklabels(labels)
+        ax.set_ylim(0, 1)
+        ax.set_title("GQM goal attainment")
+        ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=7)
     return path
 
 
 def heatmap(report: dict, path: Path, level: str) -> Path:
     """Rows goals (level='goals') or metrics (level='metrics'), columns question types, one panel per system;
     blank cells = not computable / not measured (thesis Figure 6.4)."""
-    plt = _plt()
     systems, qtypes = report["systems_order"], report["qtypes"] or ["unknown"]
     first = report["systems"][systems[0]]["all"]
     if level == "goals":
@@ -350,35 +337,39 @@ def heatmap(report: dict, path: Path, level: str) -> Path:
     else:
         rows = list(dict.fromkeys(m["name"] for g in first["goals"] for q in g["questions"]
                                   for m in q["metrics"] if report["metric_columns"].get(m["name"])))
-    fig, axes = plt.subplots(1, len(systems),
-                             figsize=(2.2 + 1.1 * len(qtypes) * len(systems), 0.9 + 0.35 * max(1, len(rows))),
-                             squeeze=False)
-    for ax, system in zip(axes[0], systems):
-        grid = np.full((len(rows), len(qtypes)), np.nan)
-        for j, qtype in enumerate(qtypes):
-            entry = report["systems"][system]["by_qtype"].get(qtype)
-            if entry is None:
-                continue
-            if level == "goals":
-                lookup = {g["id"]: g["score"] for g in entry["goals"]}
-            else:
-                lookup = {m["name"]: m["value"] for g in entry["goals"] for q in g["questions"]
-                          for m in q["metrics"]}
-            for i, row in enumerate(rows):
-                if lookup.get(row) is not None:
-                    grid[i, j] = lookup[row]
-        image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        for (i, j), value in np.ndenumerate(grid):
-            ax.text(j, i, "n/a" if np.isnan(value) else f"{value:.2f}", ha="center", va="center", fontsize=7,
-                    color="gray" if np.isnan(value) else "white")
-        ax.set_xticks(range(len(qtypes)), qtypes, rotation=30, fontsize=7)
-        ax.set_yticks(range(len(rows)), rows, fontsize=7)
-        ax.set_title(system, fontsize=8)
-    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
-    fig.suptitle(f"GQM {level} by question type", fontsize=9)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    figsize = (2.2 + 1.1 * len(qtypes) * len(systems), 0.9 + 0.35 * max(1, len(rows)))
+    with figure_file(path, dpi=110, tight_layout=False, bbox_inches="tight", nrows=1, ncols=len(systems),
+                     figsize=figsize, squeeze=False) as (fig, axes):
+        for ax, system in zip(axes[0], systems):
+            grid = _heatmap_grid(report["systems"][system]["by_qtype"], rows, qtypes, level)
+            image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+            for (i, j), value in np.ndenumerate(grid):
+                ax.text(j, i, "n/a" if np.isnan(value) else f"{value:.2f}", ha="center", va="center",
+                        fontsize=7, color="gray" if np.isnan(value) else "white")
+            ax.set_xticks(range(len(qtypes)), qtypes, rotation=30, fontsize=7)
+            ax.set_yticks(range(len(rows)), rows, fontsize=7)
+            ax.set_title(system, fontsize=8)
+        fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
+        fig.suptitle(f"GQM {level} by question type", fontsize=9)
     return path
+
+
+def _heatmap_grid(by_qtype: dict, rows: list[str], qtypes: list[str], level: str) -> np.ndarray:
+    """One system's values, rows x question types, NaN where not computable or not measured."""
+    grid = np.full((len(rows), len(qtypes)), np.nan)
+    for j, qtype in enumerate(qtypes):
+        entry = by_qtype.get(qtype)
+        if entry is None:
+            continue
+        if level == "goals":
+            lookup = {g["id"]: g["score"] for g in entry["goals"]}
+        else:
+            lookup = {m["name"]: m["value"] for g in entry["goals"] for q in g["questions"]
+                      for m in q["metrics"]}
+        for i, row in enumerate(rows):
+            if lookup.get(row) is not None:
+                grid[i, j] = lookup[row]
+    return grid
 
 
 # --- entry points -------------------------------------------------------------------------------------

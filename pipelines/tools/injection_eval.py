@@ -311,31 +311,26 @@ def _json_safe(value: Any) -> Any:
 
 def plot_shifts(report: InjectionReport, path: Path) -> Path:
     """One panel per placement: mean paired shift (judge points) per metric, one bar per template."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    figure, axes = plt.subplots(1, len(report.placements), figsize=(6.0 * len(report.placements), 3.8),
-                                squeeze=False, sharey=True)
-    x, width = np.arange(len(report.metrics)), 0.8 / max(1, len(report.templates))
-    by_key = {(c.metric, c.template, c.placement): c.mean_shift for c in report.cells}
-    for axis, placement in zip(axes.ravel(), report.placements):
-        for i, template in enumerate(report.templates):
-            values = [by_key.get((m, template, placement)) for m in report.metrics]
-            axis.bar(x + (i - (len(report.templates) - 1) / 2) * width, [v or 0.0 for v in values], width,
-                     label=template)
-        axis.axhline(0.0, color="black", linewidth=0.8)
-        axis.set_xticks(x, [m if placement in CCRS_METRICS[m].inputs else f"{m}\n(not read)"
-                            for m in report.metrics])
-        axis.set_title(f"injection in the {placement}")
-        axis.set_ylabel("mean shift, injected - clean (0-100)")
-    axes.ravel()[-1].legend(fontsize=7, loc="best")
-    figure.suptitle(f"judge {report.judge_model}, {report.n_questions} BioASQ questions", fontsize=9)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    from tasks.plots import figure_file
+
+    with figure_file(path, nrows=1, ncols=len(report.placements), figsize=(6.0 * len(report.placements), 3.8),
+                     squeeze=False, sharey=True) as (figure, axes):
+        x, width = np.arange(len(report.metrics)), 0.8 / max(1, len(report.templates))
+        by_key = {(c.metric, c.template, c.placement): c.mean_shift for c in report.cells}
+        for axis, placement in zip(axes.ravel(), report.placements):
+            for i, template in enumerate(report.templates):
+                values = [by_key.get((m, template, placement)) for m in report.metrics]
+                axis.bar(x + (i - (len(report.templates) - 1) / 2) * width, [v or 0.0 for v in values],
+                         width, label=template)
+            axis.axhline(0.0, color="black", linewidth=0.8)
+            axis.set_xticks(x, [m if placement in CCRS_METRICS[m].inputs else f"{m}\n(not read)"
+                                for m in report.metrics])
+            axis.set_title(f"injection in the {placement}")
+            axis.set_ylabel("mean shift, injected - clean (0-100)")
+        axes.ravel()[-1].legend(fontsize=7, loc="best")
+        figure.suptitle(f"judge {report.judge_model}, {report.n_questions} BioASQ questions", fontsize=9)
     return path
 
 

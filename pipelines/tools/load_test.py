@@ -374,29 +374,23 @@ def write_outputs(result: LoadTestResult, out_dir: Path) -> dict[str, Path]:
 
 def plot_levels(levels: list[LevelReport], path: Path, title: str) -> Path:
     """Throughput and p90 latency against the offered concurrency, one line per mode."""
-    import matplotlib
+    from tasks.plots import figure_file
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0))
-    for mode in dict.fromkeys(r.mode for r in levels):
-        rows = [r for r in levels if r.mode == mode]
-        x = [r.level for r in rows]
-        left.plot(x, [r.throughput_rps for r in rows], marker="o", label=mode)
-        right.plot(x, [np.nan if r.latency.p90_s is None else r.latency.p90_s for r in rows], marker="o",
-                   label=mode)
-    for axis, label in ((left, "throughput (successful requests/s)"), (right, "p90 latency (s)")):
-        axis.set_xscale("log", base=2)
-        axis.set_xticks(sorted({r.level for r in levels}),
-                        [str(v) for v in sorted({r.level for r in levels})])
-        axis.set_xlabel("offered concurrency (caller threads)")
-        axis.set_ylabel(label)
-        axis.set_ylim(bottom=0)
-        axis.grid(True, alpha=0.3)
-        axis.legend(fontsize="small")
-    figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    with figure_file(path, nrows=1, ncols=2, figsize=(10.0, 4.0)) as (figure, (left, right)):
+        for mode in dict.fromkeys(r.mode for r in levels):
+            rows = [r for r in levels if r.mode == mode]
+            x = [r.level for r in rows]
+            left.plot(x, [r.throughput_rps for r in rows], marker="o", label=mode)
+            right.plot(x, [np.nan if r.latency.p90_s is None else r.latency.p90_s for r in rows], marker="o",
+                       label=mode)
+        for axis, label in ((left, "throughput (successful requests/s)"), (right, "p90 latency (s)")):
+            axis.set_xscale("log", base=2)
+            axis.set_xticks(sorted({r.level for r in levels}),
+                            [str(v) for v in sorted({r.level for r in levels})])
+            axis.set_xlabel("offered concurrency (caller threads)")
+            axis.set_ylabel(label)
+            axis.set_ylim(bottom=0)
+            axis.grid(True, alpha=0.3)
+            axis.legend(fontsize="small")
+        figure.suptitle(title)
     return path

@@ -24,6 +24,10 @@ from judges.suite import Judgment, Sample
 from pipelines.config import REPO_ROOT
 
 EXPERIMENT = "ccrs-meta-eval"
+# Judge agreement (GroUSE paper, Table 4): Spearman on the 1-5 marks, macro F1 on the nullable 0/1 ones.
+LIKERT_METRICS = ("answer_relevancy", "completeness")
+BINARY_METRICS = ("usefulness", "faithfulness", "positive_acceptance", "negative_rejection")
+
 # CCRS calibration (paired): test type -> CCRS metrics expected strictly lower than for type 1 (the
 # correct answer) of the same set, which sees the same references and the same ground truth.
 CCRS_EXPECTATIONS: dict[int, tuple[str, ...]] = {
@@ -189,24 +193,17 @@ def ccrs_rates(checks: list[dict]) -> dict[str, Any]:
 
 def plot_matrix(outcomes: list[TestOutcome], path: Path, title: str) -> Path:
     """Tests (rows) x metrics (columns): green pass, red wrong mark, orange no usable reply."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
+    from tasks.plots import figure_file, listed_colormap
 
     codes = [[0 if o.checks[m]["passed"] else (2 if o.checks[m]["status"] == "failed" else 1)
               for m in METRIC_ORDER] for o in outcomes]
-    fig, ax = plt.subplots(figsize=(7, max(3.0, 0.17 * len(outcomes) + 1.5)))
-    ax.imshow(codes or [[0] * len(METRIC_ORDER)], cmap=ListedColormap(["#4caf50", "#e53935", "#fb8c00"]),
-              vmin=0, vmax=2, aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(len(METRIC_ORDER)), [m.replace("_", "\n") for m in METRIC_ORDER], fontsize=7)
-    ax.set_yticks(range(len(outcomes)), [o.test_id for o in outcomes], fontsize=5)
-    ax.set_title(f"{title}\ngreen: pass, red: wrong mark, orange: no usable reply", fontsize=8)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure_file(path, dpi=120, figsize=(7, max(3.0, 0.17 * len(outcomes) + 1.5))) as (_, ax):
+        ax.imshow(codes or [[0] * len(METRIC_ORDER)], cmap=listed_colormap(["#4caf50", "#e53935", "#fb8c00"]),
+                  vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(len(METRIC_ORDER)), [m.replace("_", "\n") for m in METRIC_ORDER], fontsize=7)
+        ax.set_yticks(range(len(outcomes)), [o.test_id for o in outcomes], fontsize=5)
+        ax.set_title(f"{title}\ngreen: pass, red: wrong mark, orange: no usable reply", fontsize=8)
     return path
 
 
@@ -242,11 +239,13 @@ def marks_by_test(results: dict) -> dict[str, dict[str, float | None]]:
 
 
 def agreement_between(path_a: Path, path_b: Path) -> dict:
-    from judges.grouse_agreement import agreement
+    """Agreement of two judges' results.json (GroUSE paper, Table 4): Spearman on the Likert metrics,
+    three-class macro F1 on the nullable binary ones."""
+    from stats.agreement import agreement
 
     a = marks_by_test(json.loads(Path(path_a).read_text()))
     b = marks_by_test(json.loads(Path(path_b).read_text()))
-    return agreement(a, b)
+    return agreement(a, b, LIKERT_METRICS, BINARY_METRICS).as_dict()
 
 
 # --- MLflow -----------------------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ from stats.power import (
     residual_variance,
     simulated_power,
 )
-from stats.scores import build_cube, read_scores_file, validate_scores
+from stats.scores import build_cube, validate_scores
 from tasks.layout import RunLayout
+from tasks.report import read_scores_file
 
 REQUIREMENTS = ("best_worst", "any_pair")
 # Where the randomized HSD on pilot-shaped data falls short of the target at the parametric n (skewed,

@@ -2,7 +2,7 @@ import pytest
 
 from stats.comparison import COMPARISON_COLUMNS, discriminative_power_comparison
 from stats.errors import StatsInputError
-from stats.report import compute_all
+from stats.analysis import compute_all
 from tests.stats.conftest import make_scores
 
 

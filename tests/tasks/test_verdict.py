@@ -4,10 +4,11 @@ import json
 import pandas as pd
 import pytest
 
+from stats.analysis import compute_all
 from tasks.failures import write_failure_report
+from tasks.hypotheses_io import load_hypotheses
 from tasks.layout import RunLayout
-from stats.hypotheses import load_hypotheses
-from stats.report import compute_all, load_scores
+from tasks.report import load_scores
 from tasks.stage import MANIFEST
 from tasks.verdict import VerdictError, build_summary, letter_groups, write_summary
 from tests.conftest import BIOASQ_SAMPLE

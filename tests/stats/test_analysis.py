@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from stats.errors import StatsInputError
-from stats.hypotheses import HypothesisSet
-from stats.report import compute_all, load_scores, write_outputs
+from stats.analysis import compute_all
+from stats.hypotheses import Hypothesis, HypothesisSet
 from tests.stats.conftest import make_scores
 
 B = 200
@@ -82,9 +82,7 @@ def test_planted_effect_found():
 
 
 def test_hypotheses_evaluated(scores):
-    hypotheses = HypothesisSet.model_validate(
-        {"hypotheses": [{"name": "H", "pairs": [["A", "B"]], "metrics": ["CC", "QR"], "combine": "any"}]}
-    )
+    hypotheses = HypothesisSet([Hypothesis("H", [("A", "B")], ["CC", "QR"], combine="any")])
     result = compute_all(scores, hypotheses, b=B)
     entry = result["hypotheses"]["H"]
     assert entry["raw_p"] == pytest.approx(
@@ -121,33 +119,6 @@ def test_undefined_values_are_null_with_notes():
     assert any("skewness" in note for note in result["notes"]) and "NaN" not in text
 
 
-def test_write_outputs(tmp_path, scores):
-    hypotheses = HypothesisSet.model_validate(
-        {"hypotheses": [{"name": "H", "pairs": [["A", "B"]], "metrics": ["CC"]}]}
-    )
-    result = compute_all(scores, hypotheses, b=B)
-    written = write_outputs(result, scores, tmp_path / "out")
-    names = {path.relative_to(tmp_path / "out").as_posix() for path in written}
-    assert "stats.json" in names
-    for table in ("means", "pairwise", "discriminative_power", "descriptive", "correlations", "hypotheses"):
-        assert f"tables/{table}.csv" in names and f"tables/{table}.md" in names
-    for plot in ("boxplots", "histograms", "asl_curves", "correlations"):
-        assert f"plots/{plot}.png" in names
-    assert all(path.stat().st_size > 0 for path in written)
-    assert json.loads((tmp_path / "out" / "stats.json").read_text()) == result
-    assert len(pd.read_csv(tmp_path / "out" / "tables" / "pairwise.csv")) == 6
-
-
-def test_load_scores_csv_and_parquet(tmp_path, scores):
-    scores.to_parquet(tmp_path / "s.parquet")
-    csv = scores.copy()
-    csv["score"] = csv["score"].astype(object)
-    csv.loc[0, "score"] = ""  # a missing judgment
-    csv.to_csv(tmp_path / "s.csv", index=False)
-    assert len(load_scores(tmp_path / "s.parquet")) == len(scores)
-    assert len(load_scores(tmp_path / "s.csv")) == len(scores) - 1
-
-
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -174,30 +145,20 @@ def test_bad_input_is_a_clear_error(scores, change, message):
         compute_all(change(scores), b=10)
 
 
-def test_bad_options_and_unknown_hypothesis_system(scores, tmp_path):
+def test_bad_options_and_unknown_hypothesis_system(scores):
     for options in ({"b": 0}, {"seed": -1}, {"alpha": 1.5}):
         with pytest.raises(StatsInputError):
             compute_all(scores, **options)
-    hypotheses = HypothesisSet.model_validate(
-        {"hypotheses": [{"name": "H", "pairs": [["A", "X"]], "metrics": ["CC"]}]}
-    )
+    hypotheses = HypothesisSet([Hypothesis("H", [("A", "X")], ["CC"])])
     with pytest.raises(StatsInputError, match=r"H: unknown system\(s\) \['X'\]"):
         compute_all(scores, hypotheses, b=10)
-    with pytest.raises(StatsInputError, match="not found"):
-        load_scores(tmp_path / "absent.parquet")
-    (tmp_path / "s.json").write_text("{}")
-    with pytest.raises(StatsInputError, match="Parquet"):
-        load_scores(tmp_path / "s.json")
 
 
-def test_metric_without_complete_query_is_null_not_an_error(tmp_path, scores):
+def test_metric_without_complete_query_is_null_not_an_error(scores):
     scores = scores[~((scores.system == "C") & (scores.metric == "QR"))]
-    hypotheses = HypothesisSet.model_validate(
-        {"hypotheses": [{"name": "H", "pairs": [["A", "B"]], "metrics": ["CC", "QR"]}]}
-    )
+    hypotheses = HypothesisSet([Hypothesis("H", [("A", "B")], ["CC", "QR"])])
     result = compute_all(scores, hypotheses, b=20)
     entry = result["per_metric"]["QR"]
     assert (entry["n_used"], entry["n_dropped"], entry["discriminative_power"]) == (0, 40, None)
     assert entry["means"]["A"] is None and result["hypotheses"]["H"]["raw_p"] == 1.0
     assert any("QR" in note and "no query" in note for note in result["notes"])
-    assert (tmp_path / "out" / "stats.json") in write_outputs(result, scores, tmp_path / "out")

@@ -1,12 +1,12 @@
-"""The statistics reducer: scores in, the stats.json dict out (compute_all), then files (write_outputs)."""
+"""Every statistic of a run: validated scores (and typed hypotheses) in, the stats.json dict out.
+
+Reading scores and writing stats.json, tables and plots is tasks/report.py's job."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,17 +25,12 @@ from stats.descriptive import (
 from stats.errors import StatsInputError
 from stats.hsd import HSDResult, randomized_tukey_hsd
 from stats.hypotheses import HypothesisResult, HypothesisSet, check_hypotheses_against, evaluate_hypotheses
-from stats.scores import ScoreCube, build_cube, read_scores_file, validate_scores
+from stats.scores import ScoreCube, build_cube, validate_scores
 
 CI_LEVEL = 0.95
 # Random streams are seeded by (seed, purpose, metric index) through numpy's SeedSequence.
 _HSD_STREAM = 1
 _BOOTSTRAP_STREAM = 2
-
-
-def load_scores(path: str | Path) -> pd.DataFrame:
-    """Read long-format scores from Parquet or CSV and validate them (raises StatsInputError)."""
-    return validate_scores(read_scores_file(path))
 
 
 def compute_all(
@@ -87,21 +82,6 @@ def compute_all(
         "hypotheses": _hypotheses_entry(hypotheses, hsd_by_metric, cube.systems, alpha),
     }
     return _json_ready(result, notes)
-
-
-def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Write stats.json, tables/*.csv and tables/*.md, plots/*.png; return the written paths."""
-    from stats import plots, tables
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stats_path = out_dir / "stats.json"
-    stats_path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
-    cube = build_cube(validate_scores(scores), result["metrics"])
-    written = [stats_path]
-    written += tables.write_tables(result, out_dir / "tables")
-    written += plots.write_plots(result, cube, out_dir / "plots")
-    return written
 
 
 def _check_options(b: int, seed: int, alpha: float) -> None:

@@ -1,0 +1,52 @@
+"""The reduce stage's files: long-format scores read from disk, then stats.json, tables/ and plots/ written
+from the result of `stats.analysis.compute_all` (stats/ itself reads and writes nothing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from stats.errors import StatsInputError
+from stats.scores import build_cube, validate_scores
+from tasks.layout import PLOTS_DIR, STATS_FILE, TABLES_DIR
+
+
+def read_scores_file(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise StatsInputError(f"scores file not found: {path}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        if suffix in (".csv", ".tsv"):
+            # Read everything as text so that a non-numeric score is reported, not silently coerced.
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+        if suffix == ".jsonl":
+            return pd.read_json(path, lines=True, dtype=False)
+    except (OSError, ValueError) as error:
+        raise StatsInputError(f"cannot read scores file {path}: {error}") from error
+    raise StatsInputError(f"scores file must be Parquet (.parquet), CSV (.csv) or JSONL (.jsonl), got "
+                          f"{path.name}")
+
+
+def load_scores(path: str | Path) -> pd.DataFrame:
+    """Read long-format scores from Parquet or CSV and validate them (raises StatsInputError)."""
+    return validate_scores(read_scores_file(path))
+
+
+def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Write stats.json, tables/*.csv and tables/*.md, plots/*.png; return the written paths."""
+    from tasks import plots, tables
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stats_path = out_dir / STATS_FILE
+    stats_path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+    cube = build_cube(validate_scores(scores), result["metrics"])
+    written = [stats_path]
+    written += tables.write_tables(result, out_dir / TABLES_DIR)
+    written += plots.write_plots(result, cube, out_dir / PLOTS_DIR)
+    return written

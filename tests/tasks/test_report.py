@@ -1,0 +1,73 @@
+"""The reduce stage's files: scores read from Parquet/CSV, stats.json, tables and plots written; the
+committed pilot's statistics are those recorded before stats/ became pure kernels."""
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stats.analysis import compute_all
+from stats.errors import StatsInputError
+from stats.hypotheses import Hypothesis, HypothesisSet
+from tasks.hypotheses_io import load_hypotheses
+from tasks.report import load_scores, write_outputs
+from tasks.verdict import build_stats_summary
+from tests.conftest import REPO
+from tests.stats.conftest import make_scores
+
+PILOT = REPO / "data" / "bioasq-sample-pilot"
+RECORDED = Path(__file__).parent / "data" / "pilot"  # written by the code before stats/ became pure kernels
+CCRS = ("CC", "QR", "ID", "AC", "IR")
+
+
+def test_write_outputs(tmp_path):
+    scores = make_scores()
+    result = compute_all(scores, HypothesisSet([Hypothesis("H", [("A", "B")], ["CC"])]), b=200)
+    written = write_outputs(result, scores, tmp_path / "out")
+    names = {path.relative_to(tmp_path / "out").as_posix() for path in written}
+    assert "stats.json" in names
+    for table in ("means", "pairwise", "discriminative_power", "descriptive", "correlations", "hypotheses"):
+        assert f"tables/{table}.csv" in names and f"tables/{table}.md" in names
+    for plot in ("boxplots", "histograms", "asl_curves", "correlations"):
+        assert f"plots/{plot}.png" in names
+    assert all(path.stat().st_size > 0 for path in written)
+    assert json.loads((tmp_path / "out" / "stats.json").read_text()) == result
+    assert len(pd.read_csv(tmp_path / "out" / "tables" / "pairwise.csv")) == 6
+
+
+def test_load_scores_csv_and_parquet(tmp_path):
+    scores = make_scores()
+    scores.to_parquet(tmp_path / "s.parquet")
+    csv = scores.copy()
+    csv["score"] = csv["score"].astype(object)
+    csv.loc[0, "score"] = ""  # a missing judgment
+    csv.to_csv(tmp_path / "s.csv", index=False)
+    assert len(load_scores(tmp_path / "s.parquet")) == len(scores)
+    assert len(load_scores(tmp_path / "s.csv")) == len(scores) - 1
+
+
+def test_missing_or_unknown_scores_file_is_a_clear_error(tmp_path):
+    with pytest.raises(StatsInputError, match="not found"):
+        load_scores(tmp_path / "absent.parquet")
+    (tmp_path / "s.json").write_text("{}")
+    with pytest.raises(StatsInputError, match="Parquet"):
+        load_scores(tmp_path / "s.json")
+
+
+def test_a_metric_without_complete_query_is_written_too(tmp_path):
+    scores = make_scores()
+    scores = scores[~((scores.system == "C") & (scores.metric == "QR"))]
+    result = compute_all(scores, b=20)
+    assert (tmp_path / "out" / "stats.json") in write_outputs(result, scores, tmp_path / "out")
+
+
+def test_the_committed_pilot_gives_the_recorded_statistics_byte_for_byte(tmp_path):
+    """Same judgments, same seed: the same stats.json and verdict as recorded before the refactoring."""
+    scores = pd.concat([load_scores(PILOT / "judge_ccrs" / "scores.parquet"),
+                        load_scores(PILOT / "extractive_scores.parquet")], ignore_index=True)
+    result = compute_all(scores, load_hypotheses(RECORDED / "hypotheses.yaml"), b=500, seed=3,
+                         metric_order=CCRS, metric_suites={"ccrs": list(CCRS)})
+    write_outputs(result, scores, tmp_path)
+    assert (tmp_path / "stats.json").read_text() == (RECORDED / "stats.json").read_text()
+    verdict = build_stats_summary(result, "pilot", "hypotheses.yaml")
+    assert verdict == (RECORDED / "summary.md").read_text()
