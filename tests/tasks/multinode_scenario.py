@@ -146,6 +146,7 @@ def judge_scenario(work: Path) -> dict:
             "ok": int((storm["status"] == "ok").sum()),
             "same_judgments": calm.equals(storm),
             "same_stats": runs["calm"]["stats"] == runs["storm"]["stats"],
+            "stats": runs["storm"]["stats"],
         }
     finally:
         ray.shutdown()

@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 REPO = Path(__file__).resolve().parents[2]
+PRE_STREAMING = Path(__file__).parent / "data" / "pre-streaming"  # its README says what it is
 
 
 def _scenario(subject: str, work: Path) -> dict:
@@ -29,6 +32,12 @@ def test_judge_shards_run_on_both_workers_and_a_lost_node_loses_no_judgment(tmp_
     assert result["batches"] == 3
     assert result["rows"] == 12 * 6 * 5 and result["duplicated"] == 0 and result["ok"] == result["rows"]
     assert result["same_judgments"] and result["same_stats"]
+    # ... and the same as the stage wrote before it streamed (one pass, one node), on these judgments
+    key = ["query_id", "system", "metric"]
+    scores = pd.read_parquet(tmp_path / "storm" / "judge_ccrs" / "scores.parquet")
+    pd.testing.assert_frame_equal(scores.sort_values(key).reset_index(drop=True),
+                                  pd.read_parquet(PRE_STREAMING / "scores.parquet"))
+    assert result["stats"] == json.loads((PRE_STREAMING / "per_metric.json").read_text())
 
 
 def test_retrieval_actor_pool_survives_a_lost_node(tmp_path):
