@@ -379,8 +379,11 @@ def run_judging(
         summaries = [batch_judge(b, bar) for b in range(len(batches))]
         if bar is not None:
             bar.close()
-        concatenate(store.parts(len(batches)), out_dir / JUDGMENTS_FILE)
-        concatenate(store.parts(len(batches)), out_dir / SCORES_FILE, scored_rows(SCORE_COLUMNS))
+        if batches:
+            concatenate(store.parts(len(batches)), out_dir / JUDGMENTS_FILE)
+            concatenate(store.parts(len(batches)), out_dir / SCORES_FILE, scored_rows(SCORE_COLUMNS))
+        else:  # nothing was generated: the stage's files exist, with their columns and no row
+            write_judgments(judgments_frame([], metric_order=suite.selected_metrics(judge)), out_dir)
         summary = merge_summaries(summaries)
         return {**summary, "batches": len(batches), "seconds": round(time.perf_counter() - started, 2)}
 
