@@ -110,21 +110,23 @@ def _select(tests, args):
 
 def _run(args, grouse, tests, base_url, model, local):
     from judges.config import ClientConfig, JudgeConfig
-    from judges.tokens import token_counter
-    from infra.models import default_tokenizer
+    from judges.grouse import METRIC_ORDER
     from pipelines.tools.meta_eval import run_meta_eval, write_outputs
 
-    window = args.context_window or (2048 if local else None)
+    window = args.context_window or (2048 if local else UNKNOWN_WINDOW)
     # The prompt version and reply budgets are GroUSE's (judge.grouse); CCRS keeps its own defaults.
     judge = JudgeConfig(model=model, max_reasks=args.max_reasks, structured_output=args.structured_output,
-                        context_window=window or 2048, cache=False, grouse=grouse)
-    count = token_counter(default_tokenizer(model)) if window else None
+                        context_window=window, cache=False, grouse=grouse)
     client = ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed)
-    bar = _bar(len(tests), args.no_progress or args.judge == "ccrs")
-    result = run_meta_eval(tests, str(args.tests), args.judge, judge, client, base_url, count,
-                           on_done=lambda _: bar.update(1))
+    bar = _bar(len(tests) * len(METRIC_ORDER), args.no_progress or args.judge == "ccrs")
+    result = run_meta_eval(tests, str(args.tests), args.judge, judge, client, base_url, bar)
     bar.close()
     return result, write_outputs(result, tests, args.out)
+
+
+# The window of an endpoint of the user's without --context-window: not known, so nothing is fitted to it
+# (references as given, whole reply budgets).
+UNKNOWN_WINDOW = 1_000_000_000
 
 
 def _bar(total: int, disabled: bool):
@@ -132,7 +134,7 @@ def _bar(total: int, disabled: bool):
 
     from infra.console import progress_stream
 
-    return tqdm(total=total, desc="meta-eval", unit="test", disable=disabled, file=progress_stream())
+    return tqdm(total=total, desc="meta-eval", unit="judgment", disable=disabled, file=progress_stream())
 
 
 @contextmanager

@@ -68,7 +68,7 @@ def _prepare(config: RunConfig) -> tuple[RunConfig, Path]:
 
     config = _resolve_paths(config)
     if config.gqm_goals:
-        from pipelines.tools.gqm_report import load_goals
+        from tasks.gqm_report import load_goals
 
         load_goals(config.gqm_goals)  # a broken goal tree fails now, not after hours of judging
     check_tracking_reachable(config.mlflow.resolved_uri(Path.cwd()))
@@ -286,45 +286,24 @@ def _provenance(config: RunConfig, answers: Answers, judged: dict) -> dict:
     return provenance
 
 
-def _track(config, run_dir, answers: Answers, judged, reduce, failures_path: Path, tags: dict) -> dict:
-    """One MLflow run for every invocation, finished stages reused or not (a nightly history exists even
-    when nothing changed); the track stage's folder holds the ids of the latest."""
-    from tasks.stage import code_version, run_stage, stage_key
-    from tasks.tracking import log_pipeline_run
+def _track(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, reduce, failures_path: Path,
+           tags: dict) -> dict:
+    """The track stage (tasks/track.py) with what this invocation logs."""
+    from tasks.track import RunRecord, run_track
 
-    tracking_uri = config.mlflow.resolved_uri(Path.cwd())
-    key = stage_key("track", {"uri": tracking_uri, "experiment": config.mlflow.experiment,
-                              "gqm_goals": config.gqm_goals}, [reduce.key],
-                    code_version("tasks.tracking", "pipelines.tools.gqm_report"))
-    layout = RunLayout(run_dir)
-
-    def log(out_dir: Path) -> dict:
-        tracked = log_pipeline_run(
-            tracking_uri=tracking_uri,
-            experiment=config.mlflow.experiment,
-            run_name=config.mlflow.run_name or config.name,
-            config=config.model_dump(mode="json"),
-            provenance=_provenance(config, answers, judged),
-            stats_dir=reduce.out_dir,
-            generations_path=answers.generations_path,
-            judgments_paths={name: out.judgments_path for name, out in judged.items()},
-            queries_path=answers.queries_path,
-            retrieval_metrics=answers.retrieval,
-            stage_summaries={answers.stage: answers.summary,
-                             **{_stage(name): out.summary for name, out in judged.items()}},
-            failures_path=failures_path,
-            pending_marker=layout.track_pending,
-            summary_path=layout.summary_md,
-            logs_dir=layout.logs_dir,
-            tags=tags,
-        )
-        if config.gqm_goals:
-            from pipelines.tools.gqm_report import log_to_mlflow, write_report
-
-            report, files = write_report(run_dir, config.gqm_goals, out_dir / "gqm")
-            log_to_mlflow(report, files, tracking_uri, tracked.run_id)
-        return {"run_id": tracked.run_id, "experiment_id": tracked.experiment_id, "url": tracked.url,
-                "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}
-
-    return run_stage(run_dir, "track", key, log, force=True).summary
-
+    record = RunRecord(
+        run_name=config.mlflow.run_name or config.name,
+        config=config.model_dump(mode="json"),
+        provenance=_provenance(config, answers, judged),
+        tags=tags,
+        queries_path=answers.queries_path,
+        generations_path=answers.generations_path,
+        judgments_paths={name: out.judgments_path for name, out in judged.items()},
+        stage_summaries={answers.stage: answers.summary,
+                         **{_stage(name): out.summary for name, out in judged.items()}},
+        retrieval_metrics=answers.retrieval,
+        failures_path=failures_path,
+    )
+    tracked = run_track(run_dir, record, reduce, config.mlflow.resolved_uri(Path.cwd()),
+                        config.mlflow.experiment, config.gqm_goals)
+    return tracked.summary

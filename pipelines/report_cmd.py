@@ -16,7 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "report") -> None
 
 
 def main(args: argparse.Namespace) -> int:
-    from pipelines.tools.gqm_report import GQMConfigError, log_to_mlflow, write_report
+    from pipelines.tools.gqm_report import write_report
+    from tasks.gqm_report import GQMConfigError, log_to_mlflow
 
     if bool(args.tracking_uri) != bool(args.run_id):
         print("error: --tracking-uri and --run-id go together", file=sys.stderr)

@@ -220,7 +220,8 @@ def fan_out_report(
     shard_cfg = client_cfg.model_copy(
         update={"max_concurrency": max(1, math.ceil(client_cfg.max_concurrency / in_flight))}
     )
-    bar = progress_bar(len(items), desc) if progress is True else (progress or None)
+    own_bar = progress is True
+    bar = progress_bar(len(items), desc) if own_bar else given_bar(progress)
     meter = _Meter(bar, weigh)
     run = _Pass(fn, items, shard_cfg, base_url, shard_size, in_flight, on_shard, results, groups, meter)
     try:
@@ -228,7 +229,7 @@ def fan_out_report(
         _requeue(run, results, client_cfg, base_url, retry_if, report)
     finally:
         meter.settle(results)
-        if progress is True:
+        if own_bar:
             bar.close()
     report.shards, report.lost_shards, report.shards_by_node = run.shards, run.lost, run.by_node
     report.client = ClientStats.merge(run.stats)
@@ -358,6 +359,12 @@ class _Pass:
         self.stats.append(stats)
         if self.on_shard is not None:
             self.on_shard(shard, values)
+
+
+def given_bar(progress: Any) -> Any:
+    """The bar a caller handed in as `progress`, or None for True, False or None. (`bar in (True, None)`
+    would raise: a tqdm bar compares itself with the other side's `_comparable`.)"""
+    return None if progress is None or isinstance(progress, bool) else progress
 
 
 def progress_bar(total: int, desc: str, unit: str = "req"):

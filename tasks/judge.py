@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.templates import PROMPTS_ROOT
 from judges.tokens import token_counter
 from retrievers.schema import top_k_contexts
-from tasks.fanout import FanOutReport, fan_out_report, prefix_order, progress_bar
+from tasks.fanout import FanOutReport, fan_out_report, given_bar, prefix_order, progress_bar
 from tasks.judge_batches import BatchStore, concatenate, merge_summaries, question_batches, scored_rows
 from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
 from tasks.stage import (
@@ -170,14 +171,15 @@ def ordered_for_prefix_reuse(units: list[Unit]) -> tuple[list[Unit], list[str]]:
 def judge_suite(
     suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
     progress: Any, checkpoint: StageCheckpoint | None = None, identity: dict[str, Any] | None = None,
-    cache: JudgmentCache | None = None,
+    cache: JudgmentCache | None = None, llm: LLMClient | None = None,
 ) -> tuple[list[Judgment], dict[str, Any]]:
     """Every metric of `suite` for every sample: empty responses are recorded without a call; each unit
     comes from the cache, from this stage's checkpoint (a resumed run) or is asked now; what is asked now
     is saved to the checkpoint shard by shard and to the cache at the end. The cache is keyed on the unit
     and on the judge endpoint's `identity` (other weights behind the same model id: other entries).
     `progress`: True (a bar of the fan-out's own) or a bar this call advances by judgments; `cache`: the
-    stage's (default: the judgment cache of `judge.cache`)."""
+    stage's (default: the judgment cache of `judge.cache`); `llm`: a client of the caller's to ask through
+    in this process (a tool's, a test's fake) instead of Ray tasks, without requeue rounds."""
     count = judge_counter(judge)
     if cache is None and judge.cache:
         cache = JudgmentCache(default_cache_dir())
@@ -203,7 +205,7 @@ def judge_suite(
             judgments += _restored(done[unit.id], unit, cached=False)
         else:
             todo.append(unit)
-    if progress not in (True, False, None):
+    if given_bar(progress) is not None:
         progress.update(len(judgments))
 
     todo, groups = ordered_for_prefix_reuse(todo) if client.prefix_order else (todo, None)
@@ -213,9 +215,13 @@ def judge_suite(
             checkpoint.save({todo[j].id: [x.record() for x in v] for j, v in zip(indices, values)
                              if not transport_failed(v)})
 
-    fresh, report = fan_out_report(_Evaluate(suite.name, judge), todo, client, base_url, progress=progress,
-                                   desc=f"judge {suite.name}", on_shard=persist, retry_if=transport_failed,
-                                   groups=groups, weigh=len)
+    evaluate = _Evaluate(suite.name, judge)
+    if llm is None:
+        fresh, report = fan_out_report(evaluate, todo, client, base_url, progress=progress,
+                                       desc=f"judge {suite.name}", on_shard=persist,
+                                       retry_if=transport_failed, groups=groups, weigh=len)
+    else:
+        fresh, report = ask_here(evaluate, todo, llm, progress, persist)
     if cache is not None:
         for unit, values in zip(todo, fresh):
             if not transport_failed(values):
@@ -224,6 +230,24 @@ def judge_suite(
     stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo),
              "requests": report.as_dict()}
     return judgments + [j for values in fresh for j in values], stats
+
+
+def ask_here(evaluate: _Evaluate, units: list[Unit], llm: LLMClient, progress: Any,
+             persist: Callable[[list[int], list[list[Judgment]]], None]
+             ) -> tuple[list[list[Judgment]], FanOutReport]:
+    """The units asked through `llm` in this process, `progress` (a bar, if one is given) advanced by
+    judgments as each unit finishes, the results persisted at the end."""
+    bar = given_bar(progress)
+
+    def one(unit: Unit) -> list[Judgment]:
+        judgments = evaluate(llm, unit)
+        if bar is not None:
+            bar.update(len(judgments))
+        return judgments
+
+    fresh = llm.map(one, units)
+    persist(list(range(len(units))), fresh)
+    return fresh, FanOutReport(items=len(units))
 
 
 def cache_key(unit: Unit, identity: dict[str, Any] | None) -> str:

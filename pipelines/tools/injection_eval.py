@@ -3,8 +3,9 @@
 Test set: real BioASQ questions, response = the real ideal answer, context = the question's gold snippets
 (top `max_chunks`, file order). Each sample is judged clean and in every template x placement variant of
 judges/injection.py (the injection in the response, or in the top-ranked chunk) by the registered CCRS
-suite (judges/suite.py `get_suite("ccrs")`: its `plan` fits the context and renders the request, its
-`evaluate` asks, parses and re-asks), fanned out from Ray tasks by tasks.fanout.fan_out.
+suite through the judge stage's `tasks.judge.judge_suite` (the suite's `plan` fits the context and renders
+the request, its `evaluate` asks, parses and re-asks; Ray tasks fan the units out, requests that fail in
+transport are requeued once the endpoint answers again, the judgment cache serves what it holds).
 Every (question, variant, metric) gets exactly one judgment row: a score or a recorded failure.
 
 Shifts are measured on the judge's own 0-100 reply (`llm_score`), paired per (question, metric) over the
@@ -27,18 +28,17 @@ from typing import Any
 
 import pandas as pd
 
+from infra.readiness import endpoint_identity
 from judges import ccrs
-from judges.ccrs import CCRS_METRICS, empty_judgment
-from judges.client import LLMClient
+from judges.ccrs import CCRS_METRICS
 from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
 from judges.injection import CLEAN, InjectionSample, Placement, Variant, build_variants, injection_markers
-from judges.suite import Judgment, Sample, Unit, Usage, get_suite
+from judges.suite import Judgment, Sample, get_suite
 from pipelines.config import REPO_ROOT
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
-from tasks.fanout import fan_out
-from tasks.judge import judge_counter
+from tasks.judge import judge_suite
 
 EXPERIMENT = "ccrs-injection"
 SUITE = ccrs.SUITE
@@ -74,18 +74,6 @@ def load_injection_samples(dataset_path: str | Path, limit: int | None = None,
 
 # --- judging ------------------------------------------------------------------------------------------
 
-@dataclass
-class InjectionTask:
-    """One (variant, metric): the CCRS suite's unit of work for the variant's sample."""
-
-    variant: Variant
-    unit: Unit
-
-    @property
-    def metric(self) -> str:
-        return self.unit.metrics[0]
-
-
 def judge_sample(variant: Variant) -> Sample:
     """`system` carries the variant id, so a judgment names the variant it judged."""
     s = variant.sample
@@ -93,53 +81,23 @@ def judge_sample(variant: Variant) -> Sample:
                   list(variant.context), list(s.exact_answers))
 
 
-def plan(variant: Variant, cfg: JudgeConfig, client: ClientConfig, count) -> list[InjectionTask]:
-    """The judge stage's own plan, one unit per metric of cfg.ccrs.metrics (window policy: drop the
-    lowest-ranked chunks until the prompt fits, so a context injection, in the top-ranked chunk, is
-    dropped last)."""
-    units = get_suite(SUITE).plan(judge_sample(variant), cfg, client.seed, count)
-    return [InjectionTask(variant, unit) for unit in units]
-
-
-@dataclass
-class JudgeVariant:
-    """What each fan-out shard runs (picklable: the judge config travels with it). Never raises: anything
-    unexpected becomes a failed judgment with its reason."""
-
-    judge: JudgeConfig
-
-    def __call__(self, client: LLMClient, task: InjectionTask) -> Judgment:
-        unit, cfg = task.unit, self.judge
-        if not unit.sample.response.strip():
-            judgment = empty_judgment(CCRS_METRICS[task.metric], unit.sample, cfg)
-        else:
-            try:
-                [judgment] = get_suite(SUITE).evaluate(client, unit, cfg, judge_counter(cfg))
-            except Exception as exc:  # noqa: BLE001 - a row is recorded for every judgment, whatever happened
-                judgment = failed_judgment(task, cfg, f"error: {type(exc).__name__}: {exc}"[:2000])
-        judgment.n_context_chunks = unit.n_context_chunks
-        judgment.n_context_truncated = unit.n_context_truncated
-        return judgment
-
-
-def failed_judgment(task: InjectionTask, cfg: JudgeConfig, reason: str) -> Judgment:
-    spec = CCRS_METRICS[task.metric]
-    return ccrs.judgment(spec, task.unit.sample, cfg, None, "failed", reason, None, Usage())
-
-
 def judge_variants(variants: list[Variant], cfg: JudgeConfig, client: ClientConfig, base_url: str,
-                   progress: bool = False) -> list[tuple[InjectionTask, Judgment]]:
-    count = judge_counter(cfg)
-    tasks = [task for v in variants for task in plan(v, cfg, client, count)]
-    judgments = fan_out(JudgeVariant(cfg), tasks, client, base_url, progress=progress, desc="injection")
-    return [(task, judgment or failed_judgment(task, cfg, "no result from the fan-out"))
-            for task, judgment in zip(tasks, judgments)]
+                   progress: bool = False) -> list[tuple[Variant, Judgment]]:
+    """Every variant judged by the judge stage's `judge_suite` with the CCRS suite: its plan gives one unit
+    per metric of cfg.ccrs.metrics (window policy: drop the lowest-ranked chunks until the prompt fits, so
+    a context injection, in the top-ranked chunk, is dropped last), Ray tasks ask, the judgment cache
+    serves what it holds when cfg.cache is on. In variant x metric order."""
+    identity = endpoint_identity(base_url, cfg.model, client.api_key_env) if cfg.cache else None
+    judgments, _ = judge_suite(get_suite(SUITE), [judge_sample(v) for v in variants], cfg, client, base_url,
+                               progress, identity=identity)
+    by_key = {(j.query_id, j.system, j.metric): j for j in judgments}
+    return [(v, by_key[v.sample.query_id, v.variant, metric])
+            for v in variants for metric in cfg.ccrs.metrics]
 
 
-def judgments_frame(judged: list[tuple[InjectionTask, Judgment]]) -> pd.DataFrame:
+def judgments_frame(judged: list[tuple[Variant, Judgment]]) -> pd.DataFrame:
     rows = []
-    for task, j in judged:
-        v = task.variant
+    for v, j in judged:
         row = {k: v2 for k, v2 in j.record().items() if k in JUDGMENT_COLUMNS}
         row.update({"variant": v.variant, "template": v.template, "placement": v.placement,
                     "response_markers": list(v.response_markers), "context_markers": list(v.context_markers),

@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judges.ccrs import CCRS_METRICS, run_judgment
-from judges.ccrs import build_request as ccrs_request
+from judges.ccrs import SUITE as SUITE_CCRS
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
-from judges.grouse import METRIC_ORDER, evaluate_sample
+from judges.grouse import METRIC_ORDER
+from judges.grouse import SUITE as SUITE_GROUSE
 from judges.grouse_unit_tests import UnitTest, check_condition
-from judges.suite import Judgment, Sample
+from judges.suite import Judgment, Sample, get_suite
 from pipelines.config import REPO_ROOT
+from tasks.judge import judge_suite
 
 EXPERIMENT = "ccrs-meta-eval"
 # Judge agreement (GroUSE paper, Table 4): Spearman on the 1-5 marks, macro F1 on the nullable 0/1 ones.
@@ -100,15 +100,26 @@ def pass_rates(outcomes: list[TestOutcome]) -> dict[str, float]:
 
 
 def run_grouse_tests(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient,
-                     count: Callable[[str], int] | None = None,
-                     on_done: Callable[[TestOutcome], None] | None = None) -> list[TestOutcome]:
-    def one(test: UnitTest) -> TestOutcome:
-        outcome = check_test(test, evaluate_sample(client, test.sample(), judge, count))
-        if on_done:
-            on_done(outcome)
-        return outcome
+                     client_cfg: ClientConfig | None = None, progress: Any = None) -> list[TestOutcome]:
+    """Every test through the judge stage's `judge_suite` (GroUSE suite: its plan fits the references to
+    the judge window, its evaluate runs the Figure-4 calls), asked through `client` in this process;
+    `progress`: a bar advanced by judgments (six a test)."""
+    judgments = judge_through_stage(SUITE_GROUSE, [test.sample() for test in tests], judge, client,
+                                    client_cfg, progress)
+    return [check_test(test, judgments[test.test_id]) for test in tests]
 
-    return client.map(one, tests)
+
+def judge_through_stage(suite: str, samples: list[Sample], judge: JudgeConfig, client: LLMClient,
+                        client_cfg: ClientConfig | None = None, progress: Any = None
+                        ) -> dict[str, list[Judgment]]:
+    """{sample's query_id: its judgments}, judged by `tasks.judge.judge_suite` (the cache when
+    judge.cache is on) through `client`."""
+    judgments, _ = judge_suite(get_suite(suite), samples, judge, client_cfg or ClientConfig(), "", progress,
+                               llm=client)
+    by_sample: dict[str, list[Judgment]] = {}
+    for judgment in judgments:
+        by_sample.setdefault(judgment.query_id, []).append(judgment)
+    return by_sample
 
 
 def failing_cases(outcomes: list[TestOutcome], tests: list[UnitTest]) -> list[dict]:
@@ -146,21 +157,12 @@ def _ccrs_input(test: UnitTest, ground_truth: str) -> Sample:
     return Sample(test.test_id, "unit-test", test.question, test.answer, ground_truth, list(test.references))
 
 
-def run_ccrs_calibration(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient) -> dict[str, Any]:
+def run_ccrs_calibration(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient,
+                         client_cfg: ClientConfig | None = None) -> dict[str, Any]:
     """Score each needed (test, metric) once, then check every pair: variant strictly below the correct
     answer. A tie or a failed judgment fails the pair."""
     pairs = ccrs_pairs(tests)
-    needed = sorted({(t.test_id, m) for base, var, m in pairs for t in (base, var)})
-    by_id = {t.test_id: t for t in tests}
-    ground_truth = {t.set_id: t.answer for t in tests if t.test_type == 1}
-
-    def score(key: tuple[str, str]):
-        test, metric = by_id[key[0]], key[1]
-        sample = _ccrs_input(test, ground_truth[test.set_id])
-        spec = CCRS_METRICS[metric]
-        return run_judgment(client, spec, sample, ccrs_request(spec, sample, sample.context, judge), judge)
-
-    judged = dict(zip(needed, client.map(score, needed)))
+    judged = judge_needed(pairs, tests, judge, client, client_cfg)
     checks = []
     for base, variant, metric in pairs:
         b, v = judged[(base.test_id, metric)], judged[(variant.test_id, metric)]
@@ -171,6 +173,26 @@ def run_ccrs_calibration(tests: list[UnitTest], judge: JudgeConfig, client: LLMC
                        "reason": v.reason or b.reason})
     return {"pairs": checks, **ccrs_rates(checks),
             "judgments_failed": sum(j.status == "failed" for j in judged.values()), "judgments": len(judged)}
+
+
+def judge_needed(pairs: list[tuple[UnitTest, UnitTest, str]], tests: list[UnitTest], judge: JudgeConfig,
+                 client: LLMClient, client_cfg: ClientConfig | None) -> dict[tuple[str, str], Judgment]:
+    """{(test_id, metric): judgment} for every test and metric the pairs compare, through the judge stage's
+    `judge_suite` (CCRS suite), one call per metric with that metric selected: each needed judgment is
+    asked once, and no other."""
+    ground_truth = {t.set_id: t.answer for t in tests if t.test_type == 1}
+    by_id = {t.test_id: t for t in tests}
+    needed: dict[str, set[str]] = {}
+    for base, variant, metric in pairs:
+        needed.setdefault(metric, set()).update((base.test_id, variant.test_id))
+    judged = {}
+    for metric, test_ids in needed.items():
+        samples = [_ccrs_input(by_id[i], ground_truth[by_id[i].set_id]) for i in sorted(test_ids)]
+        one_metric = judge.model_copy(update={"ccrs": judge.ccrs.model_copy(update={"metrics": [metric]})})
+        for test_id, [judgment] in judge_through_stage(SUITE_CCRS, samples, one_metric, client,
+                                                       client_cfg).items():
+            judged[(test_id, metric)] = judgment
+    return judged
 
 
 def ccrs_rates(checks: list[dict]) -> dict[str, Any]:
@@ -273,17 +295,18 @@ def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: 
 
 
 def run_meta_eval(tests: list[UnitTest], tests_path: str, judge_kind: str, judge: JudgeConfig,
-                  client_cfg: ClientConfig, base_url: str, count: Callable[[str], int] | None = None,
-                  on_done: Callable[[TestOutcome], None] | None = None) -> MetaEvalResult:
+                  client_cfg: ClientConfig, base_url: str, progress: Any = None) -> MetaEvalResult:
     """judge_kind: grouse (unit-test conditions), ccrs (paired calibration), or both. One judge config
-    for both: GroUSE's prompt version and reply budget are under `judge.grouse`, CCRS's under `judge.ccrs`."""
+    for both: GroUSE's prompt version and reply budget are under `judge.grouse`, CCRS's under `judge.ccrs`;
+    its window (`judge.context_window`, with the token count of `judge.tokenizer` or the model's) fits the
+    references and the reply budgets. `progress`: a bar of the GroUSE tests, advanced by judgments."""
     started = time.perf_counter()
     outcomes, ccrs = [], None
     with LLMClient(client_cfg, base_url) as client:
         if judge_kind in ("grouse", "both"):
-            outcomes = run_grouse_tests(tests, judge, client, count, on_done)
+            outcomes = run_grouse_tests(tests, judge, client, client_cfg, progress)
         if judge_kind in ("ccrs", "both"):
-            ccrs = run_ccrs_calibration(tests, judge, client)
+            ccrs = run_ccrs_calibration(tests, judge, client, client_cfg)
     version = judge.grouse.prompt_version if judge_kind in ("grouse", "both") else None
     return MetaEvalResult(judge_kind, judge.model, tests_path, len(tests), pass_rates(outcomes), outcomes,
                           ccrs, round(time.perf_counter() - started, 2), version)

@@ -1,7 +1,7 @@
 import json
 
 from pipelines.cli import main
-from tests.pipelines.tools.test_gqm_report import make_run
+from tests.tasks.test_gqm_report import make_run
 
 
 def test_report_command_writes_and_logs_to_mlflow(tmp_path, capsys):

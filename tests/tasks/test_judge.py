@@ -166,3 +166,25 @@ def test_other_weights_behind_the_same_model_id_get_other_stage_and_cache_keys(t
     moved = judge.model_copy(update={"base_url": "http://judge.internal/v1", "api_key_env": "OTHER"})
     assert judging_key("ccrs", inputs, moved, client, 5, served) == judging_key("ccrs", inputs, judge, client,
                                                                                5, served)
+
+
+def test_judge_suite_asks_through_a_client_of_the_callers_and_moves_its_bar():
+    """`llm`: a tool's own client, in this process (no Ray); a tqdm bar handed in as `progress` advances by
+    judgments (an empty response's too), and the empty response is not sent."""
+    import io
+
+    from tqdm import tqdm
+
+    from judges.suite import Sample
+    from tests.fakes import FakeLLMClient
+
+    samples = [Sample("q1", "s", "What?", "An answer.", "An answer.", ["a chunk"]),
+               Sample("q2", "s", "What?", "", "An answer.", ["a chunk"])]
+    judge = JudgeConfig(model="m", cache=False, ccrs=CcrsOptions(metrics=["CC", "QR"]))
+    llm = FakeLLMClient("50")
+    bar = tqdm(total=4, file=io.StringIO())
+    judgments, stats = judge_suite(get_suite("ccrs"), samples, judge, ClientConfig(), "", bar, llm=llm)
+    assert sorted((j.query_id, j.metric, j.status) for j in judgments) == [
+        ("q1", "CC", "ok"), ("q1", "QR", "ok"),
+        ("q2", "CC", "empty_response"), ("q2", "QR", "empty_response")]
+    assert len(llm.requests) == 2 and stats["judge_requests"] == 2 and bar.n == 4

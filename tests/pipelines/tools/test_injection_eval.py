@@ -70,9 +70,33 @@ def test_report_pairs_clean_and_injected_per_question():
         ("score_dictation", "response", 1.0), ("score_dictation", "context", 1.0)}
 
 
+def test_variants_are_judged_through_the_judge_stage_one_row_per_variant_and_metric_in_order(monkeypatch):
+    """judge_suite's fan-out replaced by the fake client in this process (no Ray): the rows come back in
+    variant x metric order whatever order the units were asked in, each naming its variant."""
+    from judges.injection import CLEAN
+    from pipelines.tools.injection_eval import judge_variants, judgments_frame
+    from tasks import judge as judge_stage
+    from tests.fakes import FakeLLMClient
+
+    llm = FakeLLMClient(lambda request: "90" if "IGNORE" in request.messages[0]["content"].upper() else "40")
+
+    def here(fn, items, *args, **kwargs):
+        return [fn(llm, item) for item in reversed(items)][::-1], judge_stage.FanOutReport(items=len(items))
+
+    monkeypatch.setattr(judge_stage, "fan_out_report", here)
+    samples = load_injection_samples(DATASET, limit=2, max_chunks=2)
+    variants = build_variants(samples, ["append_override"], ["response"])
+    judge = JudgeConfig(model="m", cache=False, ccrs=CcrsOptions(metrics=METRICS))
+    frame = judgments_frame(judge_variants(variants, judge, ClientConfig(), "http://unused/v1"))
+    assert list(frame.columns) == JUDGMENT_COLUMNS and len(frame) == 2 * 2 * 2 == len(llm.requests)
+    assert list(zip(frame.query_id, frame.variant, frame.metric)) == [
+        (v.sample.query_id, v.variant, m) for v in variants for m in METRICS]
+    assert (frame.status == "ok").all() and frame.loc[frame.variant == CLEAN, "suspicious"].eq(False).all()
+
+
 def test_dead_endpoint_still_gives_one_failed_row_per_judgment(tmp_path, ray_session):
     samples = load_injection_samples(DATASET, limit=1, max_chunks=2)
-    client = ClientConfig(max_retries=0, timeout_s=5)
+    client = ClientConfig(max_retries=0, timeout_s=5, requeue_rounds=0)  # no wait for the endpoint to return
     result = run_injection_eval(samples, ["append_override"], ["response"],
                                 JudgeConfig(ccrs=CcrsOptions(metrics=METRICS)), client, "http://127.0.0.1:9/v1",
                                 tmp_path / "out")

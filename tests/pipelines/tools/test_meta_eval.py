@@ -112,17 +112,28 @@ def fake_judge(grouse_marks: dict[str, object], ccrs_score) -> FakeLLMClient:
     return FakeLLMClient(judge, prompt_tokens=3, completion_tokens=2)
 
 
+class Bar:
+    """A progress bar's `update`, counted."""
+
+    def __init__(self):
+        self.n = 0
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+
 @pytest.mark.parametrize("version", ["paper", "v1"])
 def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions(version):
     from pipelines.tools.meta_eval import run_grouse_tests
 
     client = fake_judge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": None},
                        None)
-    judge = JudgeConfig(model="m", grouse=GrouseOptions(prompt_version=version, max_tokens=200,
-                                                        faithfulness_max_tokens=700))
-    done = []
-    (outcome,) = run_grouse_tests(TRAIN[:1], judge, client, on_done=done.append)
-    assert outcome.passed and done == [outcome] and outcome.calls == 3  # usefulness not asked
+    # a window wide enough for the whole reply budgets (the fake model's tokens are a character estimate)
+    grouse = GrouseOptions(prompt_version=version, max_tokens=200, faithfulness_max_tokens=700)
+    judge = JudgeConfig(model="m", cache=False, context_window=8192, grouse=grouse)
+    bar = Bar()
+    (outcome,) = run_grouse_tests(TRAIN[:1], judge, client, progress=bar)
+    assert outcome.passed and bar.n == len(METRIC_ORDER) and outcome.calls == 3  # usefulness not asked
     assert outcome.checks["answer_relevancy"]["justification"] == "why answer_relevancy"
     assert [r.max_tokens for r in client.requests] == [200, 200, 700]
     prompt = client.requests[1].messages[0]["content"]  # completeness: the test's references, its two answers
@@ -140,7 +151,7 @@ def test_ccrs_calibration_scores_each_needed_judgment_once_against_the_correct_a
     # the judge gives the correct answer 90 and the variant 40 (only CC is asked of the judge; AC adds EM)
     assert base.answer != variant.answer
     client = fake_judge({}, lambda prompt: 90 if _block(prompt, "response") == base.answer else 40)
-    result = run_ccrs_calibration(tests, JudgeConfig(model="m"), client)
+    result = run_ccrs_calibration(tests, JudgeConfig(model="m", cache=False), client)
     assert result["judgments"] == 4 and result["judgments_failed"] == 0 and len(client.requests) == 4
     assert ([(p["test_type"], p["metric"], p["passed"]) for p in result["pairs"]]
             == [(16, "AC", True), (16, "CC", True)])

@@ -6,14 +6,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.tools.gqm_report import (
-    DEFAULT_GOALS,
-    GQMConfigError,
-    build_report,
-    load_goals,
-    load_metric_table,
-    write_report,
-)
+from pipelines.tools.gqm_report import DEFAULT_GOALS, write_report
+from tasks.gqm_report import GQMConfigError, build_report, load_goals, load_metric_table
 
 from tasks.layout import RunLayout
 

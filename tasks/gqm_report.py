@@ -1,0 +1,414 @@
+"""GQM report of a run directory: goal tree config (YAML, pydantic), metric table, aggregation, plots, MLflow.
+The track stage (tasks/track.py) runs it with the run config's `gqm_goals`; `ccrs report`
+(pipelines/tools/gqm_report.py) with a goal tree of the user's, the thesis tree by default.
+
+Inputs read from RUN_DIR through tasks/layout.py (all optional except that at least one metric source
+must exist):
+- judge_<suite>/scores.parquet   long format (query_id, system, metric, score), every judge suite the run
+                                 judged (CCRS, GroUSE, VERA, RAGChecker-style)
+- vera/scores.parquet            `ccrs vera` output (the cross-encoder aggregate); metrics a judge stage
+                                 already gave are taken from the judge stage
+- retrieval_metrics/retrieval_metrics.parquet (or retrieve/...): (query_id, retriever, measure, value);
+  mapped onto systems through generate/generations.parquet (system -> retriever)
+- retrieve/queries.parquet       query_id -> qtype (BioASQ yesno / factoid / list / summary)
+
+Output (OUT, default RUN_DIR/gqm; the track stage's is track/gqm): gqm_report.json, radar.png,
+heatmap_goals.png, heatmap_metrics.png.
+The aggregation math is stats/gqm.py.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from stats.gqm import (
+    ROLE_WEIGHT_RANGES,
+    GoalNode,
+    GoalTree,
+    GQMResult,
+    MetricNode,
+    QuestionNode,
+    aggregate_matrix,
+)
+from tasks.layout import SCORES_FILE, RunLayout
+from tasks.plots import figure_file
+
+QTYPES = ("yesno", "factoid", "list", "summary")
+K_PATTERN = re.compile(r"^(?P<base>.+)@k$")
+
+
+# --- config -------------------------------------------------------------------------------------------
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetricCfg(_Strict):
+    name: str = Field(min_length=1)
+    role: Literal["primary", "secondary", "supporting"]
+    weight: float
+
+    @model_validator(mode="after")
+    def _weight_in_role_range(self) -> MetricCfg:
+        low, high = ROLE_WEIGHT_RANGES[self.role]
+        if not low <= self.weight <= high:
+            raise ValueError(f"metric {self.name!r}: weight {self.weight} outside the thesis range "
+                             f"{low}-{high} for role {self.role!r}")
+        return self
+
+
+class NoCounterpartCfg(_Strict):
+    metric: str
+    role: Literal["primary", "secondary", "supporting"]
+    reason: str
+
+
+class QuestionCfg(_Strict):
+    id: str = Field(min_length=1)
+    text: str = ""
+    component: Literal["retriever", "generator", "system"]
+    weight: float = Field(default=1.0, gt=0)
+    metrics: list[MetricCfg]
+    no_counterpart: list[NoCounterpartCfg] = []
+
+    @field_validator("metrics")
+    @classmethod
+    def _non_empty(cls, value: list[MetricCfg]) -> list[MetricCfg]:
+        if not value:
+            raise ValueError("a question needs at least one metric")
+        names = [m.name for m in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate metric in question: {names}")
+        return value
+
+
+class GoalCfg(_Strict):
+    id: str = Field(min_length=1)
+    text: str = ""
+    weight: float = Field(default=1.0, gt=0)
+    questions: list[QuestionCfg]
+
+    @field_validator("questions")
+    @classmethod
+    def _non_empty(cls, value: list[QuestionCfg]) -> list[QuestionCfg]:
+        if not value:
+            raise ValueError("empty goal: a goal needs at least one question")
+        return value
+
+
+class GQMConfig(_Strict):
+    name: str = "gqm"
+    renormalize: bool = False
+    goals: list[GoalCfg]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> GQMConfig:
+        if not self.goals:
+            raise ValueError("the goal tree has no goals")
+        ids = [g.id for g in self.goals] + [q.id for g in self.goals for q in g.questions]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate goal/question ids: {duplicates}")
+        return self
+
+    def tree(self) -> GoalTree:
+        return GoalTree(tuple(
+            GoalNode(g.id, g.weight, tuple(
+                QuestionNode(q.id, q.component, q.weight,
+                             tuple(MetricNode(m.name, m.role, m.weight) for m in q.metrics),
+                             q.text) for q in g.questions), g.text)
+            for g in self.goals), self.renormalize)
+
+
+class GQMConfigError(ValueError):
+    pass
+
+
+def load_goals(path: str | Path) -> GQMConfig:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise GQMConfigError(f"cannot read goal tree {path}: {exc}") from exc
+    try:
+        return GQMConfig.model_validate(data)
+    except ValidationError as exc:
+        raise GQMConfigError(f"invalid goal tree {path}:\n{exc}") from exc
+
+
+# --- metric table -------------------------------------------------------------------------------------
+
+def _first(run_dir: Path, *candidates: str) -> Path | None:
+    for candidate in candidates:
+        if (run_dir / candidate).exists():
+            return run_dir / candidate
+    return None
+
+
+def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Long table (query_id, system, metric, score, qtype) from every source in the run directory, and
+    metric -> source file. Rows with a non-finite score are dropped (= missing, never 0)."""
+    run_dir = Path(run_dir)
+    layout = RunLayout(run_dir)
+    frames, sources = [], {}
+    paths = [layout.scores(suite) for suite in layout.judged_suites()] + [layout.vera_dir / SCORES_FILE]
+    for path in (p for p in paths if p.exists()):
+        frame = pd.read_parquet(path, columns=["query_id", "system", "metric", "score"])
+        frame = frame[~frame["metric"].isin(sources)]  # a metric is taken from its first source only
+        frames.append(frame)
+        sources.update({m: str(path.relative_to(run_dir)) for m in frame["metric"].unique()})
+    retrieval = _first(run_dir, "retrieval_metrics/retrieval_metrics.parquet",
+                       "retrieve/retrieval_metrics.parquet")
+    if retrieval is not None:
+        per_query = pd.read_parquet(retrieval)
+        generations = _first(run_dir, "generate/generations.parquet")
+        if generations is not None:
+            pairs = pd.read_parquet(generations, columns=["system", "retriever"]).drop_duplicates()
+        else:
+            systems = {s for f in frames for s in f["system"].unique()}
+            pairs = pd.DataFrame({"system": sorted(systems) or sorted(per_query["retriever"].unique()),
+                                  "retriever": None})
+            if not systems:
+                pairs["retriever"] = pairs["system"]
+        merged = per_query.merge(pairs, on="retriever")
+        frame = merged.rename(columns={"measure": "metric", "value": "score"})[
+            ["query_id", "system", "metric", "score"]]
+        frames.append(frame)
+        sources.update({m: str(retrieval.relative_to(run_dir)) for m in frame["metric"].unique()})
+    if not frames:
+        raise FileNotFoundError(f"{run_dir}: no judge_<suite>/scores.parquet, vera/scores.parquet or "
+                                "retrieval metrics")
+    table = pd.concat(frames, ignore_index=True)
+    table["query_id"] = table["query_id"].astype(str)
+    table["score"] = pd.to_numeric(table["score"], errors="coerce")
+    table = table[np.isfinite(table["score"].to_numpy(dtype=float))]
+    queries = _first(run_dir, "retrieve/queries.parquet")
+    if queries is not None:
+        qtypes = pd.read_parquet(queries, columns=["query_id", "qtype"])
+        qtypes["query_id"] = qtypes["query_id"].astype(str)
+        table = table.merge(qtypes.drop_duplicates("query_id"), on="query_id", how="left")
+    else:
+        table["qtype"] = None
+    table["qtype"] = table["qtype"].fillna("unknown").astype(str)
+    return table.reset_index(drop=True), sources
+
+
+def resolve_names(config_names: list[str], available: list[str]) -> dict[str, str]:
+    """Config metric name -> column name; 'R@k' matches the run's single 'R@<number>' \
+(largest k if several)."""
+    out = {}
+    for name in config_names:
+        match = K_PATTERN.match(name)
+        if match:
+            pattern = re.compile(rf"^{re.escape(match.group('base'))}@(\d+)$")
+            hits = sorted((int(m.group(1)), a) for a in available if (m := pattern.match(a)))
+            if hits:
+                out[name] = hits[-1][1]
+        elif name in available:
+            out[name] = name
+    return out
+
+
+# --- report -------------------------------------------------------------------------------------------
+
+def build_report(config: GQMConfig, table: pd.DataFrame, sources: dict[str, str] | None = None) -> dict:
+    tree = config.tree()
+    names = tree.metric_names()
+    resolved = resolve_names(names, sorted(table["metric"].unique()))
+    means = table.groupby(["system", "qtype", "metric"])["score"].agg(["mean", "count"])
+    overall_means = table.groupby(["system", "metric"])["score"].agg(["mean", "count"])
+    n_queries = table.groupby(["system", "qtype"])["query_id"].nunique()
+    n_all = table.groupby("system")["query_id"].nunique()
+    systems = sorted(table["system"].unique())
+    qtypes = [q for q in QTYPES if q in set(table["qtype"])] + sorted(set(table["qtype"]) - set(QTYPES))
+
+    slices = [(s, None) for s in systems] + [(s, q) for s in systems for q in qtypes]
+    values = np.full((len(slices), len(names)), np.nan)
+    counts = np.zeros((len(slices), len(names)), dtype=int)
+    for i, (system, qtype) in enumerate(slices):
+        for j, name in enumerate(names):
+            column = resolved.get(name)
+            key = (system, column) if qtype is None else (system, qtype, column)
+            frame = overall_means if qtype is None else means
+            if column is not None and key in frame.index:
+                values[i, j], counts[i, j] = frame.loc[key, "mean"], frame.loc[key, "count"]
+    results = aggregate_matrix(tree, names, values)
+
+    report_systems: dict[str, dict] = {}
+    for i, ((system, qtype), result) in enumerate(zip(slices, results)):
+        n = int(n_all[system]) if qtype is None else int(n_queries.get((system, qtype), 0))
+        entry = _slice_entry(config, result, dict(zip(names, counts[i])), resolved, n)
+        target = report_systems.setdefault(system, {"all": None, "by_qtype": {}})
+        if qtype is None:
+            target["all"] = entry
+        else:
+            target["by_qtype"][qtype] = entry
+    return {
+        "config": config.name,
+        "renormalize": config.renormalize,
+        "renormalize_note": ("weights renormalized over available metrics/questions/goals; coverage < 1 "
+                             "marks a partial score" if config.renormalize else
+                             "no renormalization: any missing metric makes its question, goal and overall "
+                             "not computable"),
+        "systems_order": systems,
+        "qtypes": qtypes,
+        "metric_columns": {name: resolved.get(name) for name in names},
+        "metric_sources": {name: (sources or {}).get(resolved[name]) for name in names if name in resolved},
+        "missing_metrics": [name for name in names if name not in resolved],
+        "no_counterpart": [
+            {"goal": g.id, "question": q.id, **nc.model_dump()} for g in config.goals for q in g.questions
+            for nc in q.no_counterpart
+        ],
+        "systems": report_systems,
+    }
+
+
+def _node(node) -> dict:
+    return {"score": node.score, "computable": node.score is not None, "reason": node.reason,
+            "coverage": node.coverage}
+
+
+def _slice_entry(config: GQMConfig, result: GQMResult, counts: dict[str, int], resolved: dict[str, str],
+                 n: int) -> dict:
+    contributions = {(c.goal, c.question, c.metric): c for c in result.contributions}
+    questions = {(q.goal, q.id): q for q in result.questions}
+    goals_out = []
+    for cfg_goal, goal in zip(config.goals, result.goals):
+        q_out = []
+        for cfg_q in cfg_goal.questions:
+            q = questions[cfg_goal.id, cfg_q.id]
+            m_out = []
+            for m in cfg_q.metrics:
+                c = contributions.get((cfg_goal.id, cfg_q.id, m.name))
+                m_out.append({
+                    "name": m.name, "column": resolved.get(m.name), "role": m.role, "weight": m.weight,
+                    "value": c.value if c else None, "n": int(counts.get(m.name, 0)),
+                    "available": c is not None,
+                    "reason": None if c else ("metric not computed in this run" if m.name not in resolved
+                                              else "no score for this slice"),
+                    "to_question": c.to_question if c else None, "to_goal": c.to_goal if c else None,
+                    "to_overall": c.to_overall if c else None,
+                })
+            q_out.append({"id": q.id, "text": cfg_q.text, "component": q.component, "weight": cfg_q.weight,
+                          **_node(q), "missing": list(q.missing), "metrics": m_out})
+        goals_out.append({"id": goal.id, "text": cfg_goal.text, "weight": cfg_goal.weight, **_node(goal),
+                          "questions": q_out})
+    return {"n_queries": n, "overall": _node(result.overall), "goals": goals_out,
+            "components": {k: _node(v) for k, v in result.components.items()}}
+
+
+# --- plots --------------------------------------------------------------------------------------------
+
+def radar_chart(report: dict, path: Path) -> Path:
+    """Goal attainment per system (thesis Figure 6.1); a not-computable goal is drawn at 0 with 'n/a'."""
+    goals = [g["id"] for g in next(iter(report["systems"].values()))["all"]["goals"]]
+    angles = np.linspace(0, 2 * np.pi, len(goals), endpoint=False)
+    labels = []
+    for k, goal in enumerate(goals):
+        na = all(report["systems"][s]["all"]["goals"][k]["score"] is None for s in report["systems_order"])
+        labels.append(f"{goal} (n/a)" if na else goal)
+    with figure_file(path, dpi=110, figsize=(6, 6), subplot_kw={"polar": True}) as (_, ax):
+        for system in report["systems_order"]:
+            scores = [g["score"] for g in report["systems"][system]["all"]["goals"]]
+            vals = np.array([s if s is not None else 0.0 for s in scores])
+            ax.plot(np.append(angles, angles[0]), np.append(vals, vals[0]), marker="o", label=system)
+            ax.fill(np.append(angles, angles[0]), np.append(vals, vals[0]), alpha=0.1)
+        ax.set_xticks(angles)
+        ax.set_xticklabels(labels)
+        ax.set_ylim(0, 1)
+        ax.set_title("GQM goal attainment")
+        ax.legend(loc="upper right", bbox_to_anchor=(1.35, 1.1), fontsize=7)
+    return path
+
+
+def heatmap(report: dict, path: Path, level: str) -> Path:
+    """Rows goals (level='goals') or metrics (level='metrics'), columns question types, one panel per system;
+    blank cells = not computable / not measured (thesis Figure 6.4)."""
+    systems, qtypes = report["systems_order"], report["qtypes"] or ["unknown"]
+    first = report["systems"][systems[0]]["all"]
+    if level == "goals":
+        rows = [g["id"] for g in first["goals"]]
+    else:
+        rows = list(dict.fromkeys(m["name"] for g in first["goals"] for q in g["questions"]
+                                  for m in q["metrics"] if report["metric_columns"].get(m["name"])))
+    figsize = (2.2 + 1.1 * len(qtypes) * len(systems), 0.9 + 0.35 * max(1, len(rows)))
+    with figure_file(path, dpi=110, tight_layout=False, bbox_inches="tight", nrows=1, ncols=len(systems),
+                     figsize=figsize, squeeze=False) as (fig, axes):
+        for ax, system in zip(axes[0], systems):
+            grid = _heatmap_grid(report["systems"][system]["by_qtype"], rows, qtypes, level)
+            image = ax.imshow(np.ma.masked_invalid(grid), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+            for (i, j), value in np.ndenumerate(grid):
+                ax.text(j, i, "n/a" if np.isnan(value) else f"{value:.2f}", ha="center", va="center",
+                        fontsize=7, color="gray" if np.isnan(value) else "white")
+            ax.set_xticks(range(len(qtypes)), qtypes, rotation=30, fontsize=7)
+            ax.set_yticks(range(len(rows)), rows, fontsize=7)
+            ax.set_title(system, fontsize=8)
+        fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8)
+        fig.suptitle(f"GQM {level} by question type", fontsize=9)
+    return path
+
+
+def _heatmap_grid(by_qtype: dict, rows: list[str], qtypes: list[str], level: str) -> np.ndarray:
+    """One system's values, rows x question types, NaN where not computable or not measured."""
+    grid = np.full((len(rows), len(qtypes)), np.nan)
+    for j, qtype in enumerate(qtypes):
+        entry = by_qtype.get(qtype)
+        if entry is None:
+            continue
+        if level == "goals":
+            lookup = {g["id"]: g["score"] for g in entry["goals"]}
+        else:
+            lookup = {m["name"]: m["value"] for g in entry["goals"] for q in g["questions"]
+                      for m in q["metrics"]}
+        for i, row in enumerate(rows):
+            if lookup.get(row) is not None:
+                grid[i, j] = lookup[row]
+    return grid
+
+
+# --- entry points -------------------------------------------------------------------------------------
+
+def write_report(run_dir: str | Path, goals: str | Path,
+                 out_dir: str | Path | None = None) -> tuple[dict, list[Path]]:
+    """The report of the run directory under the goal tree `goals`: gqm_report.json and the three plots in
+    `out_dir` (default RunLayout.gqm_dir)."""
+    run_dir = Path(run_dir)
+    config = load_goals(goals)
+    table, sources = load_metric_table(run_dir)
+    report = build_report(config, table, sources)
+    report["run_dir"] = str(run_dir)
+    out = Path(out_dir) if out_dir else RunLayout(run_dir).gqm_dir
+    out.mkdir(parents=True, exist_ok=True)
+    json_path = out / "gqm_report.json"
+    json_path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+    written = [json_path, radar_chart(report, out / "radar.png"),
+               heatmap(report, out / "heatmap_goals.png", "goals"),
+               heatmap(report, out / "heatmap_metrics.png", "metrics")]
+    return report, written
+
+
+def _mlflow_key(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", text)
+
+
+def log_to_mlflow(report: dict, files: list[Path], tracking_uri: str, run_id: str) -> None:
+    """Artifacts under gqm/ of the given run, plus gqm/<system>/<goal> metrics (computable ones only)."""
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(tracking_uri=tracking_uri)
+    client.get_run(run_id)  # fails early with MLflow's message for an unknown run id
+    for path in files:
+        client.log_artifact(run_id, str(path), artifact_path="gqm")
+    for system, entry in report["systems"].items():
+        nodes = [("overall", entry["all"]["overall"])] + [(g["id"], g) for g in entry["all"]["goals"]]
+        nodes += [(f"component/{k}", v) for k, v in entry["all"]["components"].items()]
+        for name, node in nodes:
+            if node["score"] is not None:
+                client.log_metric(run_id, _mlflow_key(f"gqm/{system}/{name}"), float(node["score"]))
