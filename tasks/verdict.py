@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stats.letters import compact_letter_display
+from stats.multiple import is_significant
 from tasks.layout import OUTPUTS_STAGE, RunLayout
 from tasks.stage import read_manifest
 
@@ -64,7 +65,7 @@ def letter_groups(block: dict[str, Any], alpha: float) -> dict[str, str]:
     if any(value is None for value in means.values()):
         return {}
     significant = [(pair["a"], pair["b"]) for pair in block["pairwise"]
-                   if pair["p_value"] is not None and pair["p_value"] <= alpha]
+                   if pair["p_value"] is not None and is_significant(pair["p_value"], alpha)]
     return compact_letter_display(means, significant)
 
 
@@ -142,7 +143,7 @@ def _hypotheses_section(stats: dict, config: dict) -> str:
         rows.append(f"| {name} | {statements.get(name, '')} | {result['direction']}, {result['combine']} | "
                     f"{_p(result['raw_p'])} | {_p(result['adjusted_p'])} | {verdict} |")
     return ("## Hypotheses\n\n"
-            f"Holm-adjusted over the {len(results)} hypotheses; supported when the adjusted p <= "
+            f"Holm-adjusted over the {len(results)} hypotheses; supported when the adjusted p < "
             f"{stats['alpha']}.\n\n"
             "| hypothesis | statement | test | raw p | adjusted p | verdict |\n"
             "| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))

@@ -96,6 +96,12 @@ def test_a_run_without_statistics_is_a_clear_error(tmp_path):
         build_summary(tmp_path)
 
 
+def test_a_pair_at_p_equal_to_alpha_shares_a_letter():
+    block = {"means": {"A": 0.9, "B": 0.2}, "pairwise": [{"a": "A", "b": "B", "p_value": 0.05}]}
+    assert letter_groups(block, 0.05) == {"A": "a", "B": "a"}
+    assert letter_groups(block, 0.0501) == {"A": "a", "B": "b"}
+
+
 def test_a_metric_without_complete_queries_has_no_letters():
     block = {"means": {"A": None, "B": None}, "pairwise": [{"a": "A", "b": "B", "p_value": None}]}
     assert letter_groups(block, 0.05) == {}
