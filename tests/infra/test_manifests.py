@@ -218,6 +218,15 @@ def test_rayservice_mirrors_the_cluster_serving_profile():
         assert deployed["engine_kwargs"] == expected["engine_kwargs"], model.model_id
 
 
+def test_the_nightly_judges_ccrs_and_the_paper_claim_baseline():
+    """Both schedules run `ccrs nightly` on the paper config, which judges both suites of Table 3."""
+    (rayjob,) = documents(RAYJOB)
+    (words,) = ccrs_commands(rayjob["spec"]["entrypoint"])
+    paper = load_config(ROOT / words[words.index("--config") + 1])
+    assert paper.judges == ["ccrs", "ragchecker"] and "--judges" not in words
+    assert paper.judge.ccrs.prompt_version == paper.judge.ragchecker.prompt_version == "paper"
+
+
 def test_every_paper_reader_fits_the_window_the_cluster_serves_its_model_with():
     """Each reader's context_window is its model's native window (config.json max_position_embeddings),
     and the cluster profile (so the RayService) serves that model with at least that max_model_len."""
