@@ -113,12 +113,16 @@ class VeraOptions(_Strict):
 
 
 class RagCheckerOptions(_Strict):
-    """RAGChecker-style claim baseline settings (CCRS paper section 4.1.4)."""
+    """RAGChecker claim baseline settings (CCRS paper section 4.1.4). prompt_version: a folder of
+    judges/prompts/ragchecker/ (`paper`: three-way entailment, faithfulness per chunk; `v1`: yes/no
+    against the joined context). The paper caps neither the claims nor the replies: configs/paper-bioasq.yaml
+    sets max_claims null and max_tokens 2048."""
 
     prompt_version: str = "v1"
     max_tokens: int = Field(default=192, ge=8)
     max_reasks: int = Field(default=1, ge=0)
-    max_claims: int = Field(default=10, ge=1)
+    max_claims: int | None = Field(default=10, ge=1, description="claims kept per text (the first ones); "
+                                   "null: every claim the judge lists")
 
 
 class ExpectedScoringOptions(_Strict):

@@ -31,6 +31,20 @@ def parse_verdicts(text: str | None, expected: int) -> list[bool] | None:
     return verdicts if len(verdicts) == expected else None
 
 
+ENTAILMENT_LABELS = ("entailment", "neutral", "contradiction")
+_LABEL = re.compile(r"\b(" + "|".join(ENTAILMENT_LABELS) + r")\b")
+
+
+def parse_entailment_labels(text: str | None, expected: int) -> list[str] | None:
+    """One three-way label per line ("1. neutral"); None unless exactly `expected` labels are found."""
+    labels = []
+    for line in (text or "").splitlines():
+        found = _LABEL.findall(line.lower())
+        if len(found) == 1:
+            labels.append(found[0])
+    return labels if len(labels) == expected else None
+
+
 _VERDICT = re.compile(r"\bverdict\b[\s*:_-]*(yes|no)\b", re.IGNORECASE)
 _FINAL_LINE = re.compile(r"^[\s*#]*final\b", re.IGNORECASE)
 
@@ -47,7 +61,7 @@ def parse_explained_verdicts(text: str | None, expected: int) -> list[bool] | No
 class VerdictReply:
     """How a verdicts.txt version asks the judge to reply: its parser, the rule it states and the re-ask."""
 
-    parse: Callable[[str | None, int], list[bool] | None]
+    parse: Callable[[str | None, int], list | None]
     rule: str
     reask: str  # `{n}` is the number of statements
 

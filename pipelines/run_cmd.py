@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
     if args.check_config:
         endpoints = f" + {len(config.systems)} endpoint systems" if config.systems else ""
         say(f"config OK: {config.name} ({len(config.readers)} readers x "
-            f"{len(config.retrieval.retrievers)} retrievers{endpoints})")
+            f"{len(config.retrieval.retrievers)} retrievers{endpoints}; judges {', '.join(config.judges)})")
         return 0
     if config.serving.profile == "cluster":
         print_cost_plan(config)

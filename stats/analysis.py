@@ -25,6 +25,7 @@ from stats.descriptive import (
 from stats.errors import StatsInputError
 from stats.hsd import HSDResult, randomized_tukey_hsd
 from stats.hypotheses import HypothesisResult, HypothesisSet, check_hypotheses_against, evaluate_hypotheses
+from stats.multiple import is_significant
 from stats.scores import ScoreCube, build_cube, validate_scores
 
 CI_LEVEL = 0.95
@@ -162,7 +163,7 @@ def _metric_entry(
             "b": systems[j],
             "diff": float(hsd.diffs[i, j]),
             "p_value": float(hsd.p_values[i, j]),
-            "significant": bool(hsd.p_values[i, j] <= alpha),
+            "significant": is_significant(hsd.p_values[i, j], alpha),
         }
         for i, j in combinations(range(len(systems)), 2)
     ]

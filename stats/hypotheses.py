@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from stats.errors import StatsInputError
 from stats.hsd import Direction, HSDResult, one_sided_p_value
-from stats.multiple import Combine, combine_p_values, holm_adjust
+from stats.multiple import Combine, combine_p_values, holm_adjust, is_significant
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def evaluate_hypotheses(
     ]
     adjusted = holm_adjust(raw)
     return {
-        h.name: HypothesisResult(h.name, float(p), float(adj), bool(adj <= alpha), tuple(tested))
+        h.name: HypothesisResult(h.name, float(p), float(adj), is_significant(adj, alpha), tuple(tested))
         for h, p, adj, tested in zip(hypotheses.hypotheses, raw, adjusted, tests)
     }
 

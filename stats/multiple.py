@@ -1,4 +1,5 @@
-"""Multiple testing: combining p-values within a hypothesis, Holm-Bonferroni across hypotheses."""
+"""Multiple testing: the significance rule, combining p-values within a hypothesis, Holm-Bonferroni across
+hypotheses."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ import numpy as np
 from stats.errors import StatsInputError
 
 Combine = Literal["all", "any"]
+
+
+def is_significant(p_value: float, alpha: float) -> bool:
+    """The one significance rule of the project: p < alpha, strictly (the CCRS paper marks p-values
+    "< 0.05" as significant, App. E). A randomized p-value is a count / B, so p == alpha does occur
+    (500 / 10,000 = 0.05) and is not significant."""
+    return bool(p_value < alpha)
 
 
 def holm_adjust(p_values: Sequence[float]) -> np.ndarray:

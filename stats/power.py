@@ -30,6 +30,7 @@ from scipy import optimize, stats
 
 from stats.errors import StatsInputError
 from stats.hsd import randomized_tukey_hsd
+from stats.multiple import is_significant
 
 Requirement = Literal["best_worst", "any_pair"]
 MAX_QUESTIONS = 1_000_000
@@ -192,7 +193,7 @@ def simulated_power(scores: np.ndarray, n: int, delta: float, alpha: float, b: i
     hits = 0
     for _ in range(replicates):
         sample = residuals[rng.integers(0, n_pilot, size=n)] + effects
-        hits += randomized_tukey_hsd(sample, b, rng).p_values[pair] <= alpha  # stats.analysis's rule
+        hits += is_significant(randomized_tukey_hsd(sample, b, rng).p_values[pair], alpha)
     return SimulatedPower(hits / replicates, n, replicates, b, pair)
 
 

@@ -1,6 +1,6 @@
 """PNG plots: the one matplotlib set-up and save (`figure_file`, used by every plot of the project), and
-the reduce stage's plots of a stats.json result: box plots, histograms, ASL curves, correlation heatmaps
-(plus the power plan's curves).
+the reduce stage's plots of a stats.json result: box plots, histograms, the CCRS paper's Fig. 2 (each
+query's mean over the systems), ASL curves, correlation heatmaps (plus the power plan's curves).
 
 matplotlib (Agg backend) is imported on first use so that importing this module stays light.
 """
@@ -18,11 +18,16 @@ import numpy as np
 from stats.scores import ScoreCube
 
 
+QUERY_MEANS_PLOT = "query_means.png"  # the CCRS paper's Fig. 2
+QUERY_MEAN_BINS = 20  # bins of width 0.05 on [0, 1] (the paper does not state its bins)
+
+
 def write_plots(result: dict, cube: ScoreCube, plot_dir: Path) -> list[Path]:
     plot_dir.mkdir(parents=True, exist_ok=True)
     return [
         boxplots(cube, plot_dir / "boxplots.png"),
         histograms(cube, plot_dir / "histograms.png"),
+        query_mean_histograms(cube, plot_dir / QUERY_MEANS_PLOT),
         asl_curves(result, plot_dir / "asl_curves.png"),
         correlation_heatmaps(result, plot_dir / "correlations.png"),
     ]
@@ -109,6 +114,30 @@ def histograms(cube: ScoreCube, path: Path) -> Path:
             axis.set_ylabel("queries")
         axes[0].legend(fontsize="small")
     return path
+
+
+def query_means(cube: ScoreCube, metric: str) -> np.ndarray:
+    """Each query's mean score over the systems, for the queries every system has (the HSD's queries)."""
+    return _complete_rows(cube, metric).mean(axis=1)
+
+
+def query_mean_histograms(cube: ScoreCube, path: Path) -> Path:
+    """The CCRS paper's Fig. 2: one panel per metric, the histogram of `query_means` on [0, 1]."""
+    bins = np.linspace(0.0, 1.0, QUERY_MEAN_BINS + 1)
+    with grid_file(path, len(cube.metrics)) as (_, axes):
+        for index, (axis, metric) in enumerate(zip(axes, cube.metrics)):
+            means = query_means(cube, metric)
+            axis.hist(means, bins=bins)
+            axis.set_title(f"({_panel_letter(index)}) {metric}: mean of {len(cube.systems)} systems "
+                           f"(N={len(means)})", fontsize="small")
+            axis.set_xlim(0.0, 1.0)
+            axis.set_xlabel("mean score per query")
+            axis.set_ylabel("queries")
+    return path
+
+
+def _panel_letter(index: int) -> str:
+    return chr(ord("a") + index) if index < 26 else str(index + 1)
 
 
 def asl_curves(result: dict, path: Path) -> Path:

@@ -8,10 +8,12 @@ written as summary.md into the run directory, logged to the MLflow run and print
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from stats.letters import compact_letter_display
+from stats.multiple import is_significant
 from tasks.layout import OUTPUTS_STAGE, RunLayout
 from tasks.stage import read_manifest
 
@@ -37,7 +39,7 @@ def build_summary(run_dir: Path) -> str:
     judges = _judge_summaries(layout)
     sections = [
         _header(config, stats, judges) + _left_out(layout),
-        _systems_section(layout, stats["systems"]),
+        _systems_section(layout, stats["systems"], (config.get("retrieval") or {}).get("top_k")),
         _means_section(stats, _metric_suites(judges)),
         _hypotheses_section(stats, config),
         _failures_section(failures),
@@ -64,7 +66,7 @@ def letter_groups(block: dict[str, Any], alpha: float) -> dict[str, str]:
     if any(value is None for value in means.values()):
         return {}
     significant = [(pair["a"], pair["b"]) for pair in block["pairwise"]
-                   if pair["p_value"] is not None and pair["p_value"] <= alpha]
+                   if pair["p_value"] is not None and is_significant(pair["p_value"], alpha)]
     return compact_letter_display(means, significant)
 
 
@@ -92,16 +94,38 @@ def _left_out(layout: RunLayout) -> str:
             "out of the statistics (which compare systems on the same questions).")
 
 
-def _systems_section(layout: RunLayout, systems: list[str]) -> str:
+def _systems_section(layout: RunLayout, systems: list[str], top_k: int | None) -> str:
     makeup = _system_makeup(layout)
     if not makeup:
         return ""
+    shown = [system for system in systems if system in makeup]
+    k = {system: makeup[system][2] for system in shown}
+    k_column = any(k.values())
     if layout.evaluates_outputs:
-        rows = [f"| {system} | {_escape(makeup[system][1])} |" for system in systems if system in makeup]
-        return "## Systems\n\n| system | outputs |\n| --- | --- |\n" + "\n".join(rows)
-    rows = [f"| {system} | {makeup[system][0]} | {makeup[system][1]} |" for system in systems
-            if system in makeup]
-    return "## Systems\n\n| system | retriever | reader |\n| --- | --- | --- |\n" + "\n".join(rows)
+        header, cells = "| system | outputs |", {s: f"| {s} | {_escape(makeup[s][1])} |" for s in shown}
+    else:
+        header, cells = "| system | retriever | reader |", {s: f"| {s} | {makeup[s][0]} | {makeup[s][1]} |"
+                                                            for s in shown}
+    if k_column:
+        header, cells = header + " k |", {s: f"{cells[s]} {k[s] or 'n/a'} |" for s in shown}
+    rule = "|" + " --- |" * header.count(" |")
+    table = "\n".join([header, rule, *(cells[s] for s in shown)])
+    note = "\n\nk: the contexts each answer came with." if layout.evaluates_outputs else _k_note(top_k)
+    return "## Systems\n\n" + table + (note if k_column else "")
+
+
+def _k_note(top_k: int | None) -> str:
+    retrieved = f" of the {top_k} retrieved" if top_k else ""
+    return (f"\n\nk: the chunks each answer's prompt held{retrieved} (fewer where the reader's window could "
+            "not hold them all: whole chunks, lowest rank dropped first); failed generations left out.")
+
+
+def k_text(chunks: Sequence[int]) -> str:
+    """How many chunks a system's answers received: `20`, or `18-20 (mean 19.62)` when they differ."""
+    if not len(chunks):
+        return ""
+    low, high = min(chunks), max(chunks)
+    return str(low) if low == high else f"{low}-{high} (mean {sum(chunks) / len(chunks):.2f})"
 
 
 def _means_section(stats: dict, suites: dict[str, str]) -> str:
@@ -142,7 +166,7 @@ def _hypotheses_section(stats: dict, config: dict) -> str:
         rows.append(f"| {name} | {statements.get(name, '')} | {result['direction']}, {result['combine']} | "
                     f"{_p(result['raw_p'])} | {_p(result['adjusted_p'])} | {verdict} |")
     return ("## Hypotheses\n\n"
-            f"Holm-adjusted over the {len(results)} hypotheses; supported when the adjusted p <= "
+            f"Holm-adjusted over the {len(results)} hypotheses; supported when the adjusted p < "
             f"{stats['alpha']}.\n\n"
             "| hypothesis | statement | test | raw p | adjusted p | verdict |\n"
             "| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
@@ -201,14 +225,22 @@ def _metric_suites(judges: dict[str, dict]) -> dict[str, str]:
     return {metric: name for name in judges if name in registered for metric in registered[name].metrics}
 
 
-def _system_makeup(layout: RunLayout) -> dict[str, tuple[str, str]]:
+def _system_makeup(layout: RunLayout) -> dict[str, tuple[str, str, str]]:
+    """{system: (retriever, reader, k)}; k is `k_text` of the ok answers' n_chunks_used ("" when the
+    generations do not record it)."""
     if not layout.generations.exists():
         return {}
     import pandas as pd
+    import pyarrow.parquet as pq
 
-    rows = pd.read_parquet(layout.generations, columns=["system", "retriever", "reader"])
+    present = set(pq.ParquetFile(layout.generations).schema_arrow.names)
+    wanted = ["system", "retriever", "reader", *(c for c in ("n_chunks_used", "status") if c in present)]
+    rows = pd.read_parquet(layout.generations, columns=wanted)
     first = rows.drop_duplicates("system")
-    return {row.system: (row.retriever, row.reader) for row in first.itertuples()}
+    answered = rows[rows["status"] == "ok"] if "status" in rows else rows
+    used = answered.groupby("system")["n_chunks_used"].apply(list) if "n_chunks_used" in rows else {}
+    return {row.system: (row.retriever, row.reader, k_text([int(n) for n in used.get(row.system, [])]))
+            for row in first.itertuples()}
 
 
 def _hypothesis_statements(config: dict) -> dict[str, str]:

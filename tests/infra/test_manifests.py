@@ -218,6 +218,31 @@ def test_rayservice_mirrors_the_cluster_serving_profile():
         assert deployed["engine_kwargs"] == expected["engine_kwargs"], model.model_id
 
 
+def test_the_nightly_judges_ccrs_and_the_paper_claim_baseline():
+    """Both schedules run `ccrs nightly` on the paper config, which judges both suites of Table 3."""
+    (rayjob,) = documents(RAYJOB)
+    (words,) = ccrs_commands(rayjob["spec"]["entrypoint"])
+    paper = load_config(ROOT / words[words.index("--config") + 1])
+    assert paper.judges == ["ccrs", "ragchecker"] and "--judges" not in words
+    assert paper.judge.ccrs.prompt_version == paper.judge.ragchecker.prompt_version == "paper"
+
+
+def test_every_paper_reader_fits_the_window_the_cluster_serves_its_model_with():
+    """Each reader's context_window is its model's native window (config.json max_position_embeddings),
+    and the cluster profile (so the RayService) serves that model with at least that max_model_len."""
+    from infra.serving import ServingConfig
+
+    native = {"mistralai/Mistral-7B-Instruct-v0.3": 32768, "meta-llama/Meta-Llama-3-8B-Instruct": 8192,
+              "meta-llama/Llama-3.2-3B-Instruct": 131072}
+    cluster = ServingConfig.for_profile("cluster")
+    served = {model.model_id: model.engine_kwargs["max_model_len"] for model in cluster.models}
+    paper = load_config(ROOT / "configs" / "paper-bioasq.yaml")
+    assert {reader.model: reader.context_window for reader in paper.readers} == native
+    for reader in paper.readers:
+        assert reader.context_window <= served[reader.model], reader.model
+    assert paper.judge.context_window <= served[paper.judge.model]
+
+
 # --- the cron recipe and the image ---------------------------------------------------------------------
 
 def test_the_cron_recipe_runs_ccrs_nightly_with_one_tracking_store():

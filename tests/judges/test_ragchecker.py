@@ -98,6 +98,49 @@ def test_context_is_fitted_to_the_window_without_a_character_cap():
     assert "Chunk 0" in client.prompts[-1] and count(client.prompts[-1]) <= 1024 - 192 - 64
 
 
+PAPER = JudgeConfig(ragchecker=RagCheckerOptions(prompt_version="paper", max_claims=None, max_reasks=1))
+CHUNKED = Sample("q", "s", "What does aspirin inhibit?", "Aspirin inhibits COX-1. It cures cancer.",
+                 "Aspirin inhibits COX-1 and COX-2.", ["Aspirin cures nothing.", "Aspirin inhibits COX-1."])
+
+
+def test_paper_version_labels_three_ways_and_checks_faithfulness_chunk_by_chunk():
+    replies = ["1. Aspirin inhibits COX-1.\n2. Aspirin cures cancer.",
+               "1. Aspirin inhibits COX-1.\n2. Aspirin inhibits COX-2.",
+               "1. entailment\n2. neutral",         # response claims vs ground truth -> P = 1/2
+               "1. entailment\n2. contradiction",   # ground-truth claims vs response -> R = 1/2
+               "1. neutral\n2. contradiction",      # response claims vs chunk 1: none
+               "1. entailment\n2. neutral"]         # vs chunk 2: the first -> F = 1/2
+    client = FakeLLMClient(replies)
+    r = check(client, CHUNKED, PAPER)
+    assert {m: j.score for m, j in r.items()} == dict.fromkeys(METRICS, 0.5)
+    assert r["rc_precision"].attempts == 6 and {j.prompt_version for j in r.values()} == {"paper"}
+    assert json.loads(r["rc_recall"].detail)["verdicts"] == ["entailment", "contradiction"]
+    assert json.loads(r["rc_faithfulness"].detail)["verdicts"] == [True, False]
+    first, second = client.prompts[-2:]
+    assert "<reference>\nAspirin cures nothing.\n</reference>" in first and "neutral: the reference" in first
+    assert "<reference>\nAspirin inhibits COX-1.\n</reference>" in second
+
+
+def test_per_chunk_stops_once_every_claim_is_entailed_and_a_failed_chunk_fails_the_metric():
+    all_entailed = ["1. c", "1. g", "1. entailment", "1. entailment", "1. entailment"]
+    done = check(FakeLLMClient(all_entailed), CHUNKED, PAPER)
+    assert done["rc_faithfulness"].score == 1.0 and done["rc_precision"].attempts == 5  # chunk 2 not asked
+    replies = ["1. c", "1. g", "1. neutral", "1. neutral", "yes", "still yes"]
+    failed = check(FakeLLMClient(replies), CHUNKED, PAPER)["rc_faithfulness"]
+    assert failed.score is None and failed.reason.startswith("chunk 1: invalid after 1 re-asks")
+    no_context = Sample("q", "s", "q?", "Aspirin inhibits COX-1.", "Aspirin inhibits COX-1.", [])
+    r = check(FakeLLMClient(["1. c", "1. g", "1. entailment", "1. entailment"]), no_context, PAPER)
+    assert r["rc_faithfulness"].score == 0.0  # no chunk entails anything: no call
+
+
+def test_paper_version_keeps_every_claim_and_plans_each_chunk_alone():
+    assert parse_claims("1. a\n2. b\n3. c", None) == ["a", "b", "c"]
+    chunks = [f"Chunk {i} says aspirin inhibits COX-{i}. " * 40 for i in range(3)]
+    sample = Sample("q", "s", "q?", "Aspirin inhibits COX-1.", "Aspirin inhibits COX-1.", chunks)
+    (unit,) = SUITE.plan(sample, PAPER.model_copy(update={"context_window": 1024}), 0, count)
+    assert unit.plan.per_chunk and unit.n_context_chunks == 3 and unit.n_context_truncated == 0
+
+
 def test_registry_and_not_judged():
     suite = get_suite("ragchecker")
     assert isinstance(suite, RagCheckerSuite) and suite.metrics is RAGCHECKER_METRICS

@@ -56,13 +56,18 @@ def test_judges_flag_replaces_the_configs_suites_and_is_checked_against_the_regi
     from pipelines.cli import main
 
     assert main(["run", "--judges", "ccrs, grouse,vera,ragchecker", "--check-config"]) == 0
-    assert "config OK" in capsys.readouterr().out
+    assert "judges ccrs, grouse, vera, ragchecker)" in capsys.readouterr().out
+    assert main(["run", "--config", str(ROOT / "configs" / "paper-bioasq.yaml"), "--check-config"]) == 0
+    paper_line = "config OK: ccrs-paper-bioasq (3 readers x 2 retrievers; judges ccrs, ragchecker)"
+    assert paper_line in capsys.readouterr().out
     assert main(["run", "--judges", "ccrs,nosuch", "--check-config"]) == 2
     assert "nosuch" in capsys.readouterr().err
 
 
 def test_prompt_versions_are_checked_against_the_template_folders(tmp_path):
-    assert load_config(ROOT / "configs" / "paper-bioasq.yaml").judge.ccrs.prompt_version == "paper"
+    paper = load_config(ROOT / "configs" / "paper-bioasq.yaml")
+    assert paper.judge.ccrs.prompt_version == "paper" and paper.judges == ["ccrs", "ragchecker"]
+    assert (paper.judge.ragchecker.prompt_version, paper.judge.ragchecker.max_claims) == ("paper", None)
     assert load_config(ROOT / "configs" / "cpu-demo.yaml").judge.ccrs.prompt_version == "v1"
     readers = "readers: [{name: r1, kind: extractive}]\n"
     with pytest.raises(ConfigError, match="v9"):

@@ -81,6 +81,16 @@ def test_planted_effect_found():
         assert pair["significant"] == ("D" in (pair["a"], pair["b"])), pair
 
 
+def test_a_pair_whose_p_equals_alpha_is_not_significant():
+    scores = make_scores(effects={"C": 0.06}, seed=1)
+    pairs = compute_all(scores, b=B, seed=1)["per_metric"]["CC"]["pairwise"]
+    index, p = next((i, pair["p_value"]) for i, pair in enumerate(pairs) if 0 < pair["p_value"] < 0.5)
+    at_alpha = compute_all(scores, b=B, seed=1, alpha=p)["per_metric"]["CC"]["pairwise"][index]
+    assert at_alpha["p_value"] == p and not at_alpha["significant"]
+    above = compute_all(scores, b=B, seed=1, alpha=p + 1 / B)["per_metric"]["CC"]["pairwise"][index]
+    assert above["significant"]
+
+
 def test_hypotheses_evaluated(scores):
     hypotheses = HypothesisSet([Hypothesis("H", [("A", "B")], ["CC", "QR"], combine="any")])
     result = compute_all(scores, hypotheses, b=B)

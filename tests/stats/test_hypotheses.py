@@ -49,6 +49,15 @@ def test_wrong_direction_never_supports_a_hypothesis():
     assert result.raw_p == pytest.approx(0.9995) and not result.significant
 
 
+def test_an_adjusted_p_equal_to_alpha_is_not_supported():
+    # one two-sided hypothesis: Holm over one p leaves it at 0.05, which is not < 0.05
+    by_metric = {"m": hsd_result([0.9, 0.2], np.array([[1, 0.05], [0.05, 1]]))}
+    hypotheses = HypothesisSet([Hypothesis("H", [("A", "B")], ["m"])])
+    result = evaluate_hypotheses(hypotheses, by_metric, ["A", "B"], 0.05)["H"]
+    assert result.adjusted_p == 0.05 and not result.significant
+    assert evaluate_hypotheses(hypotheses, by_metric, ["A", "B"], 0.0501)["H"].significant
+
+
 def test_records_take_lists_as_tuples():
     hypothesis = Hypothesis("H", [["A", "B"]], ["m"])
     assert (hypothesis.pairs, hypothesis.metrics) == ((("A", "B"),), ("m",))

@@ -3,7 +3,14 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from stats.errors import StatsInputError
-from stats.multiple import combine_p_values, holm_adjust
+from stats.multiple import combine_p_values, holm_adjust, is_significant
+
+
+def test_significance_is_strictly_below_alpha():
+    # the CCRS paper's rule, "< 0.05"; a randomized p of 500 / 10,000 is exactly alpha and not significant
+    assert is_significant(0.0499, 0.05) and is_significant(0.0, 0.05)
+    assert not is_significant(500 / 10_000, 0.05) and not is_significant(0.05, 0.05)
+    assert not is_significant(0.0501, 0.05)
 
 
 def test_holm_by_hand():

@@ -28,7 +28,7 @@ def test_write_outputs(tmp_path):
     assert "stats.json" in names
     for table in ("means", "pairwise", "discriminative_power", "descriptive", "correlations", "hypotheses"):
         assert f"tables/{table}.csv" in names and f"tables/{table}.md" in names
-    for plot in ("boxplots", "histograms", "asl_curves", "correlations"):
+    for plot in ("boxplots", "histograms", "query_means", "asl_curves", "correlations"):
         assert f"plots/{plot}.png" in names
     assert all(path.stat().st_size > 0 for path in written)
     assert json.loads((tmp_path / "out" / "stats.json").read_text()) == result

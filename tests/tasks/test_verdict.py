@@ -10,7 +10,7 @@ from tasks.hypotheses_io import load_hypotheses
 from tasks.layout import RunLayout
 from tasks.report import load_scores
 from tasks.stage import MANIFEST
-from tasks.verdict import VerdictError, build_summary, letter_groups, write_summary
+from tasks.verdict import VerdictError, build_summary, k_text, letter_groups, write_summary
 from tests.conftest import BIOASQ_SAMPLE
 from tests.tasks.test_reduce import CCRS, _scores
 
@@ -40,8 +40,13 @@ def make_judged_run(root, hypotheses=None):
     readers = {"A": ("bm25", "mistral"), "B": ("knn", "mistral"),
                "C": ("bm25", "extractive-top1"), "D": ("knn", "extractive-top1"),
                "E": ("bm25", "extractive-top3"), "F": ("knn", "extractive-top3")}
-    pd.DataFrame([{"query_id": q, "system": s, "retriever": r, "reader": m} for q in query_ids
-                  for s, (r, m) in readers.items()]).to_parquet(layout.generations)
+    # Mistral's window held 19 of the 20 chunks for the first question (status ok), a failed A answer
+    # (20 chunks fitted) is left out of k
+    pd.DataFrame([{"query_id": q, "system": s, "retriever": r, "reader": m, "status": "ok",
+                   "n_chunks_used": 19 if (s == "A" and i == 0) else 20} for i, q in enumerate(query_ids)
+                  for s, (r, m) in readers.items()]
+                 + [{"query_id": "extra", "system": "A", "retriever": "bm25", "reader": "mistral",
+                     "status": "failed", "n_chunks_used": 1}]).to_parquet(layout.generations)
     hypotheses_path = None
     if hypotheses:
         hypotheses_path = root / "hypotheses.yaml"
@@ -82,7 +87,9 @@ def test_summary_holds_means_cis_letters_hypotheses_failures_and_judge(judged_ru
     # The planted 0.2 advantage of A and B: no letter shared with any extractive system.
     assert all(not set(letters[top]) & set(letters[low]) for top in "AB" for low in "CDEF")
     assert cells[1].endswith(f" {letters['A']}") and cells[3].endswith(f" {letters['C']}")
-    assert "| A | bm25 | mistral |" in text
+    n = stats["n_queries"]
+    assert f"| A | bm25 | mistral | 19-20 (mean {(19 + 20 * (n - 1)) / n:.2f}) |" in text
+    assert "| B | knn | mistral | 20 |" in text and "k: the chunks each answer's prompt held" in text
     h1 = next(line for line in text.splitlines() if line.startswith("| H1 |"))
     assert "the Mistral systems beat the extractive ones on CC" in h1 and "**supported**" in h1
     assert f"{stats['hypotheses']['H1']['adjusted_p']:.4f}" in h1
@@ -94,6 +101,17 @@ def test_summary_holds_means_cis_letters_hypotheses_failures_and_judge(judged_ru
 def test_a_run_without_statistics_is_a_clear_error(tmp_path):
     with pytest.raises(VerdictError, match="did not reach the statistics"):
         build_summary(tmp_path)
+
+
+def test_k_text_says_how_many_chunks_the_answers_received():
+    assert k_text([20, 20]) == "20" and k_text([]) == ""
+    assert k_text([19, 20, 20, 20]) == "19-20 (mean 19.75)"
+
+
+def test_a_pair_at_p_equal_to_alpha_shares_a_letter():
+    block = {"means": {"A": 0.9, "B": 0.2}, "pairwise": [{"a": "A", "b": "B", "p_value": 0.05}]}
+    assert letter_groups(block, 0.05) == {"A": "a", "B": "a"}
+    assert letter_groups(block, 0.0501) == {"A": "a", "B": "b"}
 
 
 def test_a_metric_without_complete_queries_has_no_letters():
