@@ -113,7 +113,7 @@ def judge_scenario(work: Path) -> dict:
     from tasks.judge import run_judging
     from tasks.reduce import run_reduce
 
-    simulator, base_url = start_simulator(work, latency_ms=100)
+    simulator, base_url = start_simulator(work, latency_ms=300)  # a shard takes ~1 s: in flight when the node goes
     cluster, workers = start_cluster()
     try:
         inputs = judge_inputs(work / "inputs")
@@ -125,7 +125,7 @@ def judge_scenario(work: Path) -> dict:
             remover = None
             if name == "storm":
                 # a third into the second of three batches of 120 judgments: shards are in flight
-                remover = NodeRemover(cluster, workers[0], work / name, threshold=160)
+                remover = NodeRemover(cluster, workers[0], work / name, threshold=150)
                 remover.start()
             out = run_judging(work / name, "ccrs", *inputs, judge, client, base_url, top_k=3, progress=False)
             if remover is not None:
