@@ -113,7 +113,8 @@ def judge_scenario(work: Path) -> dict:
     from tasks.judge import run_judging
     from tasks.reduce import run_reduce
 
-    simulator, base_url = start_simulator(work, latency_ms=300)  # a shard takes ~1 s: in flight when the node goes
+    # answers in 300 ms: a shard takes ~1 s, so shards are in flight on the node when it goes
+    simulator, base_url = start_simulator(work, latency_ms=300)
     cluster, workers = start_cluster()
     try:
         inputs = judge_inputs(work / "inputs")
