@@ -141,8 +141,8 @@ def _progress(total: int, desc: str, enabled: bool):
 
 
 ACTOR_RESTARTS = 3  # an actor whose worker or node dies is restarted (elsewhere) this many times
-CALL_ATTEMPTS = 4  # times one item is sent before its stage fails
-RESEND_PAUSE_S = 0.5  # after a call was lost with its actor: the time Ray needs to restart it
+CALL_ATTEMPTS = 6  # times one item is sent before its stage fails
+RESEND_PAUSE_S = 0.5  # after a call was lost with its actor, doubled at each attempt: Ray restarts it
 
 
 @contextmanager
@@ -185,15 +185,16 @@ def ordered_map(
                 pending[call(actor, items[index])] = (index, actor)
             done, _ = ray.wait(list(pending), num_returns=1)
             index, actor = pending.pop(done[0])
-            idle.append(actor)
             try:
                 results[index] = ray.get(done[0])
             except lost_actor:
                 if attempts[index] >= CALL_ATTEMPTS:
                     raise
+                idle.insert(0, actor)  # the other actors are asked first while Ray restarts this one
                 queue.appendleft(index)
-                time.sleep(RESEND_PAUSE_S)
+                time.sleep(RESEND_PAUSE_S * 2 ** (attempts[index] - 1))
                 continue
+            idle.append(actor)
             bar.update(1)
     return results
 

@@ -48,7 +48,8 @@ def nightly_config(path: Path, scoring: str = "expected") -> Path:
     """The demo config judging QR only (with expected marks: the 135M judge's integer marks are all 0 and
     could not show a drop), B = 1000, no GQM report."""
     config = yaml.safe_load((REPO / "configs" / "cpu-demo.yaml").read_text())
-    config["judge"].update(metrics=["QR"], scoring=scoring)
+    config["judge"]["scoring"] = scoring
+    config["judge"]["ccrs"]["metrics"] = ["QR"]
     config["stats"] = {**config["stats"], "b": 1000, "hypotheses": None}
     config["gqm_goals"] = None
     path.write_text(yaml.safe_dump(config))

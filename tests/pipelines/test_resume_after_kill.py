@@ -71,7 +71,7 @@ def _kill_when(workdir: Path, config: Path, cache: Path, ready, what: str) -> No
 
 
 def _checkpointed_judgments(run_dir: Path) -> int:
-    return sum(len(p.read_text().splitlines()) for p in (run_dir / f".{JUDGE}.partial").glob("*.jsonl"))
+    return sum(len(p.read_text().splitlines()) for p in (run_dir / f".{JUDGE}.partial").glob("**/*.jsonl"))
 
 
 def _results(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
