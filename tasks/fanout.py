@@ -284,13 +284,14 @@ class _Meter:
             self.counter = None
 
 
-def _lost_worker_errors() -> tuple[type[BaseException], ...]:
-    """What ray.get raises for a task whose worker process or node died (not an error of the task's code)."""
+def lost_worker_errors() -> tuple[type[BaseException], ...]:
+    """What ray.get raises for a task or actor call whose worker process or node died (not an error of
+    the called code): the fan-out's shards and the retrieval stages' actor calls are sent again on these."""
     from ray import exceptions
 
     return tuple(getattr(exceptions, name) for name in
                  ("WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError",
-                  "ActorUnavailableError") if hasattr(exceptions, name))
+                  "RayActorError", "ActorUnavailableError") if hasattr(exceptions, name))
 
 
 class _Pass:
@@ -322,7 +323,7 @@ class _Pass:
     def run(self, indices: list[int]) -> None:
         import ray
 
-        lost_worker = _lost_worker_errors()
+        lost_worker = lost_worker_errors()
         queue = iter(group_shards(indices, self.shard_size, self.groups))
         pending: dict[Any, tuple[list[int], int]] = {}
 

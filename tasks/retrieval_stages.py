@@ -38,6 +38,7 @@ from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
 from retrievers.tokenization import load_tokenizer
 from retrievers.types import Hit, SearchIndex
 from tasks.stage import StageResult, code_version, file_fingerprint, read_manifest, run_stage, stage_key
+from tasks.fanout import lost_worker_errors
 from tasks.layout import (
     CHUNK_STAGE,
     CHUNKS_FILE,
@@ -158,13 +159,6 @@ def actor_pool(actor_class, n_actors: int, *args, **options) -> Iterator[list]:
             ray.kill(actor)
 
 
-def _lost_actor_errors() -> tuple[type[BaseException], ...]:
-    from ray import exceptions
-
-    return (exceptions.RayActorError, exceptions.ActorUnavailableError, exceptions.WorkerCrashedError,
-            exceptions.NodeDiedError, exceptions.ObjectLostError)
-
-
 def ordered_map(
     actors: list, call: Callable[[Any, Any], Any], items: Sequence, desc: str, progress: bool
 ) -> list:
@@ -172,7 +166,7 @@ def ordered_map(
     what it lacks: a call lost with its actor's worker or node is sent again, to an actor Ray restarted
     or another one, up to CALL_ATTEMPTS times; the calls are pure, so a resent one gives the same
     result); results in input order, a progress step per result."""
-    lost_actor = _lost_actor_errors()
+    lost_actor = lost_worker_errors()
     results: list = [None] * len(items)
     queue, idle = deque(range(len(items))), list(actors)
     pending: dict[Any, tuple[int, Any]] = {}
