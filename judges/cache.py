@@ -1,10 +1,10 @@
 """Judgment cache: Parquet part files mapping a unit's key to the judgment records it produced.
 
-A unit's key (judges/suite.py `unit_key`) hashes everything that determines the judge's replies: model,
-messages (every input), sampling parameters, response format, seed, prompt version and re-ask budget. Each
-writer appends one new part file, so concurrent runs never rewrite each other's data. Only what the judge
-actually produced is stored (scores, or invalid replies after every re-ask); a unit with a request
-failure (server down) is not cached and is asked again on the next run.
+Keys are made by judges/caching.py (`CachingJudge`, the one place): everything a unit's judgments are
+computed from, the endpoint's identity included. Each writer appends one new part file, so concurrent
+runs never rewrite each other's data. Only what the judge actually produced is stored (scores, or invalid
+replies after every re-ask); a unit with a request failure (server down) is not cached and is asked again
+on the next run.
 """
 from __future__ import annotations
 

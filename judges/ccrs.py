@@ -30,7 +30,6 @@ from judges.suite import (
     ask,
     detail_json,
     neutralize,
-    unit_key,
     user_request,
 )
 
@@ -48,7 +47,8 @@ SCALE = (0, 100)  # every CCRS metric's mark: the parser's range, the JSON schem
 
 
 def _metric(name: str, inputs: tuple[str, ...], description: str) -> Metric:
-    return Metric(SUITE, name, SCALE, inputs, (f"{name.lower()}.txt",), description)
+    reads = ("exact_answers",) if name in EM_COMBINED else ()  # EM's synonyms
+    return Metric(SUITE, name, SCALE, inputs, (f"{name.lower()}.txt",), description, reads=reads)
 
 
 CCRS_METRICS: dict[str, Metric] = {
@@ -360,19 +360,9 @@ class CcrsSuite(JudgeSuite):
             chunks = sample.context if "context" in spec.inputs else []
             fitted = fit_chunks(lambda c, spec=spec: render_prompt(spec, sample_values(sample, c), judge),
                                 chunks, self.window_budget(judge), count)
-            determinants = {"request": request_payload(prompt_request(fitted.prompt, judge)),
-                            "prompt_version": judge.ccrs.prompt_version,
-                            "seed": seed, "max_reasks": judge.max_reasks, "metric": name,
-                            "em": [judge.ccrs.ac_lambda, judge.ccrs.em_use_exact_answer_synonyms,
-                                   sample.exact_answers] if name in EM_COMBINED else None}
-            if judge.scoring == "expected":  # integer-mode keys stay as they were: their cache stays valid
-                determinants["expected"] = judge.expected.model_dump()
-            if judge.ccrs.lenient_parse:  # it changes which replies parse (strict keys stay valid)
-                determinants["lenient_parse"] = True
-            key = unit_key(SUITE, determinants)
-            # plan=None: the rendered prompt is not kept (unit_request renders it again where it is
-            # sent); keeping every prompt of a paper-scale run took ~15 KB a unit, gigabytes in the driver.
-            units.append(Unit(SUITE, sample, (name,), None, key, len(fitted.chunks), fitted.n_truncated))
+            # plan=None: the rendered prompt is not kept (unit_request renders it again where it is sent);
+            # keeping every prompt of a paper-scale run took ~15 KB a unit, gigabytes in the driver.
+            units.append(Unit(SUITE, sample, (name,), None, len(fitted.chunks), fitted.n_truncated))
         return units
 
     def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
@@ -406,11 +396,4 @@ def unit_request(unit: Unit, judge: JudgeConfig) -> ChatRequest:
     chunks = unit.sample.context[: unit.n_context_chunks] if "context" in spec.inputs else []
     return build_request(spec, unit.sample, chunks, judge)
 
-
-def request_payload(request: ChatRequest) -> dict[str, Any]:
-    payload = {"model": request.model, "messages": request.messages, "temperature": request.temperature,
-               "max_tokens": request.max_tokens, "extra": request.extra_body}
-    if request.top_logprobs:
-        payload["top_logprobs"] = request.top_logprobs
-    return payload
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -11,6 +11,9 @@ from judges import templates
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # fields that never change a judgment; every other judge setting is part of the judgment cache key
+    # (judges/caching.py), so a new field is keyed until declared here
+    not_in_judgment: ClassVar[frozenset[str]] = frozenset()
 
 
 class ClientConfig(_Strict):
@@ -67,6 +70,8 @@ class CcrsOptions(_Strict):
     prompt layout and how a reply is parsed (the judge model, window, re-asks, structured output and
     `scoring` are shared)."""
 
+    not_in_judgment = frozenset({"metrics"})  # the selection: each unit's own metrics are in its key
+
     metrics: list[str] = ["CC", "QR", "ID", "AC", "IR"]
     ac_lambda: float = Field(default=0.7, ge=0, le=1)
     em_use_exact_answer_synonyms: bool = False
@@ -103,6 +108,7 @@ class VeraOptions(_Strict):
     "answer_grounding" (ours: the answer's sentences against the context, v1's "retrieval recall") is
     opt-in. prompt_version v1 has no template for the paper's retrieval recall."""
 
+    not_in_judgment = frozenset({"metrics"})  # the selection: each unit's own metrics are in its key
     prompt_version: str = "v2"
     metrics: list[str] = ["faithfulness", "retrieval_recall", "retrieval_precision", "answer_relevance"]
     max_tokens: int = Field(default=192, ge=8)
@@ -162,6 +168,8 @@ class JudgeConfig(_Strict):
     own settings in its block (ccrs / grouse / vera / ragchecker, named like the suite). Metric and suite
     names are checked against the registry (judges/suite.py) by the run config."""
 
+    # where the judge is reached and whether results are cached (the endpoint's identity is keyed instead)
+    not_in_judgment = frozenset({"base_url", "api_key_env", "cache"})
     model: str = "smollm2-135m-instruct"
     base_url: str | None = Field(default=None, description="the judge's own OpenAI-compatible /v1 URL; None: "
                                  "the run's endpoint (the Serve app, or serving.base_url), as the readers'")

@@ -33,7 +33,6 @@ from judges.suite import (
     ask,
     detail_json,
     neutralize,
-    unit_key,
     user_request,
 )
 
@@ -423,11 +422,6 @@ class GrousePlan:
     references: list[str]
 
 
-def _request_payload(request: ChatRequest) -> dict[str, Any]:
-    return {"model": request.model, "messages": request.messages, "temperature": request.temperature,
-            "max_tokens": request.max_tokens, "extra": request.extra_body}
-
-
 class GrouseSuite(JudgeSuite):
     """One unit per sample: the Figure-4 calls depend on each other (usefulness and faithfulness are
     asked or not after relevancy), so a sample is cached and checkpointed as a whole (six judgments)."""
@@ -441,17 +435,7 @@ class GrouseSuite(JudgeSuite):
 
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         fitted = fit_references(sample, judge, count, self.window_budget(judge))
-        shown = replace(sample, context=fitted.chunks)
-        first_requests = {name: _request_payload(build_request(GROUSE_METRICS[name], shown, judge))
-                          for name in JUDGED_METRICS}
-        key = unit_key(SUITE, {"requests": first_requests, "references": fitted.chunks, "model": judge.model,
-                               "prompt_version": judge.grouse.prompt_version,
-                               "max_tokens": judge.grouse.max_tokens,
-                               "faithfulness_max_tokens": judge.grouse.faithfulness_max_tokens,
-                               "structured_output": judge.structured_output, "max_reasks": judge.max_reasks,
-                               "context_window": judge.context_window, "tokenizer": judge.tokenizer,
-                               "seed": seed})
-        return [Unit(SUITE, sample, METRIC_ORDER, GrousePlan(fitted.chunks), key, len(fitted.chunks),
+        return [Unit(SUITE, sample, METRIC_ORDER, GrousePlan(fitted.chunks), len(fitted.chunks),
                      fitted.n_truncated)]
 
     def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,

@@ -51,7 +51,6 @@ from judges.suite import (
     ask,
     detail_json,
     neutralize,
-    unit_key,
     user_request,
 )
 
@@ -254,15 +253,8 @@ class RagCheckerSuite(JudgeSuite):
             fitted = fit_chunks(lambda kept: entail_prompt(judge, context_text(kept), [sample.response]),
                                 list(sample.context), self.window_budget(judge), count)
             plan = RagCheckerPlan(tuple(fitted.chunks), context_text(fitted.chunks))
-        key = unit_key(SUITE, {
-            "metrics": METRICS, "model": judge.model, "prompt_version": version, "seed": seed,
-            "templates": {f: load_template(version, f) for f in TEMPLATES},
-            "response": sample.response, "ground_truth": sample.ground_truth, "context": plan.context,
-            "options": judge.ragchecker.model_dump(), "window": judge.context_window,
-            "tokenizer": judge.tokenizer,
-        })
         dropped = len(sample.context) - len(plan.chunks)
-        return [Unit(SUITE, sample, METRICS, plan, key, len(plan.chunks), dropped)]
+        return [Unit(SUITE, sample, METRICS, plan, len(plan.chunks), dropped)]
 
     def check_config(self, judge: JudgeConfig) -> None:
         """The prompt version exists and its entail.txt declares a known reply and faithfulness check."""

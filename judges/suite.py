@@ -60,6 +60,12 @@ class Metric:
     description: str
     judged: bool = True
     higher_is_better: bool = True
+    reads: tuple[str, ...] = ()  # sample fields the scoring reads beyond the prompt's (AC's exact answers)
+
+    @property
+    def sample_fields(self) -> tuple[str, ...]:
+        """Every field of `Sample` a judgment of this metric depends on (part of its cache key)."""
+        return self.inputs + self.reads
 
     def normalize(self, value: float | None, weight: float = 1.0) -> float | None:
         """The judge's mark on `scale` -> its score in [0, 1] (times `weight`, e.g. AC's 1 - lambda, applied
@@ -152,15 +158,14 @@ def detail_json(**detail: Any) -> str | None:
 
 @dataclass
 class Unit:
-    """One unit of work of a suite for one sample: the metrics it yields, a suite-specific `plan` (the
-    fitted context, the first request ...), and `key`, a hash of everything that determines the replies
-    (the judgment cache's key)."""
+    """One unit of work of a suite for one sample: the metrics it yields and a suite-specific `plan` (the
+    fitted context, the first request ...). `id` names it in a stage's checkpoint; its judgment cache key
+    is made in one place, judges/caching.py, from what its metrics declare they read."""
 
     suite: str
     sample: Sample
     metrics: tuple[str, ...]
     plan: Any
-    key: str
     n_context_chunks: int = 0
     n_context_truncated: int = 0
 
@@ -175,10 +180,6 @@ class Unit:
         (one question x retriever: every reader's sample, every metric)."""
         payload = json.dumps([self.sample.query_id, self.sample.question, self.sample.context])
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def unit_key(suite: str, payload: Any) -> str:
-    return hashlib.sha256(json.dumps([suite, payload], sort_keys=True, default=str).encode()).hexdigest()
 
 
 # --- the one ask / parse / re-ask loop ----------------------------------------------------------------
@@ -286,6 +287,7 @@ class JudgeSuite(ABC):
     metrics: ClassVar[dict[str, Metric]]
     rank: ClassVar[int] = 100  # place in the registry's display order (ties: by name)
     reads_scoring: ClassVar[bool] = False  # judge.scoring: expected applies to this suite
+    cache_salt: ClassVar[str] = ""  # code-level choices a judgment depends on beyond config and prompts
     empty_score: ClassVar[float | None] = 0.0  # what an empty response scores without a call; None: no score
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

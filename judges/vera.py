@@ -66,7 +66,6 @@ from judges.suite import (
     ask,
     detail_json,
     neutralize,
-    unit_key,
     user_request,
 )
 
@@ -379,6 +378,7 @@ class VeraSuite(JudgeSuite):
     reply_estimate: None (the defaults), a unit's calls follow each other (statements, then verdicts)."""
 
     name = SUITE
+    cache_salt = f"embedder={EMBEDDER_ID}"  # precision and relevance compare its embeddings
     description = ("VERA (vera-paper section 3.1): faithfulness, retrieval recall and precision, "
                    "answer relevance")
     rank = 2
@@ -407,17 +407,7 @@ class VeraSuite(JudgeSuite):
 
         fitted = fit_chunks(longest, list(chunks), self.window_budget(judge), count)
         plan = make_plan(sample, judge, fitted.chunks)
-        version = judge.vera.prompt_version
-        key = unit_key(SUITE, {
-            "metrics": metrics, "model": judge.model, "prompt_version": version, "seed": seed,
-            "templates": {f: load_template(version, f) for m in metrics for f in VERA_METRICS[m].templates},
-            "question": sample.question, "response": sample.response, "context": plan.context,
-            "ground_truth": sample.ground_truth if "vera_retrieval_recall" in metrics else None,
-            "options": judge.vera.model_dump(exclude={"metrics"}), "window": judge.context_window,
-            "tokenizer": judge.tokenizer,
-            "embedder": EMBEDDER_ID if EMBEDDING_METRICS & set(metrics) else None,
-        })
-        return [Unit(SUITE, sample, metrics, plan, key, len(fitted.chunks), fitted.n_truncated)]
+        return [Unit(SUITE, sample, metrics, plan, len(fitted.chunks), fitted.n_truncated)]
 
     def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
                  count: Count | None) -> list[Judgment]:

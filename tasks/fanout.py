@@ -182,6 +182,25 @@ def _progress_counter():
     # the loss of a worker node
 
 
+def on_driver_node(fn: Callable[..., R], *args: Any) -> R:
+    """fn(*args) in a Ray task on the driver's node (where the run directory is) and its result: work
+    whose memory grows with the inputs (reading a whole Parquet row group) stays out of the driver, which
+    keeps only bookkeeping. Retried once if its worker dies; `fn` must be idempotent."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from infra.ray_runtime import ensure_ray
+
+    ensure_ray()
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    task = ray.remote(num_cpus=1, max_retries=1, scheduling_strategy=here)(_call)
+    return ray.get(task.remote(fn, args))
+
+
+def _call(fn: Callable[..., R], args: tuple) -> R:
+    return fn(*args)
+
+
 def fan_out(fn: Callable[[LLMClient, T], R], items: list[T], client_cfg: ClientConfig, base_url: str,
             progress: bool = False, desc: str = "requests", **options: Any) -> list[R]:
     """Run fn(client, item) for every item in Ray tasks; results in item order."""

@@ -10,7 +10,6 @@ or a 0).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from infra.models import default_tokenizer
+from judges.caching import CachingJudge
 from judges.cache import JudgmentCache, default_cache_dir
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
@@ -31,7 +31,7 @@ from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.templates import PROMPTS_ROOT
 from judges.tokens import token_counter
 from retrievers.schema import top_k_contexts
-from tasks.fanout import FanOutReport, fan_out_report, given_bar, prefix_order, progress_bar
+from tasks.fanout import FanOutReport, fan_out_report, given_bar, on_driver_node, prefix_order, progress_bar
 from tasks.judge_batches import BatchStore, concatenate, merge_summaries, question_batches, scored_rows
 from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
 from tasks.stage import (
@@ -175,14 +175,16 @@ def judge_suite(
 ) -> tuple[list[Judgment], dict[str, Any]]:
     """Every metric of `suite` for every sample: empty responses are recorded without a call; each unit
     comes from the cache, from this stage's checkpoint (a resumed run) or is asked now; what is asked now
-    is saved to the checkpoint shard by shard and to the cache at the end. The cache is keyed on the unit
-    and on the judge endpoint's `identity` (other weights behind the same model id: other entries).
+    is saved to the checkpoint shard by shard and to the cache at the end, through judges.caching's
+    CachingJudge (keyed on what the unit's metrics read, the judge settings that change a judgment and the
+    endpoint's `identity`: other weights behind the same model id, other entries).
     `progress`: True (a bar of the fan-out's own) or a bar this call advances by judgments; `cache`: the
     stage's (default: the judgment cache of `judge.cache`); `llm`: a client of the caller's to ask through
     in this process (a tool's, a test's fake) instead of Ray tasks, without requeue rounds."""
     count = judge_counter(judge)
     if cache is None and judge.cache:
         cache = JudgmentCache(default_cache_dir())
+    caching = CachingJudge(suite, judge, client.seed, identity, cache)
     done = checkpoint.load() if checkpoint is not None else {}
     judgments: list[Judgment] = []
     planned: list[Unit] = []
@@ -192,11 +194,9 @@ def judge_suite(
                                           "empty response: the judge is not called")
             continue
         planned += suite.plan(sample, judge, client.seed, count)
-    cached = cache.get_many(cache_key(unit, identity) for unit in planned) if cache is not None else {}
     todo: list[Unit] = []
     hits = resumed = 0
-    for unit in planned:
-        records = cached.get(cache_key(unit, identity))
+    for unit, records in zip(planned, caching.lookup(planned)):
         if records:
             hits += 1
             judgments += _restored(records, unit, cached=True)
@@ -222,11 +222,8 @@ def judge_suite(
                                        retry_if=transport_failed, groups=groups, weigh=len)
     else:
         fresh, report = ask_here(evaluate, todo, llm, progress, persist)
-    if cache is not None:
-        for unit, values in zip(todo, fresh):
-            if not transport_failed(values):
-                cache.put(cache_key(unit, identity), suite.name, [v.record() for v in values])
-        cache.flush()
+    answered = [(unit, values) for unit, values in zip(todo, fresh) if not transport_failed(values)]
+    caching.save([unit for unit, _ in answered], [[v.record() for v in values] for _, values in answered])
     stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo),
              "requests": report.as_dict()}
     return judgments + [j for values in fresh for j in values], stats
@@ -248,14 +245,6 @@ def ask_here(evaluate: _Evaluate, units: list[Unit], llm: LLMClient, progress: A
     fresh = llm.map(one, units)
     persist(list(range(len(units))), fresh)
     return fresh, FanOutReport(items=len(units))
-
-
-def cache_key(unit: Unit, identity: dict[str, Any] | None) -> str:
-    """The judgment cache's key of a unit: the unit's own key (everything that determines the replies),
-    and, where the endpoint reports one, the identity of the weights that answer."""
-    if not identity:
-        return unit.key
-    return hashlib.sha256(json.dumps([unit.key, identity], sort_keys=True, default=str).encode()).hexdigest()
 
 
 def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: tuple[str, ...]) -> None:
@@ -396,8 +385,8 @@ def run_judging(
         started = time.perf_counter()
         store = BatchStore.of(run_dir, stage, key, client.batch_samples)
         batches = question_batches(generations_path, client.batch_samples)
-        store.split_inputs({"queries": queries_path, "retrieved": retrieved_path,
-                            "generations": generations_path}, batches, top_k)
+        on_driver_node(store.split_inputs, {"queries": queries_path, "retrieved": retrieved_path,
+                                            "generations": generations_path}, batches, top_k)
         batch_judge = _BatchJudge(suite, judge, client, base_url, top_k, identity, store)
         bar = _judgments_bar(generations_path, suite, judge) if progress else None
         summaries = [batch_judge(b, bar) for b in range(len(batches))]

@@ -28,7 +28,7 @@ from tasks.layout import GENERATIONS_FILE, QUERIES_FILE, RETRIEVED_FILE
 from tasks.stage import PARTIAL, StageCheckpoint
 
 INPUT_FILES = {"queries": QUERIES_FILE, "retrieved": RETRIEVED_FILE, "generations": GENERATIONS_FILE}
-READ_ROWS = 65_536  # rows per record batch when splitting the inputs
+READ_ROWS = 16_384  # rows per record batch when splitting the inputs (bounds the split's memory whatever N)
 TOP_REASONS = 10  # failure reasons kept in a summary
 
 
@@ -109,7 +109,7 @@ class BatchStore:
 
 
 def _split(path: Path, batch_of: dict[str, int], n_batches: int, target, keep_rank: int | None) -> None:
-    source = pq.ParquetFile(path)
+    source = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)  # streamed pages: no whole row group
     writers: dict[int, pq.ParquetWriter] = {}
     try:
         for records in source.iter_batches(batch_size=READ_ROWS):

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from judges.caching import CachingJudge
 from judges.ccrs import CCRS_METRICS, SUITE, parse_score, unit_request
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
@@ -105,10 +106,11 @@ def plan_requests(samples: list[Sample], judge: JudgeConfig, client: ClientConfi
     question); at most `limit` of them."""
     count = judge_counter(judge)
     suite = get_suite(SUITE)
+    caching = CachingJudge(suite, judge, client.seed)
     units: dict[str, Unit] = {}
     for sample in samples:
         for unit in suite.plan(sample, judge, client.seed, count):
-            units.setdefault(unit.key, unit)
+            units.setdefault(caching.key(unit), unit)
             if limit is not None and len(units) >= limit:
                 return list(units.values())
     return list(units.values())

@@ -184,7 +184,9 @@ def test_the_version_is_part_of_every_cache_key():
                     VALUES["context"])
 
     def keys(cfg):
-        return [unit.key for unit in CcrsSuite().plan(sample, cfg, 0, len)]
+        from judges.caching import CachingJudge
+
+        return [CachingJudge(CcrsSuite(), cfg, 0).key(unit) for unit in CcrsSuite().plan(sample, cfg, 0, len)]
 
     assert not set(keys(JudgeConfig())) & set(keys(PAPER_CFG))
 

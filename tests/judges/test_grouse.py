@@ -320,7 +320,9 @@ def test_unit_key_covers_everything_that_determines_the_replies():
     base = JudgeConfig()
 
     def key(sample=SAMPLE, judge=base, seed=0):
-        return suite.plan(sample, judge, seed, count)[0].key
+        from judges.caching import CachingJudge
+
+        return CachingJudge(suite, judge, seed).key(suite.plan(sample, judge, seed, count)[0])
 
     assert key() == key(Sample(**vars(SAMPLE)))
     variants = [key(seed=1), key(judge=JudgeConfig(model="other")), key(judge=JudgeConfig(max_reasks=0)),

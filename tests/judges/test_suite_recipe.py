@@ -5,7 +5,7 @@ import pytest
 
 from judges.config import JudgeConfig
 from judges import suite as registry
-from judges.suite import JudgeSuite, Metric, Parsed, Sample, Unit, Usage, ask, neutralize, unit_key
+from judges.suite import JudgeSuite, Metric, Parsed, Sample, Unit, Usage, ask, neutralize
 from judges.suite import user_request as request
 from tests.fakes import FakeLLMClient
 
@@ -32,8 +32,7 @@ def answers_suite():
         def plan(self, sample, judge, seed, count):
             prompt = (f"<question>{neutralize(sample.question)}</question>\n<response>"
                       f"{neutralize(sample.response)}</response>\nDoes the response answer? Reply yes or no.")
-            key = unit_key(self.name, {"prompt": prompt, "model": judge.model, "seed": seed})
-            return [Unit(self.name, sample, tuple(self.metrics), prompt, key)]
+            return [Unit(self.name, sample, tuple(self.metrics), prompt)]
 
         def evaluate(self, client, unit, judge, count):
             usage, spec = Usage(), self.metrics["answers"]

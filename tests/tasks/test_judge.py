@@ -147,8 +147,9 @@ def test_every_suite_records_empty_responses_and_failed_generations_one_row_per_
 def test_other_weights_behind_the_same_model_id_get_other_stage_and_cache_keys(tmp_path, bioasq_inputs):
     """What the endpoint reports serving (infra.readiness.endpoint_identity) is part of the judge stage's
     key and of every judgment's cache key; without an identity the keys are the unit's own."""
+    from judges.caching import CachingJudge
     from judges.suite import Sample
-    from tasks.judge import cache_key, judging_key
+    from tasks.judge import judging_key
 
     queries, retrieved = bioasq_inputs
     inputs = (queries, retrieved, queries)
@@ -160,8 +161,12 @@ def test_other_weights_behind_the_same_model_id_get_other_stage_and_cache_keys(t
     assert judging_key("ccrs", inputs, judge, client, 5) == judging_key("ccrs", inputs, judge, client, 5, {})
     sample = Sample("q1", "A", "What is X?", "X is Y.", "X is Y.", ["X is Y."])
     (unit, *_) = get_suite("ccrs").plan(sample, judge, 0, len)
-    assert cache_key(unit, None) == cache_key(unit, {}) == unit.key
-    assert len({cache_key(unit, served), cache_key(unit, swapped), unit.key}) == 3
+
+    def cache_key(identity):
+        return CachingJudge(get_suite("ccrs"), judge, 0, identity).key(unit)
+
+    assert cache_key(None) == cache_key({})
+    assert len({cache_key(served), cache_key(swapped), cache_key(None)}) == 3
     # where the judge is reached does not change a judgment
     moved = judge.model_copy(update={"base_url": "http://judge.internal/v1", "api_key_env": "OTHER"})
     assert judging_key("ccrs", inputs, moved, client, 5, served) == judging_key("ccrs", inputs, judge, client,

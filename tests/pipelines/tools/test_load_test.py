@@ -121,7 +121,7 @@ def test_pool_shuffles_deterministically_and_counts_repeats_after_it_wraps():
     assert [repeated for _, repeated in first] == [False] * 4
     assert [repeated for _, repeated in second] == [False, True, True, True]
     assert {t.sample.query_id for t, _ in first + second[:1]} == {f"q{i}" for i in range(5)}
-    assert [t.key for t, _ in RequestPool(tasks, seed=3).take(5)] == [t.key for t, _ in first + second[:1]]
+    assert [t.id for t, _ in RequestPool(tasks, seed=3).take(5)] == [t.id for t, _ in first + second[:1]]
     with pytest.raises(LoadTestError, match="no judge requests"):
         RequestPool([])
 
