@@ -93,6 +93,9 @@ class GrouseOptions(_Strict):
                             "and usefulness calls (JSON with chain of thought for two answers)")
     faithfulness_max_tokens: int = Field(default=2048, ge=16, description="reply budget of the faithfulness "
                                          "call: a sentence-by-sentence analysis of both answers")
+    ask_all: bool = Field(default=False, description="ask usefulness and faithfulness on every sample, "
+                          "whatever relevancy says (the paper's unit-test protocol, its Figures 12-14; "
+                          "`ccrs meta-eval --protocol all-calls`); false: Figure 4's conditional pipeline")
 
     @field_validator("prompt_version")
     @classmethod

@@ -368,25 +368,54 @@ def evaluate_sample(client: LLMClient, sample: Sample, judge: JudgeConfig,
     """The six judgments of one sample, in METRIC_ORDER, with at most four judge calls: relevancy and
     completeness always; usefulness only when the answer declines to answer (null relevancy);
     faithfulness unless the answer is a bare refusal (null relevancy and null usefulness). PA and NR are
-    computed from the first two marks. The references are `sample.context` as given (not fitted here)."""
+    computed from the first two marks. With `judge.grouse.ask_all` (the paper's unit-test protocol, its
+    Figures 12-14) usefulness and faithfulness are asked whatever the gates say. The references are
+    `sample.context` as given (not fitted here)."""
+    ask_all = judge.grouse.ask_all
     relevancy = judge_metric(client, GROUSE_METRICS["answer_relevancy"], sample, judge, count)
     completeness = judge_metric(client, GROUSE_METRICS["completeness"], sample, judge, count)
-    if relevancy.status == "failed":
-        usefulness = _not_asked(sample, "usefulness", judge, "failed",
-                                "answer relevancy failed: applicability unknown")
-    elif relevancy.llm_score is None:
-        usefulness = judge_metric(client, GROUSE_METRICS["usefulness"], sample, judge, count)
-    else:
-        usefulness = _not_asked(sample, "usefulness", judge, "skipped",
-                                "answer gives a response: not applicable")
-    if (relevancy.status == "ok" and relevancy.llm_score is None and usefulness.status == "ok"
-            and usefulness.llm_score is None):
-        faithfulness = _not_asked(sample, "faithfulness", judge, "skipped",
-                                  "bare refusal: no information to check")
-    else:
-        faithfulness = judge_metric(client, GROUSE_METRICS["faithfulness"], sample, judge, count)
+    gate = usefulness_gate(relevancy)
+    usefulness = (judge_metric(client, GROUSE_METRICS["usefulness"], sample, judge, count)
+                  if ask_all or gate is None else _not_asked(sample, "usefulness", judge, *gate))
+    gate = faithfulness_gate(relevancy, usefulness)
+    faithfulness = (judge_metric(client, GROUSE_METRICS["faithfulness"], sample, judge, count)
+                    if ask_all or gate is None else _not_asked(sample, "faithfulness", judge, *gate))
     return [relevancy, completeness, usefulness, faithfulness,
             *derived_judgments(sample, relevancy, completeness, judge)]
+
+
+def usefulness_gate(relevancy: Judgment) -> tuple[str, str] | None:
+    """None where the pipeline asks usefulness (the answer declines: null relevancy), else the status and
+    reason it records without asking."""
+    if relevancy.status == "failed":
+        return "failed", "answer relevancy failed: applicability unknown"
+    if relevancy.llm_score is None:
+        return None
+    return "skipped", "answer gives a response: not applicable"
+
+
+def faithfulness_gate(relevancy: Judgment, usefulness: Judgment) -> tuple[str, str] | None:
+    """None where the pipeline asks faithfulness, else (status, reason): a bare refusal (null relevancy
+    and null usefulness) has no information to check."""
+    if (relevancy.status == "ok" and relevancy.llm_score is None and usefulness.status == "ok"
+            and usefulness.llm_score is None):
+        return "skipped", "bare refusal: no information to check"
+    return None
+
+
+def as_pipeline(judgments: list[Judgment], sample: Sample, judge: JudgeConfig) -> list[Judgment]:
+    """What the conditional pipeline would have recorded, from the six judgments of an `ask_all` run: a
+    call the gates would skip becomes not asked (the same prompt gets the same reply at temperature 0, so
+    nothing is asked twice to compare the two protocols)."""
+    by_metric = {j.metric: j for j in judgments}
+    relevancy, usefulness = by_metric["answer_relevancy"], by_metric["usefulness"]
+    if (gate := usefulness_gate(relevancy)) is not None:
+        usefulness = _not_asked(sample, "usefulness", judge, *gate)
+    faithfulness = by_metric["faithfulness"]
+    if (gate := faithfulness_gate(relevancy, usefulness)) is not None:
+        faithfulness = _not_asked(sample, "faithfulness", judge, *gate)
+    replaced = {"usefulness": usefulness, "faithfulness": faithfulness}
+    return [replaced.get(j.metric, j) for j in judgments]
 
 
 def derived_judgments(sample: Sample, relevancy: Judgment, completeness: Judgment,

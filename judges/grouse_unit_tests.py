@@ -25,6 +25,22 @@ TEST_TYPE_NAMES = {
     9: "low answer relevancy 2", 10: "low completeness 1", 11: "low completeness 2", 12: "low completeness 3",
     13: "low usefulness 1", 14: "low faithfulness 1", 15: "low faithfulness 2", 16: "low faithfulness 3",
 }
+# Table 6's failure-mode column: the failure modes (paper section 4.1) each test type probes; types 1-7
+# probe none (a correct answer must get the top marks). The table puts type 15 (a citation left out) under
+# FM7 although section 4.1 files a missing citation under FM6: we follow the table, where the figures are.
+FAILURE_MODES: dict[int, tuple[str, ...]] = {
+    8: ("FM1",), 9: ("FM1", "FM2"), 10: ("FM3",), 11: ("FM3", "FM4"), 12: ("FM3", "FM4"), 13: ("FM5",),
+    14: ("FM6",), 15: ("FM7",), 16: ("FM7",),
+}
+FAILURE_MODE_NAMES = {
+    "FM1": "answerable, but the answer carries irrelevant content",
+    "FM2": "unanswerable, yet the model answers anyway",
+    "FM3": "the answer leaves out relevant content of the references",
+    "FM4": "the model wrongly says the references hold no answer",
+    "FM5": "a correct refusal padded with unrelated content",
+    "FM6": "a fact reported right, its citation absent or wrong",
+    "FM7": "a fact distorted, or a claim the references do not support",
+}
 _CONDITION = re.compile(r"^(==|<=|>=|<|>)\s*(None|[+-]?\d+(?:\.\d+)?)$")
 
 

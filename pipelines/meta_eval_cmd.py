@@ -1,13 +1,15 @@
 """`ccrs meta-eval`: test a judge's calibration before trusting it.
 
     ccrs meta-eval [--tests FILE] [--judge grouse|ccrs|both] [--base-url URL --model NAME] [--out DIR]
-                   [--grouse-prompt-version paper|v1]
+                   [--grouse-prompt-version paper|v1] [--protocol all-calls|pipeline]
     ccrs meta-eval --agreement RESULTS_A.json RESULTS_B.json
 
 Without --base-url the local CPU model is used (the Serve app of `ccrs serve up`, started here when it is
-not already up, and stopped again afterwards). Prints pass rates per metric and overall and every failing
-case with the judge's raw output; writes results.json, failures.jsonl and matrix.png (and console.log, the
-log records of Ray, Serve, vLLM and the HTTP client) to --out; logs to MLflow.
+not already up, and stopped again afterwards). Prints pass rates per metric and overall (all-calls, the
+paper's protocol, beside what the conditional pipeline records), the table of the paper's seven failure
+modes, and every failing case with the judge's raw output; writes results.json, failures.jsonl and
+matrix.png (and console.log, the log records of Ray, Serve, vLLM and the HTTP client) to --out; logs to
+MLflow.
 """
 from __future__ import annotations
 
@@ -48,6 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
                         help="ask the server for JSON-schema constrained replies (vLLM response_format)")
     parser.add_argument("--grouse-prompt-version", "--prompt-version", dest="prompt_version",
                         help="GroUSE prompt version: a folder of judges/prompts/grouse/ (default paper; v1)")
+    parser.add_argument("--protocol", choices=["all-calls", "pipeline"], default="all-calls",
+                        help="all-calls (default): every GroUSE metric asked on every test, as in the "
+                        "paper's unit-test figures, and the pipeline's pass rates read off the same replies; "
+                        "pipeline: only the calls a run makes (a skipped call's ==None condition holds)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tracking-uri", help="MLflow URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
@@ -119,7 +125,7 @@ def _run(args, grouse, tests, base_url, model, local):
                         context_window=window, cache=False, grouse=grouse)
     client = ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed)
     bar = _bar(len(tests) * len(METRIC_ORDER), args.no_progress or args.judge == "ccrs")
-    result = run_meta_eval(tests, str(args.tests), args.judge, judge, client, base_url, bar)
+    result = run_meta_eval(tests, str(args.tests), args.judge, judge, client, base_url, bar, args.protocol)
     bar.close()
     return result, write_outputs(result, tests, args.out)
 
@@ -154,9 +160,8 @@ def _endpoint(args):
 def _print_report(result, paths) -> None:
     say(f"judge {result.model} on {result.n_tests} tests ({result.tests_path}), {result.seconds:.0f}s")
     if result.outcomes:
-        say(f"GroUSE unit tests (prompt version {result.grouse_prompt_version}), pass rate per metric:")
-        for metric, rate in result.pass_rates.items():
-            say(f"  {metric:22s} {100 * rate:6.2f}%")
+        _print_pass_rates(result)
+        _print_failure_modes(result.failure_modes[result.protocol])
         failures = [(o, m, c) for o in result.outcomes for m, c in o.checks.items() if not c["passed"]]
         say(f"failing checks: {len(failures)}")
         for outcome, metric, check in failures:
@@ -179,6 +184,24 @@ def _print_report(result, paths) -> None:
     say("wrote " + ", ".join(str(p) for p in paths.values()))
 
 
+def _print_pass_rates(result) -> None:
+    protocols = list(result.protocol_pass_rates)
+    say(f"GroUSE unit tests (prompt version {result.grouse_prompt_version}), pass rate per metric "
+        f"({result.protocol} is what the checks below show):")
+    say(f"  {'':22s} " + " ".join(f"{name:>10s}" for name in protocols))
+    for metric in result.pass_rates:
+        say(f"  {metric:22s} " + " ".join(f"{100 * result.protocol_pass_rates[name][metric]:9.2f}%"
+                                          for name in protocols))
+
+
+def _print_failure_modes(table) -> None:
+    say("failure modes (paper section 4.1; tests of Table 6's types): tests passing all six conditions")
+    for mode, row in table.items():
+        share = "n/a" if row["tests_all_passed"] is None else f"{100 * row['tests_all_passed']:.0f}%"
+        say(f"  {mode} {share:>5s} of {row['tests']:3d} tests (types {row['test_types']}): "
+            f"{row['description']}")
+
+
 def _log(args, grouse, result, paths) -> int:
     if args.no_mlflow:
         return 0
@@ -190,7 +213,7 @@ def _log(args, grouse, result, paths) -> int:
               "base_url": args.base_url or "local-cpu", "prompt_version": grouse.prompt_version,
               "max_reasks": args.max_reasks, "max_tokens": grouse.max_tokens,
               "faithfulness_max_tokens": grouse.faithfulness_max_tokens,
-              "structured_output": args.structured_output, "seed": args.seed}
+              "structured_output": args.structured_output, "seed": args.seed, "protocol": args.protocol}
     try:
         run_id = log_meta_eval(result, paths, uri, params)
     except TrackingError as exc:

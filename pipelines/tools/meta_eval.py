@@ -16,14 +16,17 @@ from typing import Any
 from judges.ccrs import SUITE as SUITE_CCRS
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
-from judges.grouse import METRIC_ORDER
+from judges.grouse import METRIC_ORDER, as_pipeline
 from judges.grouse import SUITE as SUITE_GROUSE
-from judges.grouse_unit_tests import UnitTest, check_condition
+from judges.grouse_unit_tests import FAILURE_MODE_NAMES, FAILURE_MODES, UnitTest, check_condition
 from judges.suite import Judgment, Sample, get_suite
 from pipelines.config import REPO_ROOT
 from tasks.judge import judge_suite
 
 EXPERIMENT = "ccrs-meta-eval"
+# all-calls: every metric asked on every test (the paper's unit-test figures, its hatched squares included);
+# pipeline: what a run records (Figure 4's gates: a skipped call is not asked, and `==None` then holds).
+PROTOCOLS = ("all-calls", "pipeline")
 # Judge agreement (GroUSE paper, Table 4): Spearman on the 1-5 marks, macro F1 on the nullable 0/1 ones.
 LIKERT_METRICS = ("answer_relevancy", "completeness")
 BINARY_METRICS = ("usefulness", "faithfulness", "positive_acceptance", "negative_rejection")
@@ -63,6 +66,9 @@ class MetaEvalResult:
     ccrs: dict[str, Any] | None = None
     seconds: float = 0.0
     grouse_prompt_version: str | None = None  # judge.grouse.prompt_version when the GroUSE tests ran
+    protocol: str = PROTOCOLS[0]  # whose outcomes `outcomes` and `pass_rates` are
+    protocol_pass_rates: dict[str, dict[str, float]] = field(default_factory=dict)  # every protocol measured
+    failure_modes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # protocol -> FM -> row
 
 
 # --- GroUSE unit tests ----------------------------------------------------------------------------------
@@ -100,13 +106,36 @@ def pass_rates(outcomes: list[TestOutcome]) -> dict[str, float]:
 
 
 def run_grouse_tests(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient,
-                     client_cfg: ClientConfig | None = None, progress: Any = None) -> list[TestOutcome]:
+                     client_cfg: ClientConfig | None = None, progress: Any = None,
+                     protocol: str = PROTOCOLS[0]) -> dict[str, list[TestOutcome]]:
     """Every test through the judge stage's `judge_suite` (GroUSE suite: its plan fits the references to
     the judge window, its evaluate runs the Figure-4 calls), asked through `client` in this process;
-    `progress`: a bar advanced by judgments (six a test)."""
+    `progress`: a bar advanced by judgments (six a test). {protocol: outcomes}: all-calls asks every
+    metric (judge.grouse.ask_all) and also gives the pipeline's outcomes, read off the same replies
+    (`judges.grouse.as_pipeline`); pipeline asks what a run asks, and gives only its own."""
+    ask_all = protocol == "all-calls"
+    judge = judge.model_copy(update={"grouse": judge.grouse.model_copy(update={"ask_all": ask_all})})
     judgments = judge_through_stage(SUITE_GROUSE, [test.sample() for test in tests], judge, client,
                                     client_cfg, progress)
-    return [check_test(test, judgments[test.test_id]) for test in tests]
+    outcomes = {protocol: [check_test(test, judgments[test.test_id]) for test in tests]}
+    if ask_all:
+        outcomes["pipeline"] = [check_test(test, as_pipeline(judgments[test.test_id], test.sample(), judge))
+                                for test in tests]
+    return outcomes
+
+
+def failure_mode_table(outcomes: list[TestOutcome]) -> dict[str, dict[str, Any]]:
+    """Per failure mode of the paper (FM1-FM7, Table 6's column): its tests, the share passing all six
+    conditions and the share of their conditions that hold."""
+    table = {}
+    for mode, name in FAILURE_MODE_NAMES.items():
+        probing = [o for o in outcomes if mode in FAILURE_MODES.get(o.test_type, ())]
+        checks = [c["passed"] for o in probing for c in o.checks.values()]
+        table[mode] = {"description": name, "test_types": sorted({o.test_type for o in probing}),
+                       "tests": len(probing),
+                       "tests_all_passed": sum(o.passed for o in probing) / len(probing) if probing else None,
+                       "checks_passed": sum(checks) / len(checks) if checks else None}
+    return table
 
 
 def judge_through_stage(suite: str, samples: list[Sample], judge: JudgeConfig, client: LLMClient,
@@ -284,6 +313,11 @@ def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: 
                          "git_commit": git_commit(REPO_ROOT)})
         log_params_redacted(mlflow, params)
         metrics = {f"pass_rate_{k}": v for k, v in result.pass_rates.items()}
+        for protocol, rates in result.protocol_pass_rates.items():
+            metrics.update({f"{protocol.replace('-', '_')}_pass_rate_{k}": v for k, v in rates.items()})
+        for protocol, modes in result.failure_modes.items():
+            metrics.update({f"{protocol.replace('-', '_')}_{mode}_tests_all_passed": row["tests_all_passed"]
+                            for mode, row in modes.items() if row["tests_all_passed"] is not None})
         if result.ccrs and result.ccrs.get("pass_rate") is not None:
             metrics["ccrs_calibration_pass_rate"] = result.ccrs["pass_rate"]
             metrics.update({f"ccrs_calibration_{k}": v for k, v in result.ccrs["per_metric"].items()})
@@ -295,18 +329,23 @@ def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: 
 
 
 def run_meta_eval(tests: list[UnitTest], tests_path: str, judge_kind: str, judge: JudgeConfig,
-                  client_cfg: ClientConfig, base_url: str, progress: Any = None) -> MetaEvalResult:
+                  client_cfg: ClientConfig, base_url: str, progress: Any = None,
+                  protocol: str = PROTOCOLS[0]) -> MetaEvalResult:
     """judge_kind: grouse (unit-test conditions), ccrs (paired calibration), or both. One judge config
     for both: GroUSE's prompt version and reply budget are under `judge.grouse`, CCRS's under `judge.ccrs`;
     its window (`judge.context_window`, with the token count of `judge.tokenizer` or the model's) fits the
-    references and the reply budgets. `progress`: a bar of the GroUSE tests, advanced by judgments."""
+    references and the reply budgets. `progress`: a bar of the GroUSE tests, advanced by judgments;
+    `protocol`: the GroUSE tests' (PROTOCOLS; all-calls also reports the pipeline's pass rates)."""
     started = time.perf_counter()
-    outcomes, ccrs = [], None
+    by_protocol, ccrs = {}, None
     with LLMClient(client_cfg, base_url) as client:
         if judge_kind in ("grouse", "both"):
-            outcomes = run_grouse_tests(tests, judge, client, client_cfg, progress)
+            by_protocol = run_grouse_tests(tests, judge, client, client_cfg, progress, protocol)
         if judge_kind in ("ccrs", "both"):
             ccrs = run_ccrs_calibration(tests, judge, client, client_cfg)
     version = judge.grouse.prompt_version if judge_kind in ("grouse", "both") else None
+    outcomes = by_protocol.get(protocol, [])
     return MetaEvalResult(judge_kind, judge.model, tests_path, len(tests), pass_rates(outcomes), outcomes,
-                          ccrs, round(time.perf_counter() - started, 2), version)
+                          ccrs, round(time.perf_counter() - started, 2), version, protocol,
+                          {name: pass_rates(found) for name, found in by_protocol.items()},
+                          {name: failure_mode_table(found) for name, found in by_protocol.items()})

@@ -101,9 +101,12 @@ def test_real_run_reports_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "pass rate per metric" in out and "overall" in out and "MLflow run" in out
+    assert "all-calls" in out and "pipeline" in out and "FM7" in out  # both protocols, the failure modes
     assert (tmp_path / "out" / "matrix.png").exists() and (tmp_path / "out" / "failures.jsonl").exists()
     results = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert results["n_tests"] == 1 and len(results["outcomes"]) == 1
+    assert results["n_tests"] == 1 and len(results["outcomes"]) == 1 and results["protocol"] == "all-calls"
+    assert set(results["protocol_pass_rates"]) == set(results["failure_modes"]) == {"all-calls", "pipeline"}
+    assert sum(c["status"] == "skipped" for c in results["outcomes"][0]["checks"].values()) == 0  # all asked
     mlflow.set_tracking_uri(uri)
     runs = mlflow.search_runs(experiment_names=["ccrs-meta-eval"], output_format="list")
     assert len(runs) == 1 and "pass_rate_overall" in runs[0].data.metrics

@@ -130,13 +130,15 @@ def test_the_prefix_cache_blocks_are_those_of_the_engine_that_serves_the_model()
     from pipelines.tools.cost_plan import kv_block_tokens
 
     cpu = load_config(None)
-    assert kv_block_tokens(cpu, cpu.judge.model) == 128
+    assert kv_block_tokens(cpu, cpu.judge.model) == 32  # infra/serve_configs/cpu.yaml sets it
+    models = [{**m.model_dump(), "engine_kwargs": {}} for m in cpu.serving.models]
+    assert kv_block_tokens(load_config(None, {"serving.models": models}), cpu.judge.model) == 128
     paper = load_config(REPO_ROOT / "configs" / "paper-bioasq.yaml")
     assert kv_block_tokens(paper, paper.judge.model) == 16
     assert kv_block_tokens(paper, "a-model-the-profile-does-not-serve") == 16
-    models = [{**m.model_dump(), "engine_kwargs": {"block_size": 32}} for m in cpu.serving.models]
+    models = [{**m.model_dump(), "engine_kwargs": {"block_size": 64}} for m in cpu.serving.models]
     tuned = load_config(None, {"serving.models": models})
-    assert kv_block_tokens(tuned, cpu.judge.model) == 32
+    assert kv_block_tokens(tuned, cpu.judge.model) == 64
 
 
 def test_a_suite_whose_tokens_are_not_modelled_gets_no_flops_and_no_total_hours():

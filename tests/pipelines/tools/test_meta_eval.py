@@ -132,7 +132,9 @@ def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions(version):
     grouse = GrouseOptions(prompt_version=version, max_tokens=200, faithfulness_max_tokens=700)
     judge = JudgeConfig(model="m", cache=False, context_window=8192, grouse=grouse)
     bar = Bar()
-    (outcome,) = run_grouse_tests(TRAIN[:1], judge, client, progress=bar)
+    outcomes = run_grouse_tests(TRAIN[:1], judge, client, progress=bar, protocol="pipeline")
+    assert list(outcomes) == ["pipeline"]
+    (outcome,) = outcomes["pipeline"]
     assert outcome.passed and bar.n == len(METRIC_ORDER) and outcome.calls == 3  # usefulness not asked
     assert outcome.checks["answer_relevancy"]["justification"] == "why answer_relevancy"
     assert [r.max_tokens for r in client.requests] == [200, 200, 700]
@@ -141,6 +143,41 @@ def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions(version):
     assert ((_block(prompt, "answer_1"), _block(prompt, "answer_2"))
             == (TRAIN[0].expected_answer, TRAIN[0].answer))
     assert prompt.index("<answer_1>") < prompt.index("<answer_2>")
+
+
+def test_all_calls_asks_what_the_pipeline_skips_and_a_mark_there_fails_a_none_condition():
+    """Type 1 expects usefulness ==None: the pipeline never asks it (a response was given) and the
+    condition holds without the judge; the paper's protocol asks, and a judge that gives a mark fails."""
+    from pipelines.tools.meta_eval import run_grouse_tests
+
+    client = fake_judge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": 1}, None)
+    grouse = GrouseOptions(max_tokens=200, faithfulness_max_tokens=700)
+    judge = JudgeConfig(model="m", cache=False, context_window=8192, grouse=grouse)
+    outcomes = run_grouse_tests(TRAIN[:1], judge, client)
+    assert list(outcomes) == ["all-calls", "pipeline"] and len(client.requests) == 4
+    (asked,), (gated,) = outcomes["all-calls"], outcomes["pipeline"]
+    assert asked.checks["usefulness"]["value"] == 1 and not asked.checks["usefulness"]["passed"]
+    assert gated.checks["usefulness"]["status"] == "skipped" and gated.checks["usefulness"]["passed"]
+    assert gated.passed and not asked.passed
+    assert {m: c["value"] for m, c in asked.checks.items() if m != "usefulness"} == \
+        {m: c["value"] for m, c in gated.checks.items() if m != "usefulness"}
+
+
+def test_failure_mode_table_follows_table_6():
+    from judges.grouse_unit_tests import FAILURE_MODES
+    from pipelines.tools.meta_eval import failure_mode_table
+
+    assert {t for t in range(1, 17) if t not in FAILURE_MODES} == set(range(1, 8))  # the highest-marks tests
+    tests = [t for t in TRAIN if t.test_type in (8, 9, 10)]
+    marks = {8: {"answer_relevancy": 4, "completeness": 5, "faithfulness": 1},     # all six hold
+             9: {"answer_relevancy": 5, "faithfulness": 1, "negative_rejection": 0},  # relevancy wrong
+             10: {"answer_relevancy": 5, "completeness": 4, "faithfulness": 1}}    # all six hold
+    table = failure_mode_table([check_test(t, _judgments(t, marks[t.test_type])) for t in tests])
+    assert (table["FM1"]["tests"], table["FM1"]["tests_all_passed"]) == (2, 0.5)  # types 8 and 9
+    assert table["FM1"]["checks_passed"] == pytest.approx(11 / 12)
+    assert (table["FM2"]["tests"], table["FM2"]["tests_all_passed"]) == (1, 0.0)
+    assert (table["FM3"]["tests"], table["FM3"]["tests_all_passed"]) == (1, 1.0)
+    assert table["FM5"] == {**table["FM5"], "tests": 0, "tests_all_passed": None}
 
 
 def test_ccrs_calibration_scores_each_needed_judgment_once_against_the_correct_answer():
