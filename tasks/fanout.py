@@ -294,8 +294,8 @@ class _Meter:
     def settle(self, results: list[Any]) -> None:
         """The bar at exactly what finished; the counter actor ended."""
         if self.bar is not None:
-            self.bar.n = self.start + sum(self.weigh(value) for value in results if value is not None)
-            self.bar.refresh()
+            done = self.start + sum(self.weigh(value) for value in results if value is not None)
+            self.bar.update(done - self.bar.n)  # negative where a lost shard's items were counted twice
         if self.counter is not None:
             import ray
 

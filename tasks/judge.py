@@ -393,8 +393,8 @@ def run_judging(
         if bar is not None:
             bar.close()
         if batches:
-            concatenate(store.parts(len(batches)), out_dir / JUDGMENTS_FILE)
-            concatenate(store.parts(len(batches)), out_dir / SCORES_FILE, scored_rows(SCORE_COLUMNS))
+            concatenate(store.parts(len(batches)), {out_dir / JUDGMENTS_FILE: None,
+                                                    out_dir / SCORES_FILE: scored_rows(SCORE_COLUMNS)})
         else:  # nothing was generated: the stage's files exist, with their columns and no row
             write_judgments(judgments_frame([], metric_order=suite.selected_metrics(judge)), out_dir)
         summary = merge_summaries(summaries)

@@ -138,27 +138,29 @@ def _atomic(path: Path, write) -> None:
 
 # --- the stage's output: the parts, concatenated ---------------------------------------------------------
 
-def concatenate(parts: list[Path], out: Path, rows=None) -> int:
-    """The parts' rows into one Parquet file, one part in memory at a time (`rows(frame)` picks rows,
-    e.g. the scored ones); the schema is the parts' unified one (a column that is all null in one part
-    takes the type it has in the others), so the file reads back as the parts' frames concatenated and
-    written at once would. Returns the rows written."""
+def concatenate(parts: list[Path], outputs: dict[Path, Any]) -> dict[Path, int]:
+    """The parts' rows into each output Parquet file in one pass, one part in memory at a time;
+    `outputs`: {path: row picker or None}, where `rows(frame)` picks a file's rows (e.g. the scored ones).
+    The schema is the parts' unified one (a column that is all null in one part takes the type it has in
+    the others), so a file reads back as the parts' frames concatenated and written at once would. Returns
+    the rows written to each file."""
     unified = pa.unify_schemas([pq.read_schema(part) for part in parts], promote_options="permissive")
-    writer, written = None, 0
+    writers: dict[Path, pq.ParquetWriter] = {}
+    written = dict.fromkeys(outputs, 0)
     try:
         for part in parts:
             frame = pd.read_parquet(part)
-            if rows is not None:
-                frame = rows(frame)
-            table = pa.Table.from_pandas(frame, preserve_index=False)
-            if writer is None:
-                schema = pa.schema([unified.field(name) for name in table.column_names],
-                                   metadata=table.schema.metadata)
-                writer = pq.ParquetWriter(out, schema)
-            writer.write_table(table.cast(schema))
-            written += len(frame)
+            for out, rows in outputs.items():
+                picked = rows(frame) if rows is not None else frame
+                table = pa.Table.from_pandas(picked, preserve_index=False)
+                if out not in writers:
+                    schema = pa.schema([unified.field(name) for name in table.column_names],
+                                       metadata=table.schema.metadata)
+                    writers[out] = pq.ParquetWriter(out, schema)
+                writers[out].write_table(table.cast(writers[out].schema))
+                written[out] += len(picked)
     finally:
-        if writer is not None:
+        for writer in writers.values():
             writer.close()
     return written
 

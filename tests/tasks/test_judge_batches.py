@@ -50,12 +50,12 @@ def test_parts_concatenate_into_one_file_with_one_schema(tmp_path):
     store.write_part(0, first, {"judgments": 2})
     store.write_part(1, second, {"judgments": 1})
     assert store.finished(0) and store.finished(1) and not store.finished(2)
-    assert concatenate(store.parts(2), tmp_path / "all.parquet") == 3
+    every, scored = tmp_path / "all.parquet", tmp_path / "scored.parquet"
+    assert concatenate(store.parts(2), {every: None, scored: scored_rows(["query_id", "score"])}) == {
+        every: 3, scored: 2}
     pd.concat([first, second], ignore_index=True).to_parquet(tmp_path / "at_once.parquet", index=False)
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "all.parquet"),
-                                  pd.read_parquet(tmp_path / "at_once.parquet"))
-    assert concatenate(store.parts(2), tmp_path / "scored.parquet", scored_rows(["query_id", "score"])) == 2
-    assert pq.read_schema(tmp_path / "scored.parquet").names == ["query_id", "score"]
+    pd.testing.assert_frame_equal(pd.read_parquet(every), pd.read_parquet(tmp_path / "at_once.parquet"))
+    assert pq.read_schema(scored).names == ["query_id", "score"]
 
 
 def test_batch_summaries_add_up():
