@@ -193,7 +193,8 @@ def on_driver_node(fn: Callable[..., R], *args: Any) -> R:
 
     ensure_ray()
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    task = ray.remote(num_cpus=1, max_retries=1, scheduling_strategy=here)(_call)
+    # num_cpus=0: a head node started with no CPUs to offer (common on KubeRay) must still run it
+    task = ray.remote(num_cpus=0, max_retries=1, scheduling_strategy=here)(_call)
     return ray.get(task.remote(fn, args))
 
 
