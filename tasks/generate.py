@@ -219,6 +219,22 @@ def build_items(queries: pd.DataFrame, retrieved: pd.DataFrame, readers: Sequenc
     return items
 
 
+def served_windows(readers: Sequence[ReaderConfig], identity: dict[str, Any] | None
+                   ) -> tuple[list[ReaderConfig], dict[str, list[int]]]:
+    """Each LLM reader with its window capped by the `max_model_len` its endpoint reports serving (a
+    window larger than the server holds would fail those requests there), and {reader: [configured,
+    served]} for every reader capped."""
+    capped, changed = [], {}
+    for reader in readers:
+        reported = (identity or {}).get(reader.model) or {}
+        served = reported.get("max_model_len") if reader.kind == "llm" else None
+        if isinstance(served, int) and served < reader.context_window:
+            changed[reader.name] = [reader.context_window, served]
+            reader = reader.model_copy(update={"context_window": served})
+        capped.append(reader)
+    return capped, changed
+
+
 def item_id(item: GenerationItem) -> str:
     return f"{item.system}/{item.query_id}"
 
@@ -304,14 +320,17 @@ def run_generation(
         checkpoint = StageCheckpoint(run_dir, "generate", key)
         if retry:
             checkpoint.save(retry)
-        rows, requests = generate_all(build_items(queries, retrieved, readers, top_k), client, base_url,
+        served, capped = served_windows(readers, identity)
+        rows, requests = generate_all(build_items(queries, retrieved, served, top_k), client, base_url,
                                       progress, checkpoint)
         endpoint_rows, endpoints = generate_endpoints(systems, queries, checkpoint.load(), checkpoint,
                                                       progress)
         frame = pd.DataFrame(rows + endpoint_rows, columns=GENERATION_COLUMNS)
         frame = frame.sort_values(["system", "query_id"])
         frame.to_parquet(out_dir / GENERATIONS_FILE, index=False)
-        return generation_summary(frame, readers, time.perf_counter() - started, requests, systems, endpoints)
+        seconds = time.perf_counter() - started
+        summary = generation_summary(frame, readers, seconds, requests, systems, endpoints)
+        return {**summary, "windows_capped_by_server": capped}
 
     result = run_stage(run_dir, "generate", key, compute, force=force or bool(retry))
     return GenerationOutputs(result.out_dir / GENERATIONS_FILE, result.summary, result.reused)

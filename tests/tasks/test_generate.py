@@ -65,12 +65,26 @@ def test_build_items_uses_top_k_in_rank_order(bioasq_inputs):
     assert first.chunks == top["text"].head(2).tolist()
 
 
+def test_a_reader_window_is_capped_by_what_the_server_holds():
+    from tasks.generate import served_windows
+
+    readers = [ReaderConfig(name="long", model="m1", context_window=32768),
+               ReaderConfig(name="fits", model="m2", context_window=4096),
+               ReaderConfig(name="x", kind="extractive")]
+    identity = {"m1": {"id": "m1", "max_model_len": 8192}, "m2": {"id": "m2", "max_model_len": 8192}}
+    served, capped = served_windows(readers, identity)
+    assert [r.context_window for r in served] == [8192, 4096, readers[2].context_window]
+    assert capped == {"long": [32768, 8192]}
+    assert served_windows(readers, None) == (readers, {})  # nothing reported: the config's windows
+
+
 def test_extractive_only_run_needs_no_server(tmp_path, bioasq_inputs):
     readers = [ReaderConfig(name="x", kind="extractive")]
     out = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
                          top_k=3, progress=False)
     frame = pd.read_parquet(out.path)
     assert set(frame.system) == {"A", "B"} and (frame.status == "ok").all()
+    assert out.summary["windows_capped_by_server"] == {}
     again = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
                            top_k=3, progress=False)
     assert again.reused
