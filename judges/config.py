@@ -63,6 +63,16 @@ class ReaderConfig(_Strict):
     context_window: int = Field(default=2048, ge=64, description="model window (prompt + new tokens)")
     tokenizer: str | None = Field(default=None, description="tokenizer for the window check; None = the "
                                   "local model folder when there is one, else a character estimate")
+    prompt: Literal["auto", "paper", "citing"] = Field(
+        default="auto", description="paper: CCRS Figure 1's prompt; citing: the same, asking for a [i] "
+        "citation after each statement and GroUSE's refusal sentence when no passage answers (what GroUSE "
+        "faithfulness, positive acceptance and negative rejection check; the extractive reader cites its "
+        "sentences' passages); auto: citing when the run's judges include grouse, else paper")
+
+    @property
+    def prompt_style(self) -> str:
+        """The prompt this reader gets ("auto" left unresolved, outside a run config: paper)."""
+        return "paper" if self.prompt == "auto" else self.prompt
 
 
 class CcrsOptions(_Strict):

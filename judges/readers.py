@@ -12,6 +12,11 @@ from judges.config import ReaderConfig
 # fig1-v2: Figure 1's construct (instruction, the top-k chunks each in <content> inside one <context>, the
 # question, the answer in <answer> tags) in our own words; fig1-v1 repeated the figure's sentences.
 PROMPT_VERSION = "fig1-v2"
+# Reader prompt styles (ReaderConfig.prompt) and the version each records: `citing` is Figure 1's prompt
+# asking for GroUSE's grounded-answer conventions, which its faithfulness, positive acceptance and negative
+# rejection check (a [i] after each statement; its refusal sentence when no passage answers).
+PROMPT_VERSIONS = {"paper": PROMPT_VERSION, "citing": f"{PROMPT_VERSION}-citing"}
+REFUSAL_SENTENCE = "No document seems to precisely answer your question"  # GroUSE's, written verbatim
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
 _STOPWORDS = frozenset(
     ["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "are",
@@ -22,12 +27,24 @@ _STOPWORDS = frozenset(
 )
 
 
-def generation_prompt(question: str, chunks: list[str]) -> str:
-    """Paper Figure 1's layout and inputs in the same order (instruction, context, question, output rule)."""
-    contents = " ".join(f"<content>{chunk}</content>" for chunk in chunks)
+def generation_prompt(question: str, chunks: list[str], style: str = "paper") -> str:
+    """Paper Figure 1's layout and inputs in the same order (instruction, context, question, output rule).
+    style `citing`: the passages numbered from 1 in rank order (the numbering GroUSE's judge shows), and
+    the citation and refusal conventions asked for before the output rule."""
+    if style != "citing":
+        contents = " ".join(f"<content>{chunk}</content>" for chunk in chunks)
+        return (
+            f"Using the context below, answer the question. <context> {contents} </context>\n"
+            f"Question: {question}\n"
+            "Write your answer between the tags <answer></answer>."
+        )
+    numbered = " ".join(f"<content>[{i}] {chunk}</content>" for i, chunk in enumerate(chunks, 1))
     return (
-        f"Using the context below, answer the question. <context> {contents} </context>\n"
+        f"Using the numbered context below, answer the question. <context> {numbered} </context>\n"
         f"Question: {question}\n"
+        "Put the number of the passage each statement comes from right after that statement, as [i]. "
+        f'If none of the passages answers the question, open with the sentence "{REFUSAL_SENTENCE}"; '
+        "related information from the passages may follow, cited in the same way.\n"
         "Write your answer between the tags <answer></answer>."
     )
 
@@ -81,9 +98,10 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
 
 
-def extractive_answer(question: str, chunks: list[str], max_sentences: int) -> str:
+def extractive_answer(question: str, chunks: list[str], max_sentences: int, cite: bool = False) -> str:
     """Extractive baseline (not an LLM): the sentences with the most question-term overlap, ties broken by
-    chunk rank then position, returned in that ranked order."""
+    chunk rank then position, returned in that ranked order; `cite`: each followed by its passage's number
+    as [i] (the citing prompt's convention)."""
     query_terms = _terms(question)
     candidates = []
     for rank, chunk in enumerate(chunks):
@@ -91,5 +109,5 @@ def extractive_answer(question: str, chunks: list[str], max_sentences: int) -> s
             overlap = len(query_terms & _terms(sentence))
             candidates.append((-overlap, rank, position, sentence))
     candidates.sort()
-    chosen = [c[3] for c in candidates[:max_sentences] if c[0] < 0]
+    chosen = [f"{c[3]} [{c[1] + 1}]" if cite else c[3] for c in candidates[:max_sentences] if c[0] < 0]
     return " ".join(chosen)

@@ -97,6 +97,16 @@ class RunConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _reader_prompts(self) -> "RunConfig":
+        """A reader's `prompt: auto` becomes citing where GroUSE judges the answers (its faithfulness,
+        positive acceptance and negative rejection read [i] citations and its refusal sentence), else
+        paper (CCRS Figure 1)."""
+        style = "citing" if "grouse" in self.judges else "paper"
+        self.readers = [reader.model_copy(update={"prompt": style}) if reader.prompt == "auto" else reader
+                        for reader in self.readers]
+        return self
+
+    @model_validator(mode="after")
     def _unique_readers(self) -> "RunConfig":
         names = [reader.name for reader in self.readers]
         if len(set(names)) != len(names):

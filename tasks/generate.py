@@ -24,6 +24,7 @@ from judges.client import ContextLengthError, LLMClient, LLMRequestError
 from judges.config import ClientConfig, EndpointSystemConfig, ReaderConfig
 from judges.readers import (
     PROMPT_VERSION,
+    PROMPT_VERSIONS,
     extract_answer,
     extractive_answer,
     fit_chunks,
@@ -81,7 +82,8 @@ def system_table(readers: Sequence[ReaderConfig],
                  systems: Sequence[EndpointSystemConfig] = ()) -> dict[str, dict[str, str]]:
     """label -> {reader, retriever, model}: what each letter (and each endpoint system) means in this run."""
     table = {
-        system_label(i, retriever): {"reader": r.name, "retriever": retriever, "model": r.model or r.kind}
+        system_label(i, retriever): {"reader": r.name, "retriever": retriever, "model": r.model or r.kind,
+                                     "prompt": PROMPT_VERSIONS[r.prompt_style]}
         for i, r in enumerate(readers)
         for retriever in RETRIEVER_ORDER
     }
@@ -101,8 +103,9 @@ def _row(item: GenerationItem, **values: Any) -> dict[str, Any]:
 
 def fit_item(item: GenerationItem, count: Callable[[str], int] | None = None):
     count = count or token_counter(item.tokenizer)
+    style = item.reader.prompt_style
     return fit_chunks(
-        lambda chunks: generation_prompt(item.question, chunks), item.chunks, item.budget_tokens, count
+        lambda chunks: generation_prompt(item.question, chunks, style), item.chunks, item.budget_tokens, count
     )
 
 
@@ -110,7 +113,7 @@ def generate_llm(client: LLMClient, item: GenerationItem) -> dict[str, Any]:
     fitted = fit_item(item)
     chunks = fitted.chunks
     while True:
-        prompt = generation_prompt(item.question, chunks)
+        prompt = generation_prompt(item.question, chunks, item.reader.prompt_style)
         try:
             result = client.chat(reader_request(item.reader, prompt))
             break
@@ -134,8 +137,9 @@ def _failed(item: GenerationItem, prompt: str, n_chunks: int, exc: Exception) ->
 
 
 def generate_extractive(item: GenerationItem) -> dict[str, Any]:
-    prompt = generation_prompt(item.question, item.chunks)
-    answer = extractive_answer(item.question, item.chunks, item.reader.max_sentences)
+    style = item.reader.prompt_style
+    prompt = generation_prompt(item.question, item.chunks, style)
+    answer = extractive_answer(item.question, item.chunks, item.reader.max_sentences, cite=style == "citing")
     return _row(item, prompt=prompt, response_raw=f"<answer>{answer}</answer>", answer=answer, tagged=True,
                 n_chunks_used=len(item.chunks), n_chunks_truncated=0, prompt_tokens=0, completion_tokens=0,
                 status="ok")
@@ -265,7 +269,8 @@ def generation_summary(frame: pd.DataFrame, readers: Sequence[ReaderConfig], sec
     failed = frame[frame["status"] == "failed"]
     return {
         "rows": len(frame),
-        "prompt_version": PROMPT_VERSION,
+        "prompt_version": ", ".join(sorted({PROMPT_VERSIONS[r.prompt_style] for r in readers})
+                                    or [PROMPT_VERSION]),
         "systems": system_table(readers, systems),
         "failure_reasons": {k: int(v) for k, v in
                             failed["error"].astype(str).str.slice(0, 60).value_counts().head(10).items()},

@@ -63,5 +63,6 @@ def test_the_reader_prompt_copies_no_paper_sentence():
     from judges.readers import generation_prompt
 
     papers = {p.name: ngrams(p.read_text()) for p in sorted(SEEDS.glob("*.txt"))}
-    grams = ngrams(generation_prompt("{question}", ["chunk_1", "chunk_2"]))
+    grams = {gram for style in ("paper", "citing")
+             for gram in ngrams(generation_prompt("{question}", ["chunk_1", "chunk_2"], style))}
     assert not [(name, g) for name, paper in papers.items() for g in sorted(grams & paper)]

@@ -11,7 +11,8 @@ def test_system_labels_follow_the_paper():
     assert labels == {(0, "bm25"): "A", (0, "knn"): "B", (1, "bm25"): "C", (1, "knn"): "D",
                       (2, "bm25"): "E", (2, "knn"): "F"}
     readers = [ReaderConfig(name=n, model=n) for n in ("r1", "r2", "r3")]
-    assert system_table(readers)["D"] == {"reader": "r2", "retriever": "knn", "model": "r2"}
+    assert system_table(readers)["D"] == {"reader": "r2", "retriever": "knn", "model": "r2",
+                                          "prompt": "fig1-v2"}
 
 
 def test_generation_prompt_follows_figure_1_inputs_and_order():
@@ -50,6 +51,29 @@ def test_extractive_baseline_picks_overlapping_sentences():
     chunks = ["Cats are nice. BRCA1 mutations cause breast cancer.", "Unrelated text here."]
     answer = extractive_answer("Which mutations cause breast cancer?", chunks, 1)
     assert answer == "BRCA1 mutations cause breast cancer."
+
+
+def test_the_citing_prompt_numbers_the_passages_and_asks_for_citations_and_the_refusal():
+    from judges.readers import REFUSAL_SENTENCE
+
+    paper = generation_prompt("Which gene?", ["first passage", "second passage"])
+    citing = generation_prompt("Which gene?", ["first passage", "second passage"], "citing")
+    assert "[1] first passage" in citing and "[2] second passage" in citing and "[1]" not in paper
+    assert REFUSAL_SENTENCE in citing and REFUSAL_SENTENCE not in paper
+    assert citing.endswith("Write your answer between the tags <answer></answer>.")
+    chunks = ["Aspirin is an analgesic. It thins blood.", "BRCA1 is a gene linked to breast cancer."]
+    assert extractive_answer("Which gene is linked to breast cancer?", chunks, 1, cite=True) == \
+        "BRCA1 is a gene linked to breast cancer. [2]"
+
+
+def test_reader_prompt_auto_follows_the_judges():
+    from pipelines.config import load_config
+
+    readers = [{"name": "r", "model": "m"}, {"name": "fixed", "model": "m", "prompt": "paper"}]
+    with_grouse = load_config(None, {"readers": readers, "judges": ["ccrs", "grouse"]})
+    assert [r.prompt for r in with_grouse.readers] == ["citing", "paper"]
+    assert [r.prompt for r in load_config(None, {"readers": readers}).readers] == ["paper", "paper"]
+    assert load_config(None).readers[0].prompt == "paper"  # the demo (ccrs only): Figure 1 as in the paper
 
 
 def test_build_items_uses_top_k_in_rank_order(bioasq_inputs):

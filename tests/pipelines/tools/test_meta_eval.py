@@ -289,10 +289,12 @@ def test_grouse_judging_stage_writes_long_scores(tmp_path, bioasq_inputs, llm_en
     from tasks.generate import run_generation
     from tasks.judge import run_judging
 
-    readers = [ReaderConfig(name="extractive", kind="extractive", max_sentences=2)]
+    # the citing prompt (what `prompt: auto` gives readers when grouse judges): [i] after each sentence
+    readers = [ReaderConfig(name="extractive", kind="extractive", max_sentences=2, prompt="citing")]
     gens_path = run_generation(tmp_path / "run", *bioasq_inputs, readers, ClientConfig(), "http://unused/v1",
                                top_k=2, progress=False).path
     gens = pd.read_parquet(gens_path).head(2)
+    assert gens.answer.str.contains(r"\[[12]\]").all() and "[1]" in gens.loc[0, "prompt"]
     gens.loc[1, "answer"] = ""
     gens.to_parquet(gens_path, index=False)
     judge = JudgeConfig(model=llm_endpoint.judge_model, **SMALL_JUDGE)
