@@ -6,9 +6,7 @@ Each metric declares its inputs (in the paper's order) and template; this module
 """
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +14,7 @@ from judges import templates
 from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.em import exact_match
+from judges.parsers import ParsedScore, parse_integer_mark
 from judges.scoring import ExpectedMark, expected_mark
 from judges.suite import (
     EMPTY_REASON,
@@ -155,53 +154,10 @@ def reask_message(reason: str, cfg: JudgeConfig, expect_json: bool = False) -> s
 
 # --- parsing ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ParsedScore:
-    score: int | None
-    reason: str | None
-    justification: str | None = None
-
-
-_BARE_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
-
-
 def parse_score(text: str | None, expect_json: bool = False, scale: tuple[int, int] = SCALE,
                 lenient: bool = False) -> ParsedScore:
-    """Strict: the reply must be an integer within the scale (surrounding whitespace and one trailing
-    period tolerated); with expect_json, a JSON object whose "score" is such an integer. Anything else
-    is invalid and carries the reason. `lenient` (off by default) also accepts prose that contains
-    exactly one number, an integer within the scale."""
-    stripped = (text or "").strip()
-    if not stripped:
-        return ParsedScore(None, "empty reply")
-    justification = None
-    if expect_json:
-        try:
-            obj = json.loads(stripped)
-        except json.JSONDecodeError:
-            return ParsedScore(None, "not valid JSON")
-        if not isinstance(obj, dict) or "score" not in obj:
-            return ParsedScore(None, "JSON without a score field")
-        justification = obj.get("justification")
-        value = obj["score"]
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            return ParsedScore(None, f"score is not an integer: {value!r}")
-        stripped = str(value).strip()
-    candidate = stripped.removesuffix(".")
-    if not _BARE_NUMBER.fullmatch(candidate):
-        numbers = _BARE_NUMBER.findall(candidate)
-        if lenient and len(numbers) == 1 and re.fullmatch(r"\d+", numbers[0]):
-            return parse_score(numbers[0], scale=scale)
-        if numbers:
-            return ParsedScore(None, "prose around the number")
-        return ParsedScore(None, "no number in reply")
-    if not re.fullmatch(r"[+-]?\d+", candidate):
-        return ParsedScore(None, "not an integer")
-    score = int(candidate)
-    low, high = scale
-    if not low <= score <= high:
-        return ParsedScore(None, f"out of range {low}-{high}: {score}")
-    return ParsedScore(score, None, justification)
+    """judges.parsers.parse_integer_mark on the CCRS scale by default."""
+    return parse_integer_mark(text, scale, expect_json, lenient)
 
 
 def score_schema(justification: bool = False) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""Parsers and list formats shared by the suites whose judges reply with lists (VERA, the RAGChecker-style
-baseline): numbered items, one yes/no verdict per statement (bare, or closing a short explanation), and
-the numbered context and statement lists their prompts show."""
+"""Parsers and list formats shared by the suites: numbered items, one yes/no verdict per statement (bare,
+or closing a short explanation) and the numbered context and statement lists their prompts show (VERA, the
+RAGChecker-style baseline); one integer mark on a scale (CCRS, GQM)."""
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -100,3 +101,54 @@ def context_text(chunks: Sequence[str]) -> str:
 
 def numbered(items: Sequence[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
+
+
+# --- an integer mark (CCRS 0-100, GQM 0-10) -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParsedScore:
+    score: int | None
+    reason: str | None
+    justification: str | None = None
+
+
+_BARE_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+
+
+def parse_integer_mark(text: str | None, scale: tuple[int, int], expect_json: bool = False,
+                       lenient: bool = False) -> ParsedScore:
+    """Strict: the reply must be an integer within the scale (surrounding whitespace and one trailing
+    period tolerated); with expect_json, a JSON object whose "score" is such an integer. Anything else
+    is invalid and carries the reason. `lenient` (off by default) also accepts prose that contains
+    exactly one number, an integer within the scale."""
+    stripped = (text or "").strip()
+    if not stripped:
+        return ParsedScore(None, "empty reply")
+    justification = None
+    if expect_json:
+        try:
+            obj = json.loads(stripped)
+        except json.JSONDecodeError:
+            return ParsedScore(None, "not valid JSON")
+        if not isinstance(obj, dict) or "score" not in obj:
+            return ParsedScore(None, "JSON without a score field")
+        justification = obj.get("justification")
+        value = obj["score"]
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            return ParsedScore(None, f"score is not an integer: {value!r}")
+        stripped = str(value).strip()
+    candidate = stripped.removesuffix(".")
+    if not _BARE_NUMBER.fullmatch(candidate):
+        numbers = _BARE_NUMBER.findall(candidate)
+        if lenient and len(numbers) == 1 and re.fullmatch(r"\d+", numbers[0]):
+            return parse_integer_mark(numbers[0], scale)
+        if numbers:
+            return ParsedScore(None, "prose around the number")
+        return ParsedScore(None, "no number in reply")
+    if not re.fullmatch(r"[+-]?\d+", candidate):
+        return ParsedScore(None, "not an integer")
+    score = int(candidate)
+    low, high = scale
+    if not low <= score <= high:
+        return ParsedScore(None, f"out of range {low}-{high}: {score}")
+    return ParsedScore(score, None, justification)
