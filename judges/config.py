@@ -144,6 +144,13 @@ class RagCheckerOptions(_Strict):
                                    "null: every claim the judge lists")
 
 
+class GqmOptions(_Strict):
+    """GQM thesis judge settings (judges/gqm.py; the judge model, window and re-asks are shared)."""
+
+    prompt_version: str = "v1"
+    max_tokens: int = Field(default=8, ge=2, description="reply budget: one whole number 0-10")
+
+
 class ExpectedScoringOptions(_Strict):
     """`scoring: expected` (judges/scoring.py, docs/judges.md "Expected scores")."""
 
@@ -203,6 +210,7 @@ class JudgeConfig(_Strict):
     grouse: GrouseOptions = GrouseOptions()
     vera: VeraOptions = VeraOptions()
     ragchecker: RagCheckerOptions = RagCheckerOptions()
+    gqm: GqmOptions = GqmOptions()
 
     @model_validator(mode="before")
     @classmethod

@@ -60,7 +60,7 @@ def _candidates(path: tuple[str, ...], value):
     if name == "prompt_version":
         from judges.templates import versions
 
-        return [v for v in versions(path[0]) if v != value]
+        return [v for v in versions(path[0]) if v != value] or [value + "-other"]
     if isinstance(value, bool):
         return [not value]
     if isinstance(value, int):

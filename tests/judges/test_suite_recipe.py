@@ -70,8 +70,9 @@ def test_a_suite_from_the_recipe_registers_and_runs_through_the_suite_api(answer
 def test_the_registry_forgets_a_test_suite_and_finds_the_suite_modules_on_disk(answers_suite):
     registry.unregister_suite("answers")
     assert "answers" not in registry.suites()
-    assert registry.suite_modules() == ("judges.ccrs", "judges.grouse", "judges.ragchecker", "judges.vera")
-    assert list(registry.suites()) == ["ccrs", "grouse", "vera", "ragchecker"]  # display order: rank
+    assert registry.suite_modules() == ("judges.ccrs", "judges.gqm", "judges.grouse", "judges.ragchecker",
+                                        "judges.vera")
+    assert list(registry.suites()) == ["ccrs", "grouse", "vera", "ragchecker", "gqm"]  # display order: rank
 
 
 def test_a_suite_without_plan_or_evaluate_is_refused_when_defined():

@@ -1,4 +1,4 @@
-"""`ccrs run` with every registered judge suite (`judges: [ccrs, grouse, vera, ragchecker]`) on the real
+"""`ccrs run` with every registered judge suite (`judges: [ccrs, grouse, vera, ragchecker, gqm]`) on the real
 CPU stack: each suite goes through the same stage, failure accounting, statistics, GQM and MLflow."""
 import json
 
@@ -39,7 +39,7 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     result = run_pipeline(config, keep_serving=True)
     layout = RunLayout(result.run_dir)
 
-    assert layout.judged_suites() == sorted(["ccrs", "grouse", "vera", "ragchecker"])
+    assert layout.judged_suites() == sorted(["ccrs", "grouse", "vera", "ragchecker", "gqm"])
     for name in suites():
         metrics = get_suite(name).selected_metrics(JudgeConfig())
         judgments = pd.read_parquet(layout.judgments(name))

@@ -76,9 +76,9 @@ def test_report_traceability_per_qtype_and_missing_metrics(tmp_path):
     total = sum(m["to_overall"] for g in entry["goals"] for q in g["questions"] for m in q["metrics"]
                 if m["available"])
     assert total == pytest.approx(entry["overall"]["score"])
-    # Q1.1: only CC and AC present -> renormalized (coverage 1.2 / 3.1)
+    # Q1.1: only CC and AC present -> renormalized (coverage 1.2 / 3.4, the sum of the tree's Q1.1 weights)
     q11 = entry["goals"][0]["questions"][0]
-    assert q11["coverage"] == pytest.approx(1.2 / 3.1)
+    assert q11["coverage"] == pytest.approx(1.2 / 3.4)
     vf = next(m for m in q11["metrics"] if m["name"] == "vera_faithfulness")
     assert vf["value"] is None and vf["reason"] == "metric not computed in this run"
     cc = table[(table.system == "bm25+r") & (table.metric == "CC")].score.mean()
@@ -140,7 +140,9 @@ def test_g5_renormalizes_without_the_vera_aggregate_and_ignores_the_untrained_de
     report = build_report(load_goals(DEFAULT_GOALS), table, sources)
     assert "vera_aggregate" in report["missing_metrics"]
     q51 = report["systems"]["bm25+r"]["all"]["goals"][4]["questions"][0]
-    assert q51["coverage"] == pytest.approx((0.8 + 0.2 + 0.2) / 1.6)
+    tree_weights = sum(m.weight for m in load_goals(DEFAULT_GOALS).goals[4].questions[0].metrics)
+    assert tree_weights == pytest.approx(3.7)  # with the gqm judge's multi-hop, correctness, utilisation
+    assert q51["coverage"] == pytest.approx((0.8 + 0.2 + 0.2) / tree_weights)
     assert [m["name"] for m in q51["metrics"] if m["available"]] == ["AC", "RR@k", "ID"]
     means = {m: table[(table.system == "bm25+r") & (table.metric == m)].score.mean()
              for m in ("AC", "RR@10", "ID")}
