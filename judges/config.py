@@ -129,6 +129,9 @@ class VeraOptions(_Strict):
     n_questions: int = Field(default=3, ge=1)
     max_statements: int = Field(default=12, ge=1)
     precision_threshold: float = Field(default=0.8, ge=0, le=1)
+    relevance_weighting: Literal["mean", "gqm"] = Field(
+        default="mean", description="answer relevance from the generated questions' similarities: mean "
+        "(VERA), or gqm (the GQM thesis' eq. 5.9: 0.5/0.3/0.2 on the three best when there are 3 or more)")
 
 
 class RagCheckerOptions(_Strict):

@@ -309,11 +309,21 @@ def retrieval_precision(client: LLMClient, judge: JudgeConfig, sample: Sample, p
                     extracted=list(answer.value), n_context_sentences=len(plan.context_sentences))
 
 
-def relevance_from_questions(question: str, generated: list[str], embed: Embed) -> float:
+GQM_RELEVANCE_WEIGHTS = (0.5, 0.3, 0.2)  # GQM thesis eq. 5.9: the three best matches, decaying
+
+
+def relevance_from_questions(question: str, generated: list[str], embed: Embed, weighting: str = "mean"
+                             ) -> float:
+    """Cosine of the question with each generated question (clipped to [0, 1]), combined by `weighting`:
+    "mean" (VERA), or "gqm" (the GQM thesis, eq. 5.9: 0.5 s1 + 0.3 s2 + 0.2 s3 over the similarities sorted
+    best first when there are at least three, else their mean)."""
     if not generated:
         return float("nan")
-    sims = _cosine(np.asarray(embed([question])), np.asarray(embed(generated)))[0]
-    return float(np.clip(sims, 0.0, 1.0).mean())
+    sims = np.clip(_cosine(np.asarray(embed([question])), np.asarray(embed(generated)))[0], 0.0, 1.0)
+    if weighting == "gqm" and len(sims) >= len(GQM_RELEVANCE_WEIGHTS):
+        best = np.sort(sims)[::-1][: len(GQM_RELEVANCE_WEIGHTS)]
+        return float(np.dot(best, GQM_RELEVANCE_WEIGHTS))
+    return float(sims.mean())
 
 
 def answer_relevance(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
@@ -328,7 +338,8 @@ def answer_relevance(client: LLMClient, judge: JudgeConfig, sample: Sample, plan
     answer = _ask(client, judge, prompt, parse, f"Write {n} questions, numbered, one per line.", usage, count)
     if not answer.ok:
         return judgment(sample, judge, metric, None, answer.reason, usage, answer.raw)
-    value = relevance_from_questions(sample.question, list(answer.value), _embedder(embed))
+    value = relevance_from_questions(sample.question, list(answer.value), _embedder(embed),
+                                     judge.vera.relevance_weighting)
     return judgment(sample, judge, metric, value, "no question generated", usage, answer.raw,
                     questions=list(answer.value))
 

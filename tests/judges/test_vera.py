@@ -21,6 +21,7 @@ from judges.vera import (
     faithfulness,
     parse_support_labels,
     precision_from_extracted,
+    relevance_from_questions,
     render,
     retrieval_precision,
     retrieval_recall,
@@ -184,6 +185,26 @@ def test_recall_precision_relevance():
     # first question identical: cos 1
     assert a.score == pytest.approx(np.clip(e[1:] @ e[0], 0, 1).sum() / 3 + 1 / 3)
     assert precision_from_extracted(["a b", "c d"], [], bag_embed, 0.8) == 0.0
+
+
+def test_gqm_relevance_weighting_favours_the_best_matches():
+    """GQM thesis eq. 5.9 on hand-made similarities: embeddings whose cosines with the question are
+    exactly 1, 0.6 and 0 (sorted best first: 0.5 * 1 + 0.3 * 0.6 + 0.2 * 0), else the mean."""
+    vectors = {"q": [1.0, 0.0], "a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.0, 1.0]}
+
+    def embed(texts):
+        return np.asarray([vectors[t] for t in texts])
+
+    assert relevance_from_questions("q", ["c", "a", "b"], embed, "gqm") == pytest.approx(0.68)
+    assert relevance_from_questions("q", ["c", "a", "b"], embed, "mean") == pytest.approx(1.6 / 3)
+    assert relevance_from_questions("q", ["c", "a"], embed, "gqm") == pytest.approx(0.5)  # fewer than 3
+    weighted = JudgeConfig(vera=VeraOptions(relevance_weighting="gqm"))
+    questions = FakeLLMClient(["1. What does aspirin inhibit?\n2. Where is it sold?\n3. x"])
+    a = answer_relevance(questions, weighted, SAMPLE, PLAN, embed=bag_embed)
+    e = bag_embed(["What does aspirin inhibit?", "Where is it sold?", "x"])
+    e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+    sims = np.sort(np.clip(np.r_[1.0, e[1:] @ e[0]], 0, 1))[::-1]
+    assert a.score == pytest.approx(float(sims @ [0.5, 0.3, 0.2]))
 
 
 def test_context_is_fitted_to_the_window_and_precision_counts_only_what_the_judge_saw():
