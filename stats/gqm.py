@@ -235,3 +235,31 @@ def _reason(level: str, missing: Sequence[str], renormalize: bool, detail: Seque
 
 def _num(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
+
+
+@dataclass(frozen=True)
+class CategoryMeans:
+    """Per metric category (the thesis' retrieval / generation / system metrics, section 5.4), per slice:
+    the plain mean of its metrics that are present (the averages of its Table 6.3 and Figure 6.3), NaN
+    where none is; `present` counts them."""
+
+    scores: np.ndarray  # (slices,)
+    present: np.ndarray  # (slices,) int
+    metrics: tuple[str, ...]
+
+
+def category_means(metric_names: Sequence[str], values: np.ndarray,
+                   categories: Mapping[str, Sequence[str]]) -> dict[str, CategoryMeans]:
+    """`values`: (slices, len(metric_names)) with NaN = missing; a category's metrics not among
+    metric_names count as missing."""
+    values = np.asarray(values, dtype=float)
+    index = {name: j for j, name in enumerate(metric_names)}
+    out = {}
+    for category, members in categories.items():
+        columns = [index[m] for m in members if m in index]
+        block = values[:, columns] if columns else np.full((values.shape[0], 0), np.nan)
+        present = np.isfinite(block).sum(axis=1)
+        totals = np.where(np.isfinite(block), block, 0.0).sum(axis=1)
+        scores = np.divide(totals, present, out=np.full(len(present), np.nan), where=present > 0)
+        out[category] = CategoryMeans(scores, present.astype(int), tuple(members))
+    return out

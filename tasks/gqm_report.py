@@ -5,7 +5,7 @@ The track stage (tasks/track.py) runs it with the run config's `gqm_goals`; `ccr
 Inputs read from RUN_DIR through tasks/layout.py (all optional except that at least one metric source
 must exist):
 - judge_<suite>/scores.parquet   long format (query_id, system, metric, score), every judge suite the run
-                                 judged (CCRS, GroUSE, VERA, RAGChecker-style)
+                                 judged (CCRS, GroUSE, VERA, RAGChecker-style, GQM thesis judges)
 - vera/scores.parquet            `ccrs vera` output (the cross-encoder aggregate); metrics a judge stage
                                  already gave are taken from the judge stage
 - retrieval_metrics/retrieval_metrics.parquet (or retrieve/...): (query_id, retriever, measure, value);
@@ -13,7 +13,7 @@ must exist):
 - retrieve/queries.parquet       query_id -> qtype (BioASQ yesno / factoid / list / summary)
 
 Output (OUT, default RUN_DIR/gqm; the track stage's is track/gqm): gqm_report.json, radar.png,
-heatmap_goals.png, heatmap_metrics.png.
+heatmap_goals.png, heatmap_metrics.png, and components.png where the tree names metric categories.
 The aggregation math is stats/gqm.py.
 """
 from __future__ import annotations
@@ -36,6 +36,7 @@ from stats.gqm import (
     MetricNode,
     QuestionNode,
     aggregate_matrix,
+    category_means,
 )
 from tasks.layout import SCORES_FILE, RunLayout
 from tasks.plots import figure_file
@@ -107,6 +108,17 @@ class GQMConfig(_Strict):
     name: str = "gqm"
     renormalize: bool = False
     goals: list[GoalCfg]
+    metric_categories: dict[str, list[str]] = Field(
+        default_factory=dict, description="category -> metrics of the tree: the thesis' component view "
+        "(retrieval / generation / system metrics, Table 6.3, Figure 6.3), each its metrics' plain mean")
+
+    @model_validator(mode="after")
+    def _categories_name_tree_metrics(self) -> GQMConfig:
+        known = {m.name for g in self.goals for q in g.questions for m in q.metrics}
+        unknown = sorted({m for members in self.metric_categories.values() for m in members} - known)
+        if unknown:
+            raise ValueError(f"metric_categories name metrics the goal tree does not have: {unknown}")
+        return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> GQMConfig:
@@ -240,11 +252,15 @@ def build_report(config: GQMConfig, table: pd.DataFrame, sources: dict[str, str]
             if column is not None and key in frame.index:
                 values[i, j], counts[i, j] = frame.loc[key, "mean"], frame.loc[key, "count"]
     results = aggregate_matrix(tree, names, values)
+    categories = category_means(names, values, config.metric_categories)
 
     report_systems: dict[str, dict] = {}
     for i, ((system, qtype), result) in enumerate(zip(slices, results)):
         n = int(n_all[system]) if qtype is None else int(n_queries.get((system, qtype), 0))
         entry = _slice_entry(config, result, dict(zip(names, counts[i])), resolved, n)
+        entry["metric_categories"] = {
+            name: {"score": _num(found.scores[i]), "metrics_present": int(found.present[i]),
+                   "metrics": list(found.metrics)} for name, found in categories.items()}
         target = report_systems.setdefault(system, {"all": None, "by_qtype": {}})
         if qtype is None:
             target["all"] = entry
@@ -304,7 +320,33 @@ def _slice_entry(config: GQMConfig, result: GQMResult, counts: dict[str, int], r
             "components": {k: _node(v) for k, v in result.components.items()}}
 
 
+def _num(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
 # --- plots --------------------------------------------------------------------------------------------
+
+def component_chart(report: dict, path: Path) -> Path:
+    """Per system, one bar per metric category (the thesis' Figure 6.3: retrieval, generation and system
+    metrics averaged); a category with no metric present is left out and marked n/a."""
+    systems = report["systems_order"]
+    categories = list(report["systems"][systems[0]]["all"]["metric_categories"])
+    width = 0.8 / max(1, len(categories))
+    with figure_file(path, dpi=110, figsize=(max(5.0, 1.2 * len(systems) + 2), 4)) as (_, ax):
+        for k, category in enumerate(categories):
+            scores = [report["systems"][s]["all"]["metric_categories"][category]["score"] for s in systems]
+            xs = np.arange(len(systems)) + (k - (len(categories) - 1) / 2) * width
+            ax.bar(xs, [s if s is not None else 0.0 for s in scores], width, label=category)
+            for x, score in zip(xs, scores):
+                ax.text(x, (score or 0.0) + 0.01, "n/a" if score is None else f"{score:.2f}", ha="center",
+                        fontsize=6)
+        ax.set_xticks(range(len(systems)), systems, fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("mean of the category's metrics")
+        ax.set_title("GQM metric categories per system")
+        ax.legend(fontsize=7)
+    return path
+
 
 def radar_chart(report: dict, path: Path) -> Path:
     """Goal attainment per system (thesis Figure 6.1); a not-computable goal is drawn at 0 with 'n/a'."""
@@ -391,6 +433,8 @@ def write_report(run_dir: str | Path, goals: str | Path,
     written = [json_path, radar_chart(report, out / "radar.png"),
                heatmap(report, out / "heatmap_goals.png", "goals"),
                heatmap(report, out / "heatmap_metrics.png", "metrics")]
+    if config.metric_categories:
+        written.append(component_chart(report, out / "components.png"))
     return report, written
 
 
@@ -409,6 +453,7 @@ def log_to_mlflow(report: dict, files: list[Path], tracking_uri: str, run_id: st
     for system, entry in report["systems"].items():
         nodes = [("overall", entry["all"]["overall"])] + [(g["id"], g) for g in entry["all"]["goals"]]
         nodes += [(f"component/{k}", v) for k, v in entry["all"]["components"].items()]
+        nodes += [(f"category/{k}", v) for k, v in entry["all"].get("metric_categories", {}).items()]
         for name, node in nodes:
             if node["score"] is not None:
                 client.log_metric(run_id, _mlflow_key(f"gqm/{system}/{name}"), float(node["score"]))

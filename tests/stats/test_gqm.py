@@ -76,3 +76,14 @@ def test_matrix_matches_single_slices():
     for row, result in zip(values, batch):
         single = aggregate(tree(), dict(zip(names, row)))
         assert single.overall.score == pytest.approx(result.overall.score)
+
+
+def test_category_means_average_the_metrics_present_per_slice():
+    from stats.gqm import category_means
+
+    names = ["a", "b", "c"]
+    values = np.array([[0.2, 0.4, np.nan], [np.nan, np.nan, np.nan]])
+    found = category_means(names, values, {"x": ["a", "b"], "y": ["c", "not-a-column"]})
+    np.testing.assert_allclose(found["x"].scores, [0.3, np.nan])
+    assert found["x"].present.tolist() == [2, 0] and np.isnan(found["y"].scores).all()
+    assert found["y"].metrics == ("c", "not-a-column")

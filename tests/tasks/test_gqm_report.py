@@ -52,6 +52,7 @@ def test_thesis_goals_load():
     (lambda d: d["goals"][0]["questions"][0]["metrics"][0].update(role="tertiary"), "role"),
     (lambda d: d["goals"][0].update(questions=[]), "empty goal"),
     (lambda d: d["goals"][0].update(colour="red"), "Extra inputs"),
+    (lambda d: d["metric_categories"]["system"].append("BLEU"), "metric_categories name metrics"),
 ])
 def test_invalid_configs_are_rejected_clearly(tmp_path, mutate, message):
     data = yaml.safe_load(DEFAULT_GOALS.read_text())
@@ -104,12 +105,21 @@ def test_write_report_files(tmp_path):
     run = make_run(tmp_path / "run", with_retrieval=False)
     report, files = write_report(run, out_dir=tmp_path / "out")
     assert [f.name for f in files] == ["gqm_report.json", "radar.png", "heatmap_goals.png",
-                                       "heatmap_metrics.png"]
+                                       "heatmap_metrics.png", "components.png"]
     for f in files[1:]:
         assert f.read_bytes()[:4] == b"\x89PNG"
     # retriever question, nothing measured
     q21 = report["systems"]["knn+r"]["all"]["goals"][1]["questions"][0]
     assert q21["score"] is None and "none of its metrics" in q21["reason"]
+    # the thesis' metric categories: plain means of the metrics present; retrieval has none here
+    categories = report["systems"]["knn+r"]["all"]["metric_categories"]
+    assert categories["retrieval"] == {**categories["retrieval"], "score": None, "metrics_present": 0}
+    generation = categories["generation"]
+    present = [m for g in report["systems"]["knn+r"]["all"]["goals"] for q in g["questions"]
+               for m in q["metrics"] if m["available"] and m["name"] in generation["metrics"]]
+    values = {m["name"]: m["value"] for m in present}
+    assert generation["metrics_present"] == len(values) > 0
+    assert generation["score"] == pytest.approx(sum(values.values()) / len(values))
 
 
 def test_grouse_scores_of_a_ccrs_and_grouse_run_reach_the_report(tmp_path):
