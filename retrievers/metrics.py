@@ -1,14 +1,21 @@
-"""Retrieval metrics against the relevant documents, computed with ir-measures.
+"""Retrieval metrics against the relevant documents, computed with ir-measures, and the GQM thesis'
+semantic diversity of what was retrieved.
 
 Retrieved chunks are mapped to their document (max chunk score per document, ties broken by the better
 chunk rank) before scoring. Queries that have judgments but retrieved nothing score 0 (ir-measures leaves
 them out otherwise); queries without any relevant document are not scored and are counted instead.
+Semantic diversity needs no judgment: every query with retrieved chunks gets it.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 import pandas as pd
 
 MEASURE_NAMES = ("R@{k}", "P@{k}", "RR@{k}", "nDCG@{k}")
+DIVERSITY_NAME = "SD@{k}"
+DIVERSITY_LAMBDA = 0.5  # the thesis' default trade-off between relevance and novelty
 
 
 def measures(k: int) -> list:
@@ -67,3 +74,39 @@ def summarize(per_query: pd.DataFrame) -> dict[str, dict[str, float]]:
     for (retriever, measure), value in means.items():
         summary.setdefault(retriever, {})[measure] = float(value)
     return summary
+
+
+def semantic_diversity(query: np.ndarray, documents: np.ndarray, lam: float = DIVERSITY_LAMBDA) -> float:
+    """GQM thesis eq. 5.5-5.6: the documents taken one at a time by Maximal Marginal Relevance (each step
+    the one maximizing lam * cos(d, q) - (1 - lam) * max cos(d, chosen), the max being 0 for the first),
+    and the mean of the chosen MMR values mapped from [-1, 1] to [0, 1]."""
+    docs = np.asarray(documents, dtype=float)
+    docs = docs / np.maximum(np.linalg.norm(docs, axis=1, keepdims=True), 1e-12)
+    q = np.asarray(query, dtype=float)
+    q = q / max(float(np.linalg.norm(q)), 1e-12)
+    relevance, pairwise = docs @ q, docs @ docs.T
+    remaining, chosen, values = list(range(len(docs))), [], []
+    while remaining:
+        redundancy = pairwise[np.ix_(remaining, chosen)].max(axis=1) if chosen else np.zeros(len(remaining))
+        scores = lam * relevance[remaining] - (1 - lam) * redundancy
+        best = int(np.argmax(scores))
+        values.append(float(scores[best]))
+        chosen.append(remaining.pop(best))
+    return 0.5 * (float(np.mean(values)) + 1.0)
+
+
+def per_query_diversity(query_vectors: Mapping[str, np.ndarray], retrieved: pd.DataFrame,
+                        chunk_vectors: np.ndarray, chunk_rows: Mapping[str, int], k: int,
+                        retrievers: Sequence[str], lam: float = DIVERSITY_LAMBDA) -> pd.DataFrame:
+    """Rows (query_id, retriever, "SD@k", value) for every query with retrieved chunks: the semantic
+    diversity of its top-k chunks (vectors: `chunk_vectors[chunk_rows[chunk_id]]`)."""
+    name = DIVERSITY_NAME.format(k=k)
+    top = retrieved[retrieved["rank"] <= k].sort_values(["retriever", "query_id", "rank"])
+    rows = []
+    for (retriever, query_id), group in top.groupby(["retriever", "query_id"], sort=True):
+        if retriever not in retrievers or str(query_id) not in query_vectors:
+            continue
+        docs = chunk_vectors[[chunk_rows[str(c)] for c in group["chunk_id"]]]
+        value = semantic_diversity(query_vectors[str(query_id)], docs, lam)
+        rows.append((str(query_id), retriever, name, value))
+    return pd.DataFrame(rows, columns=["query_id", "retriever", "measure", "value"])

@@ -29,6 +29,7 @@ RETRIEVE_STAGE, RETRIEVAL_METRICS_STAGE = "retrieve", "retrieval_metrics"
 PASSAGES_FILE = "passages.parquet"
 CHUNKS_FILE = "chunks.parquet"
 VECTORS_FILE = "vectors.npy"
+QUERY_VECTORS_FILE = "query_vectors.npy"  # the retrieve stage's query embeddings, in its queries' order
 RETRIEVAL_METRICS_FILE = "retrieval_metrics.parquet"
 QUERIES_FILE = "queries.parquet"
 RETRIEVED_FILE = "retrieved.parquet"

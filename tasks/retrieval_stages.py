@@ -33,7 +33,7 @@ from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, Ind
 from retrievers.embedders import load_embedder
 from retrievers.loaders import LoadedDataset, load_dataset
 from retrievers.methods import RetrievalMethod, needs_vectors, retrieval_method
-from retrievers.metrics import per_query_metrics, summarize
+from retrievers.metrics import DIVERSITY_LAMBDA, per_query_diversity, per_query_metrics, summarize
 from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
 from retrievers.tokenization import load_tokenizer
 from retrievers.types import Hit, SearchIndex
@@ -52,6 +52,7 @@ from tasks.layout import (
     RETRIEVE_STAGE,
     RETRIEVED_FILE,
     VECTORS_FILE,
+    QUERY_VECTORS_FILE,
     RunLayout,
 )
 
@@ -362,6 +363,7 @@ def retrieve_stage(
         query_vectors = None
         if any(method.needs_vectors for method in methods):
             query_vectors = embed_texts(embedder, texts, "query", "embed queries", progress)
+            np.save(out / QUERY_VECTORS_FILE, query_vectors)
         rows: list[dict] = []
         n_actors = min(retrieval.max_parallel, _n_shards(len(texts), retrieval.query_shard_size))
         with actor_pool(SearcherActor, n_actors, index, str(index_result.out_dir)) as pool:
@@ -376,19 +378,44 @@ def retrieve_stage(
 
 
 def metrics_stage(
-    run_dir: Path, retrieve: StageResult, retrieval: RetrievalConfig, force: bool
+    run_dir: Path, retrieve: StageResult, retrieval: RetrievalConfig, force: bool,
+    chunk: StageResult | None = None, embed: StageResult | None = None,
 ) -> StageResult:
-    key = stage_key(RETRIEVAL_METRICS_STAGE, {"top_k": retrieval.top_k}, [retrieve.key], CODE_VERSION)
+    """ir-measures against the relevant documents, and (where the run embedded its chunks and queries, i.e.
+    a dense retriever ran) the GQM thesis' semantic diversity of each query's top-k chunks."""
+    upstream = [retrieve.key] + ([embed.key] if embed else [])
+    key = stage_key(RETRIEVAL_METRICS_STAGE, {"top_k": retrieval.top_k, "diversity_lambda": DIVERSITY_LAMBDA},
+                    upstream, CODE_VERSION)
 
     def work(out: Path) -> dict:
         queries = pq.read_table(retrieve.out_dir / QUERIES_FILE).to_pandas()
         retrieved = pq.read_table(retrieve.out_dir / RETRIEVED_FILE).to_pandas()
         per_query = per_query_metrics(queries, retrieved, retrieval.top_k, list(retrieval.retrievers))
+        n_judged = int(per_query["query_id"].nunique())
+        diversity = _diversity(queries, retrieved, retrieve, chunk, embed, retrieval)
+        per_query = pd.concat([per_query, diversity], ignore_index=True) if len(diversity) else per_query
         table = pa.Table.from_pandas(per_query, schema=METRICS_SCHEMA, preserve_index=False)
         pq.write_table(table, out / RETRIEVAL_METRICS_FILE)
-        return {"summary": summarize(per_query), "n_judged_queries": int(per_query["query_id"].nunique())}
+        return {"summary": summarize(per_query), "n_judged_queries": n_judged,
+                "semantic_diversity": "computed" if len(diversity) else "no embeddings (no dense retriever)"}
 
     return run_stage(run_dir, RETRIEVAL_METRICS_STAGE, key, work, force)
+
+
+def _diversity(queries: pd.DataFrame, retrieved: pd.DataFrame, retrieve: StageResult,
+               chunk: StageResult | None, embed: StageResult | None,
+               retrieval: RetrievalConfig) -> pd.DataFrame:
+    """Semantic diversity rows, from the embed stage's chunk vectors (memory-mapped: only the retrieved
+    rows are read) and the retrieve stage's query vectors; empty where either is absent."""
+    query_file = retrieve.out_dir / QUERY_VECTORS_FILE
+    if chunk is None or embed is None or not query_file.exists():
+        return pd.DataFrame(columns=["query_id", "retriever", "measure", "value"])
+    chunk_ids = pq.read_table(chunk.out_dir / CHUNKS_FILE, columns=["chunk_id"])["chunk_id"].to_pylist()
+    vectors = np.load(embed.out_dir / VECTORS_FILE, mmap_mode="r")
+    query_vectors = dict(zip(queries["query_id"].astype(str), np.load(query_file)))
+    rows = {str(c): i for i, c in enumerate(chunk_ids)}
+    return per_query_diversity(query_vectors, retrieved, vectors, rows, retrieval.top_k,
+                               list(retrieval.retrievers))
 
 
 # ---------------------------------------------------------------- entry point
@@ -458,7 +485,7 @@ def run_retrieval(
         run_dir, dataset, chunking, embedder, index, retrieval.retrievers, force, progress
     )
     retrieve = retrieve_stage(run_dir, ingest, built, dataset, embedder, index, retrieval, force, progress)
-    metrics = metrics_stage(run_dir, retrieve, retrieval, force)
+    metrics = metrics_stage(run_dir, retrieve, retrieval, force, chunk, embed)
     stages = [s for s in (ingest, chunk, embed, built, retrieve, metrics) if s is not None]
     counts = {
         **ingest.summary,

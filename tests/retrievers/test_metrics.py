@@ -62,3 +62,30 @@ def test_summary_equals_ir_measures_aggregate_when_every_query_has_hits():
     run = [ir_measures.ScoredDoc(r.query_id, r.doc_id, r.score) for r in doc_run(retrieved).itertuples()]
     aggregate = ir_measures.calc_aggregate(measures(3), qrels_of(queries), run)
     assert summary == pytest.approx({str(m): v for m, v in aggregate.items()})
+
+
+def test_semantic_diversity_by_hand():
+    """GQM thesis eq. 5.5-5.6, lambda 0.5: q = (1, 0); a duplicate adds no novelty. With d1 = d2 = (1, 0)
+    and d3 = (0, 1): MMR 0.5 (d1), then 0.5 - 0.5 = 0 (d2) and 0 - 0 = 0 (d3): 0.5 * (1/6 + 1)."""
+    import numpy as np
+
+    from retrievers.metrics import semantic_diversity
+
+    q = np.array([1.0, 0.0])
+    assert semantic_diversity(q, np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])) == pytest.approx(7 / 12)
+    assert semantic_diversity(q, np.array([[2.0, 0.0], [0.0, 3.0]])) == pytest.approx(0.625)  # scale-free
+    assert semantic_diversity(q, np.array([[1.0, 0.0]]), lam=1.0) == pytest.approx(1.0)
+
+
+def test_per_query_diversity_reads_the_top_k_chunks_of_each_retriever():
+    import numpy as np
+
+    from retrievers.metrics import per_query_diversity
+
+    retrieved = pd.DataFrame({"query_id": ["q1"] * 4, "retriever": ["bm25", "bm25", "knn", "knn"],
+                              "rank": [1, 2, 1, 2], "chunk_id": ["a", "b", "a", "a"]})
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0]])
+    rows = per_query_diversity({"q1": np.array([1.0, 0.0])}, retrieved, vectors, {"a": 0, "b": 1}, 2,
+                               ["bm25", "knn"])
+    assert rows.measure.tolist() == ["SD@2", "SD@2"]
+    assert rows.value.tolist() == pytest.approx([0.625, 0.5 * (0.25 + 1)])  # knn: the same chunk twice

@@ -65,9 +65,9 @@ def test_outputs(first):
         assert group["score"].is_monotonic_decreasing
     metrics = pd.read_parquet(first.retrieval_metrics_path)
     assert list(metrics.columns) == ["query_id", "retriever", "measure", "value"]
-    assert len(metrics) == 32 * 2 * 4
+    assert len(metrics) == 32 * 2 * 5  # four ir-measures and the semantic diversity (a dense retriever ran)
     assert set(first.metrics_summary) == {"bm25", "knn"}
-    assert set(first.metrics_summary["knn"]) == MEASURES
+    assert set(first.metrics_summary["knn"]) == MEASURES | {"SD@20"}
     assert all(0.0 <= v <= 1.0 for values in first.metrics_summary.values() for v in values.values())
     assert first.counts["n_queries"] == 32 and first.counts["n_passages"] == 685
     assert first.counts["n_empty_skipped"] == 0 and first.counts["n_chunks"] >= 685
