@@ -29,6 +29,9 @@ from infra.console import say
 # llm: VERA's LLM metrics (the paper's, pipelines.tools.vera.llm_topicality_report);
 # cosine: our embedding variant (pipelines.tools.vera.topicality_report)
 TOPICALITY_METHODS = ("llm", "cosine")
+# Bootstrap settings by name: the VERA paper's topicality analysis used samples of 50 and 500 resamples.
+PRESETS = {"paper": {"n": 50, "b": 500}}
+DEFAULT_B = 1000
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
@@ -47,9 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
     for p in (score, sub.add_parser("bootstrap", help="bootstrap + convergence of a long-format scores file"),
               sub.add_parser("topicality",
                              help="on-topic vs off-topic queries against the BioASQ sample corpus")):
-        p.add_argument("--b", type=int, default=1000, help="bootstrap resamples B")
+        p.add_argument("--b", type=int, default=None, help="bootstrap resamples B (default 1000)")
         p.add_argument("--n", type=int, default=None,
                        help="bootstrap sample size n (default: all observations)")
+        p.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                       help="paper: the VERA paper's n = 50 and B = 500 (section 5.2); --b / --n still win")
         p.add_argument("--seed", type=int, default=0)
         if p.prog.endswith("bootstrap"):
             p.add_argument("scores")
@@ -97,9 +102,18 @@ def main(args: argparse.Namespace) -> int:
         return 2
 
 
+def bootstrap_settings(args: argparse.Namespace) -> argparse.Namespace:
+    """B and n from --b / --n, else the --preset's, else B = 1000 and n = every observation."""
+    preset = PRESETS.get(getattr(args, "preset", None) or "", {})
+    args.b = args.b if args.b is not None else preset.get("b", DEFAULT_B)
+    args.n = args.n if args.n is not None else preset.get("n")
+    return args
+
+
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    args = bootstrap_settings(args)
     from pipelines.tools import vera as vera_tool
 
     if args.vera_command == "score":

@@ -151,6 +151,20 @@ def test_topicality_cli_methods(tmp_path, capsys):
     assert report["method"] == "llm" and report["separated"] == ["vera_answer_relevance"]
 
 
+def test_the_paper_preset_sets_n_50_and_b_500_unless_given():
+    import argparse
+
+    from pipelines.vera_cmd import bootstrap_settings
+
+    def settings(**given):
+        args = bootstrap_settings(argparse.Namespace(**{"b": None, "n": None, "preset": None, **given}))
+        return args.b, args.n
+
+    assert settings() == (1000, None)
+    assert settings(preset="paper") == (500, 50)
+    assert settings(preset="paper", b=2000) == (2000, 50)
+
+
 @pytest.mark.llm
 def test_llm_topicality_on_real_bioasq_questions(llm_endpoint, judge_cache_dir, tmp_path):
     """The paper's method end to end: retrieve, answer with the reader LLM, judge with the VERA metrics."""
