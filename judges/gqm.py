@@ -10,7 +10,7 @@ Templates: judges/prompts/gqm/<version>/ (our own words; the thesis gives the co
 from __future__ import annotations
 
 from judges import templates
-from judges.client import LLMClient
+from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.parsers import parse_integer_mark
 from judges.suite import (
@@ -97,21 +97,30 @@ class GqmSuite(JudgeSuite):
             units.append(Unit(SUITE, sample, (spec.name,), None, len(fitted.chunks), fitted.n_truncated))
         return units
 
+    def single_request(self, unit: Unit, judge: JudgeConfig) -> ChatRequest | None:
+        """Each unit is one call (re-asks aside), none for a multi-hop unit with fewer than 2 passages."""
+        spec, sample = self.metrics[unit.metrics[0]], unit.sample
+        if spec.name == MULTI_HOP and len(sample.context) < MIN_PASSAGES_MULTI_HOP:
+            return None
+        chunks = sample.context[: unit.n_context_chunks] if "context" in spec.inputs else []
+        prompt = render_prompt(spec, sample, chunks, self.prompt_version(judge))
+        return user_request(judge.model, prompt, judge.gqm.max_tokens)
+
+    def reply_estimate(self, request: ChatRequest, judge: JudgeConfig) -> str | None:
+        return "7"  # a bare mark
+
     def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
                  count: Count | None) -> list[Judgment]:
         spec, sample = self.metrics[unit.metrics[0]], unit.sample
-        if spec.name == MULTI_HOP and len(sample.context) < MIN_PASSAGES_MULTI_HOP:
+        request = self.single_request(unit, judge)
+        if request is None:
             return [self.judgment(sample, judge, spec.name, status="skipped",
                                   reason=f"fewer than {MIN_PASSAGES_MULTI_HOP} retrieved passages: multi-hop "
                                          "reasoning is not asked (thesis section 5.4.3)")]
-        version = self.prompt_version(judge)
-        chunks = sample.context[: unit.n_context_chunks] if "context" in spec.inputs else []
-        reask = load_template(version, "_common.txt")["reask"]
+        reask = load_template(self.prompt_version(judge), "_common.txt")["reask"]
         usage = Usage()
-        answer = ask(client, user_request(judge.model, render_prompt(spec, sample, chunks, version),
-                                          judge.gqm.max_tokens),
-                     parse_mark, lambda reason: reask.replace("{reason}", reason), judge.max_reasks, usage,
-                     window=judge.context_window, count=count)
+        answer = ask(client, request, parse_mark, lambda reason: reask.replace("{reason}", reason),
+                     judge.max_reasks, usage, window=judge.context_window, count=count)
         if not answer.ok:
             return [self.judgment(sample, judge, spec.name, status="failed", usage=usage,
                                   reason=answer.reason, raw=answer.raw)]

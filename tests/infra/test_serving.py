@@ -10,7 +10,8 @@ def test_cpu_profile_matches_the_verified_recipe():
     (model,) = cfg.models
     assert model.model_id == "smollm2-135m-instruct"
     assert model.engine_kwargs == {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048,
-                                   "enable_prefix_caching": True, "enable_prompt_tokens_details": True}
+                                   "enable_prefix_caching": True, "enable_prompt_tokens_details": True,
+                                   "block_size": 32}
     assert model.env_vars == {"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"}
 
 

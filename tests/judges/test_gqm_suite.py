@@ -37,6 +37,17 @@ def test_a_mark_is_normalized_and_prose_is_asked_again():
     assert "0 to 10" in client.prompts[1]  # the re-ask
 
 
+def test_each_unit_is_the_one_request_it_sends():
+    sample, judge = _sample(), JudgeConfig(model="judge-m")
+    for unit in SUITE.plan(sample, judge, 0, len):
+        request = SUITE.single_request(unit, judge)
+        client = FakeLLMClient("6")
+        (judgment,) = SUITE.evaluate(client, unit, judge, None)
+        assert client.requests == [request] and judgment.llm_score == 6
+    (hop,) = [u for u in SUITE.plan(_sample(1), judge, 0, len) if u.metrics == (MULTI_HOP,)]
+    assert SUITE.single_request(hop, judge) is None
+
+
 def test_multi_hop_is_skipped_below_two_passages_without_a_call():
     judge = JudgeConfig()
     unit = next(u for u in SUITE.plan(_sample(1), judge, 0, len) if u.metrics == (MULTI_HOP,))

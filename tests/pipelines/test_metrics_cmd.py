@@ -4,10 +4,10 @@ from judges.suite import all_metrics, suites
 from pipelines.cli import main
 
 
-def test_metrics_lists_every_registered_metric_of_the_four_suites(capsys):
+def test_metrics_lists_every_registered_metric_of_the_five_suites(capsys):
     assert main(["metrics", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert {row["suite"] for row in rows} == {"ccrs", "grouse", "vera", "ragchecker"} == set(suites())
+    assert {row["suite"] for row in rows} == {"ccrs", "grouse", "vera", "ragchecker", "gqm"} == set(suites())
     assert [row["metric"] for row in rows] == [metric.name for metric in all_metrics()]
     ccrs = {row["metric"]: row for row in rows if row["suite"] == "ccrs"}
     assert list(ccrs) == ["CC", "QR", "ID", "AC", "IR"]

@@ -20,9 +20,10 @@ def test_report_command_writes_and_logs_to_mlflow(tmp_path, capsys):
     assert report["systems"]["bm25+r"]["all"]["overall"]["score"] is not None
     names = {a.path for a in client.list_artifacts(run_id, "gqm")}
     assert names == {"gqm/gqm_report.json", "gqm/radar.png", "gqm/heatmap_goals.png",
-                     "gqm/heatmap_metrics.png"}
+                     "gqm/heatmap_metrics.png", "gqm/components.png"}
     metrics = client.get_run(run_id).data.metrics
     assert "gqm/bm25+r/overall".replace("+", "_") in metrics
+    assert "gqm/bm25_r/category/generation" in metrics  # the thesis' component view, its metric categories
 
 
 def test_report_command_errors(tmp_path, capsys):

@@ -125,7 +125,9 @@ def test_many_shards_over_actor_pools_keep_input_order(tmp_path, first, first_re
     retrieved = pd.read_parquet(sharded.retrieved_path)
     expected = first_retrieved[first_retrieved.retriever == "bm25"].reset_index(drop=True)
     pd.testing.assert_frame_equal(retrieved, expected)
-    assert sharded.metrics_summary["bm25"] == first.metrics_summary["bm25"]
+    # the same ir-measures; SD@20 needs embeddings, which only the first run (with k-NN) made
+    assert sharded.metrics_summary["bm25"] == {m: v for m, v in first.metrics_summary["bm25"].items()
+                                               if not m.startswith("SD@")}
 
 
 def test_embedding_pieces_over_two_actors_keep_input_order(first, ray_session, monkeypatch):
