@@ -150,7 +150,11 @@ class RagCheckerOptions(_Strict):
 class GqmOptions(_Strict):
     """GQM thesis judge settings (judges/gqm.py; the judge model, window and re-asks are shared)."""
 
+    not_in_judgment = frozenset({"metrics"})  # the selection: each unit's own metrics are in its key
     prompt_version: str = "v1"
+    metrics: list[str] = Field(default=["answer_correctness", "answer_completeness", "context_utilisation",
+                                        "multi_hop", "attribution"],
+                               description="the thesis metrics to judge (names without the gqm_ prefix)")
     max_tokens: int = Field(default=8, ge=2, description="reply budget: one whole number 0-10")
 
 

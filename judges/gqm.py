@@ -86,11 +86,21 @@ class GqmSuite(JudgeSuite):
     rank = 4
     metrics = GQM_METRICS
 
+    def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
+        return tuple(f"gqm_{name}" for name in judge.gqm.metrics)
+
+    def check_config(self, judge: JudgeConfig) -> None:
+        super().check_config(judge)
+        unknown = [m for m in self.selected_metrics(judge) if m not in self.metrics]
+        if unknown:
+            raise ValueError(f"judge.gqm.metrics: unknown {unknown}; choose from "
+                             f"{[m.removeprefix('gqm_') for m in self.metrics]}")
+
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         from judges.readers import fit_chunks
 
         version, units = self.prompt_version(judge), []
-        for spec in self.metrics.values():
+        for spec in (self.metrics[name] for name in self.selected_metrics(judge)):
             chunks = sample.context if "context" in spec.inputs else []
             fitted = fit_chunks(lambda kept, spec=spec: render_prompt(spec, sample, kept, version), chunks,
                                 self.window_budget(judge), count)

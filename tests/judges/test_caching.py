@@ -117,7 +117,7 @@ def test_every_judge_setting_changes_the_key_or_is_declared_not_to(suite):
 
 def test_the_neutral_declarations_are_few_and_named():
     neutral = sorted(".".join(path) for path in LEAVES if _declared_neutral(path))
-    assert neutral == ["api_key_env", "base_url", "cache", "ccrs.metrics", "vera.metrics"]
+    assert neutral == ["api_key_env", "base_url", "cache", "ccrs.metrics", "gqm.metrics", "vera.metrics"]
 
 
 def test_lenient_parse_regression_a_strict_failure_is_not_served_to_a_lenient_run(tmp_path):

@@ -25,6 +25,16 @@ def test_five_metrics_one_unit_each_on_the_thesis_scale():
     assert [u.n_context_chunks for u in units] == [0, 0, 3, 3, 3]  # only the context metrics show passages
 
 
+def test_a_selection_plans_only_its_metrics_and_an_unknown_name_is_a_config_error():
+    from judges.config import GqmOptions
+
+    chosen = JudgeConfig(gqm=GqmOptions(metrics=["multi_hop", "attribution"]))
+    planned = [u.metrics for u in SUITE.plan(_sample(), chosen, 0, len)]
+    assert planned == [("gqm_multi_hop",), ("gqm_attribution",)]
+    with pytest.raises(ValueError, match="judge.gqm.metrics: unknown"):
+        SUITE.check_config(JudgeConfig(gqm=GqmOptions(metrics=["bleu"])))
+
+
 def test_a_mark_is_normalized_and_prose_is_asked_again():
     sample, judge = _sample(), JudgeConfig(model="judge-m")
     unit = next(u for u in SUITE.plan(sample, judge, 0, len) if u.metrics == ("gqm_answer_correctness",))

@@ -5,7 +5,6 @@ import json
 import pandas as pd
 import pytest
 
-from judges.config import JudgeConfig
 from judges.suite import get_suite, suites
 from pipelines.config import RunConfig
 from pipelines.pipeline import run_pipeline
@@ -33,6 +32,7 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     config.judge.ragchecker.max_claims = 2
     config.judge.vera.max_statements = 4
     config.judge.grouse.faithfulness_max_tokens = 128
+    config.judge.gqm.metrics = ["answer_correctness", "multi_hop"]  # 2 of its 5 (one call each, CI time)
     config.dataset.limit = QUESTIONS
     config.stats.b = 200
     config.stats.hypotheses = None
@@ -41,7 +41,7 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
 
     assert layout.judged_suites() == sorted(["ccrs", "grouse", "vera", "ragchecker", "gqm"])
     for name in suites():
-        metrics = get_suite(name).selected_metrics(JudgeConfig())
+        metrics = get_suite(name).selected_metrics(config.judge)
         judgments = pd.read_parquet(layout.judgments(name))
         assert len(judgments) == QUESTIONS * SYSTEMS * len(metrics), name
         assert set(judgments.metric) == set(metrics) and set(judgments.suite) == {name}
