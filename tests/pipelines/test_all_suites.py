@@ -32,6 +32,9 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     config.judge.ragchecker.max_claims = 2
     config.judge.vera.max_statements = 4
     config.judge.grouse.faithfulness_max_tokens = 128
+    config.judge.grouse.max_tokens = 128  # (default 512: the relevancy and completeness JSON replies)
+    config.judge.vera.max_tokens = 96
+    config.judge.ragchecker.max_tokens = 96
     config.judge.gqm.metrics = ["answer_correctness", "multi_hop"]  # 2 of its 5 (one call each, CI time)
     config.dataset.limit = QUESTIONS
     config.stats.b = 200
