@@ -13,19 +13,8 @@ from judges import templates
 from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.parsers import parse_integer_mark
-from judges.suite import (
-    Count,
-    Judgment,
-    JudgeSuite,
-    Metric,
-    Parsed,
-    Sample,
-    Unit,
-    Usage,
-    ask,
-    neutralize,
-    user_request,
-)
+from judges.suite import Count, Judgment, JudgeSuite, Metric, Parsed, Sample, Unit, Usage, ask, neutralize
+from judges.suite import user_request
 
 SUITE = "gqm"
 SCALE = (0, 10)
