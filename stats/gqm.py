@@ -169,7 +169,7 @@ def aggregate_matrix(tree: GoalTree, metric_names: Sequence[str], values: np.nda
                 q_missing_all += [f"{q.id}:{name}" for name in missing]
                 ok = bool(q_ok[goal.id, q.id][i])
                 reason = None if ok else _reason("question", missing, renorm)
-                questions.append(QuestionScore(q.id, _num(q_scores[goal.id, q.id][i]), reason,
+                questions.append(QuestionScore(q.id, finite_or_none(q_scores[goal.id, q.id][i]), reason,
                                                float(q_cov[goal.id, q.id][i]), missing, goal.id, q.component))
                 for j, m in enumerate(q.metrics):
                     if not np.isfinite(mv[i, j]):
@@ -182,10 +182,10 @@ def aggregate_matrix(tree: GoalTree, metric_names: Sequence[str], values: np.nda
             ok = bool(g_ok[goal.id][i])
             not_ok_q = tuple(q.id for q in goal.questions if not q_ok[goal.id, q.id][i])
             reason = None if ok else _reason("goal", not_ok_q, renorm, q_missing_all)
-            goals.append(NodeScore(goal.id, _num(g_score[goal.id][i]), reason, float(g_cov[goal.id][i]),
-                                   tuple(q_missing_all)))
+            goals.append(NodeScore(goal.id, finite_or_none(g_score[goal.id][i]), reason,
+                                   float(g_cov[goal.id][i]), tuple(q_missing_all)))
         not_ok_g = tuple(g.id for g in tree.goals if not g_ok[g.id][i])
-        overall = NodeScore("overall", _num(o_score[i]),
+        overall = NodeScore("overall", finite_or_none(o_score[i]),
                             None if o_ok[i] else _reason("overall", not_ok_g, renorm),
                             float(o_cov[i]), not_ok_g)
         components = _components(tree, questions)
@@ -233,7 +233,8 @@ def _reason(level: str, missing: Sequence[str], renormalize: bool, detail: Seque
     return text if renormalize is False else f"no computable {child} ({', '.join(missing)})"
 
 
-def _num(value: float) -> float | None:
+def finite_or_none(value: float) -> float | None:
+    """A score as JSON holds it: None where not finite (never a NaN)."""
     return float(value) if np.isfinite(value) else None
 
 

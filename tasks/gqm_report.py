@@ -37,6 +37,7 @@ from stats.gqm import (
     QuestionNode,
     aggregate_matrix,
     category_means,
+    finite_or_none,
 )
 from tasks.layout import SCORES_FILE, RunLayout
 from tasks.plots import figure_file
@@ -259,7 +260,7 @@ def build_report(config: GQMConfig, table: pd.DataFrame, sources: dict[str, str]
         n = int(n_all[system]) if qtype is None else int(n_queries.get((system, qtype), 0))
         entry = _slice_entry(config, result, dict(zip(names, counts[i])), resolved, n)
         entry["metric_categories"] = {
-            name: {"score": _num(found.scores[i]), "metrics_present": int(found.present[i]),
+            name: {"score": finite_or_none(found.scores[i]), "metrics_present": int(found.present[i]),
                    "metrics": list(found.metrics)} for name, found in categories.items()}
         target = report_systems.setdefault(system, {"all": None, "by_qtype": {}})
         if qtype is None:
@@ -318,10 +319,6 @@ def _slice_entry(config: GQMConfig, result: GQMResult, counts: dict[str, int], r
                           "questions": q_out})
     return {"n_queries": n, "overall": _node(result.overall), "goals": goals_out,
             "components": {k: _node(v) for k, v in result.components.items()}}
-
-
-def _num(value: float) -> float | None:
-    return float(value) if np.isfinite(value) else None
 
 
 # --- plots --------------------------------------------------------------------------------------------
