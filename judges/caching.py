@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from judges.cache import JudgmentCache
 from judges.suite import JudgeSuite, Unit, suites
-from judges.templates import PROMPTS_ROOT
+from judges.templates import PROMPTS_ROOT, version_chain
 
 CACHE_FORMAT = 2  # bump when what a key hashes changes meaning; older entries are then never matched
 SCORING_FIELDS = frozenset({"scoring", "expected"})  # read only by a suite with `reads_scoring`
@@ -55,13 +55,17 @@ def _plain(value: Any) -> Any:
 
 @cache
 def prompt_files(suite: str, version: str) -> str:
-    """Digest of the suite's template folder for `version` (names and contents): an edited template is a
-    new key. A version without a folder (a suite with no files) hashes to the empty digest."""
-    folder = PROMPTS_ROOT / suite / version
+    """Digest of the suite's template folder for `version` (names and contents), and of the folders it
+    builds on (`templates.version_chain`): an edited template is a new key. A version without a folder
+    (a suite with no files) hashes to the empty digest."""
     digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-        if path.is_file():
-            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for depth, name in enumerate(version_chain(suite, version)):
+        folder = PROMPTS_ROOT / suite / name
+        if depth:
+            digest.update(f"base {name}".encode() + b"\0")
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if path.is_file():
+                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 

@@ -91,12 +91,23 @@ class Layout:
     text, or sentences: a list of SENTENCE_FIELDS objects); `placeholders`: each kind's stand-in in the
     JSON skeleton (and the justification's); `text_chars`: the longest free text structured output
     allows; `question_everywhere`: the question is shown first in every prompt, otherwise each metric
-    shows its own inputs in their order."""
+    shows its own inputs in their order. The GroUSE paper's Table 5 ablations and Table 3's one-prompt
+    variant change the rest: `answers` the answers graded in one reply, the graded one last (the expected
+    answer first, or the graded answer alone); `justification` whether each answer's object has one;
+    `one_prompt` whether one call asks all four judged metrics."""
 
     question_everywhere: bool
     keys: dict[str, tuple[tuple[str, str], ...]]
     placeholders: dict[str, str]
     text_chars: int
+    answers: tuple[str, ...] = ("answer_1", "answer_2")
+    justification: bool = True
+    one_prompt: bool = False
+
+    @property
+    def graded(self) -> str:
+        """The reply's key for the graded answer (the only score kept)."""
+        return self.answers[-1]
 
 
 _SENTENCE_SKELETON = "[{" + ", ".join(f'"{f}": "<text>"' for f in SENTENCE_FIELDS) + "}, ...]"
@@ -120,6 +131,16 @@ LAYOUTS: dict[str, Layout] = {
                     {"boolean": "<true or false>", "text": '"<text>"', "sentences": _SENTENCE_SKELETON,
                      "justification": '"<text>"'}, 600),
 }
+# The ablations of the GroUSE paper's Table 5 and its one-prompt variant (Table 3), each the `paper` layout
+# with one thing changed; their prompt versions are `paper-<ablation>` (judges/prompts/grouse/).
+LAYOUTS |= {
+    "paper-one-answer": replace(LAYOUTS["paper"], answers=("answer",)),
+    "paper-no-justification": replace(LAYOUTS["paper"], justification=False),
+    "paper-no-cot": replace(LAYOUTS["paper"], keys={name: () for name in LAYOUTS["paper"].keys}),
+    "paper-one-prompt": replace(LAYOUTS["paper"], one_prompt=True, question_everywhere=True),
+}
+ABLATIONS = {"no-ground-truth": "paper-no-ground-truth", "no-justification": "paper-no-justification",
+             "no-cot": "paper-no-cot", "one-prompt": "paper-one-prompt"}
 
 
 # --- templates ---------------------------------------------------------------------------------------
@@ -145,13 +166,29 @@ def render_references(references: list[str]) -> str:
     return f"<references>\n{body}\n</references>"
 
 
-def json_skeleton(spec: Metric, layout: Layout) -> str:
+def _metric_skeleton(spec: Metric, layout: Layout) -> str:
     low, high = spec.scale
     values = f"<integer {low}-{high}" + (" or null>" if spec.name in _NULLABLE else ">")
     parts = [f'"{key}": {layout.placeholders[kind]}' for key, kind in layout.keys[spec.name]]
-    parts += [f'"justification": {layout.placeholders["justification"]}', f'"score": {values}']
-    one = "{" + ", ".join(parts) + "}"
-    return '{"answer_1": ' + one + ', "answer_2": ' + one + "}"
+    if layout.justification:
+        parts.append(f'"justification": {layout.placeholders["justification"]}')
+    parts.append(f'"score": {values}')
+    return "{" + ", ".join(parts) + "}"
+
+
+def _per_answer(one: str, layout: Layout) -> str:
+    return "{" + ", ".join(f'"{answer}": {one}' for answer in layout.answers) + "}"
+
+
+def json_skeleton(spec: Metric, layout: Layout) -> str:
+    return _per_answer(_metric_skeleton(spec, layout), layout)
+
+
+def one_prompt_skeleton(layout: Layout) -> str:
+    """The one-prompt variant's reply: per answer, one object per judged metric."""
+    one = "{" + ", ".join(f'"{name}": {_metric_skeleton(GROUSE_METRICS[name], layout)}'
+                          for name in JUDGED_METRICS) + "}"
+    return _per_answer(one, layout)
 
 
 def shown_inputs(spec: Metric, layout: Layout) -> list[str]:
@@ -168,6 +205,14 @@ def _sample_block(name: str, sample: Sample, common: dict[str, str]) -> str:
     return f"{common['references_heading']}\n{render_references(sample.context)}"
 
 
+def _answer_blocks(sample: Sample, common: dict[str, str], layout: Layout) -> list[str]:
+    """The expected answer (`ground_truth`) as answer 1 and the graded `response` as answer 2; or, where
+    the layout grades one answer (no ground truth), the response alone."""
+    texts = {"answer_1": sample.ground_truth, "answer_2": sample.response, "answer": sample.response}
+    return [f"{common[f'{answer}_heading']}\n<{answer}>\n{neutralize(texts[answer])}\n</{answer}>"
+            for answer in layout.answers]
+
+
 def render_prompt(spec: Metric, sample: Sample, prompt_version: str) -> str:
     """Task introduction (citation format), [untrusted-data preamble, v1], [the two answers to grade,
     paper], metric instructions, JSON format, the sample blocks (`shown_inputs`), the two answers: the
@@ -179,8 +224,24 @@ def render_prompt(spec: Metric, sample: Sample, prompt_version: str) -> str:
     blocks = [common[name] for name in ("intro", "preamble", "answers_intro") if name in common]
     blocks += [metric["instructions"], common["output"].replace("{skeleton}", json_skeleton(spec, layout))]
     blocks += [_sample_block(name, sample, common) for name in shown_inputs(spec, layout)]
-    blocks.append(f"{common['answer_1_heading']}\n<answer_1>\n{neutralize(sample.ground_truth)}\n</answer_1>")
-    blocks.append(f"{common['answer_2_heading']}\n<answer_2>\n{neutralize(sample.response)}\n</answer_2>")
+    blocks += _answer_blocks(sample, common, layout)
+    blocks.append(common["closing"])
+    return "\n\n".join(blocks)
+
+
+def render_one_prompt(sample: Sample, prompt_version: str) -> str:
+    """The one-prompt variant (GroUSE Table 3, "all metrics with one prompt"): the task introduction, the
+    four judged metrics' instructions in pipeline order, one JSON format for all of them, the question, the
+    references, the answers."""
+    common = load_template(prompt_version, "_common.txt")
+    layout = layout_of(prompt_version)
+    opening = ("intro", "preamble", "answers_intro", "metrics_intro")
+    blocks = [common[name] for name in opening if name in common]
+    blocks += [load_template(prompt_version, GROUSE_METRICS[name].templates[0])["instructions"]
+               for name in JUDGED_METRICS]
+    blocks.append(common["output"].replace("{skeleton}", one_prompt_skeleton(layout)))
+    blocks += [_sample_block(name, sample, common) for name in ("question", "context")]
+    blocks += _answer_blocks(sample, common, layout)
     blocks.append(common["closing"])
     return "\n\n".join(blocks)
 
@@ -190,6 +251,14 @@ def reask_message(spec: Metric, reason: str, prompt_version: str) -> str:
     low, high = spec.scale
     allowed = f"an integer from {low} to {high}" + (" or null" if spec.name in _NULLABLE else "")
     skeleton = json_skeleton(spec, layout_of(prompt_version))
+    return text.replace("{reason}", reason).replace("{skeleton}", skeleton).replace("{allowed}", allowed)
+
+
+def one_prompt_reask(reason: str, prompt_version: str) -> str:
+    text = load_template(prompt_version, "_common.txt")["reask"]
+    allowed = ("the integer its metric's scale allows (1 to 5 for answer_relevancy and completeness, 0 or 1 "
+               "for usefulness and faithfulness) or null")
+    skeleton = one_prompt_skeleton(layout_of(prompt_version))
     return text.replace("{reason}", reason).replace("{skeleton}", skeleton).replace("{allowed}", allowed)
 
 
@@ -207,25 +276,37 @@ class ParsedMark:
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 
 
-def parse_mark(text: str | None, spec: Metric, layout: Layout) -> ParsedMark:
-    """The reply must be one JSON object (a surrounding ``` fence is tolerated) holding `answer_2` with a
-    `score` that is an integer within the metric's scale, or null where the metric is nullable. Where the
-    layout asks for a per-sentence analysis, a mark (not null) needs a well-formed, non-empty one."""
+def _graded_object(text: str | None, layout: Layout) -> tuple[dict | None, str | None]:
+    """The graded answer's object of a JSON reply (a surrounding ``` fence is tolerated), or why not."""
     stripped = (text or "").strip()
     if not stripped:
-        return ParsedMark(False, reason="empty reply")
+        return None, "empty reply"
     fenced = _FENCE.match(stripped)
     if fenced:
         stripped = fenced.group(1)
     try:
         obj = json.loads(stripped)
     except json.JSONDecodeError:
-        return ParsedMark(False, reason="not valid JSON")
-    if not isinstance(obj, dict) or not isinstance(obj.get("answer_2"), dict):
-        return ParsedMark(False, reason="JSON without an answer_2 object")
-    second = obj["answer_2"]
+        return None, "not valid JSON"
+    if not isinstance(obj, dict) or not isinstance(obj.get(layout.graded), dict):
+        return None, f"JSON without an {layout.graded} object"
+    return obj[layout.graded], None
+
+
+def parse_mark(text: str | None, spec: Metric, layout: Layout) -> ParsedMark:
+    """The reply must be one JSON object (a surrounding ``` fence is tolerated) holding the graded answer's
+    object (`answer_2`; `answer` where one answer is graded) with a `score` that is an integer within the
+    metric's scale, or null where the metric is nullable. Where the layout asks for a per-sentence
+    analysis, a mark (not null) needs a well-formed, non-empty one."""
+    second, problem = _graded_object(text, layout)
+    if second is None:
+        return ParsedMark(False, reason=problem)
+    return _metric_mark(second, spec, layout)
+
+
+def _metric_mark(second: dict, spec: Metric, layout: Layout) -> ParsedMark:
     if "score" not in second:
-        return ParsedMark(False, reason="answer_2 without a score field")
+        return ParsedMark(False, reason=f"{layout.graded} without a score field")
     mark = _check_value(second, spec, layout)
     if mark.ok and mark.value is not None:
         for key, kind in layout.keys[spec.name]:
@@ -233,6 +314,24 @@ def parse_mark(text: str | None, spec: Metric, layout: Layout) -> ParsedMark:
             if problem:
                 return ParsedMark(False, reason=f"{key}: {problem}")
     return mark
+
+
+def parse_all_marks(text: str | None, layout: Layout) -> tuple[dict[str, ParsedMark] | None, str | None]:
+    """The one-prompt reply: per judged metric, its object under the graded answer, checked as
+    `parse_mark` checks one; a reply any metric of which is unusable is re-asked as a whole."""
+    second, problem = _graded_object(text, layout)
+    if second is None:
+        return None, problem
+    marks = {}
+    for name in JUDGED_METRICS:
+        part = second.get(name)
+        if not isinstance(part, dict):
+            return None, f"{layout.graded} without a {name} object"
+        mark = _metric_mark(part, GROUSE_METRICS[name], layout)
+        if not mark.ok:
+            return None, f"{name}: {mark.reason}"
+        marks[name] = mark
+    return marks, None
 
 
 def sentence_analysis_problem(analysis: Any) -> str | None:
@@ -273,7 +372,7 @@ def _check_value(second: dict, spec: Metric, layout: Layout) -> ParsedMark:
     return ParsedMark(True, value, None, justification, details)
 
 
-def score_schema(spec: Metric, layout: Layout) -> dict[str, Any]:
+def _metric_schema(spec: Metric, layout: Layout) -> dict[str, Any]:
     low, high = spec.scale
     score = {"type": ["integer", "null"] if spec.name in _NULLABLE else "integer", "minimum": low,
              "maximum": high}
@@ -283,10 +382,23 @@ def score_schema(spec: Metric, layout: Layout) -> dict[str, Any]:
     sentences = {"type": "array", "items": entry}
     kinds = {"boolean": {"type": "boolean"}, "text": text, "sentences": sentences}
     cot = {key: kinds[kind] for key, kind in layout.keys[spec.name]}
-    one = {"type": "object", "properties": {**cot, "justification": text, "score": score},
-           "required": [*cot, "justification", "score"]}
-    return {"type": "object", "properties": {"answer_1": one, "answer_2": one},
-            "required": ["answer_1", "answer_2"]}
+    justification = {"justification": text} if layout.justification else {}
+    properties = {**cot, **justification, "score": score}
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def score_schema(spec: Metric, layout: Layout) -> dict[str, Any]:
+    return _answers_schema(_metric_schema(spec, layout), layout)
+
+
+def one_prompt_schema(layout: Layout) -> dict[str, Any]:
+    metrics = {name: _metric_schema(GROUSE_METRICS[name], layout) for name in JUDGED_METRICS}
+    return _answers_schema({"type": "object", "properties": metrics, "required": list(metrics)}, layout)
+
+
+def _answers_schema(one: dict[str, Any], layout: Layout) -> dict[str, Any]:
+    return {"type": "object", "properties": {answer: one for answer in layout.answers},
+            "required": list(layout.answers)}
 
 
 # --- one metric ---------------------------------------------------------------------------------------
@@ -335,6 +447,41 @@ def judge_metric(client: LLMClient, spec: Metric, sample: Sample, judge: JudgeCo
     return _judgment(sample, spec.name, judge, None, "failed", answer.reason, answer.raw, None, usage)
 
 
+def one_prompt_request(sample: Sample, judge: JudgeConfig) -> ChatRequest:
+    """The one call of the one-prompt variant; its reply budget is the four calls' budgets together."""
+    grouse, version = judge.grouse, judge.grouse.prompt_version
+    extra = {}
+    if judge.structured_output:
+        extra = {"response_format": {"type": "json_schema",
+                                     "json_schema": {"name": "grouse_all_metrics",
+                                                     "schema": one_prompt_schema(layout_of(version))}}}
+    budget = grouse.max_tokens * (len(JUDGED_METRICS) - 1) + grouse.faithfulness_max_tokens
+    return user_request(judge.model, render_one_prompt(sample, version), budget, extra)
+
+
+def judge_in_one_prompt(client: LLMClient, sample: Sample, judge: JudgeConfig,
+                        count: Count | None = None) -> list[Judgment]:
+    """The four judged metrics from one call (re-asked as a whole while any metric's part is unusable).
+    The call's tokens are recorded on the answer-relevancy judgment, so that the run's sums stay right."""
+    usage = Usage()
+    version = judge.grouse.prompt_version
+
+    def parse(text: str | None) -> Parsed:
+        marks, reason = parse_all_marks(text, layout_of(version))
+        return Parsed(marks is not None, marks, reason)
+
+    answer = ask(client, one_prompt_request(sample, judge), parse,
+                 lambda reason: one_prompt_reask(reason, version), judge.max_reasks, usage,
+                 window=judge.context_window, count=count)
+    usages = [usage] + [Usage() for _ in JUDGED_METRICS[1:]]
+    if not answer.ok:
+        return [_judgment(sample, name, judge, None, "failed", answer.reason, answer.raw, None, used)
+                for name, used in zip(JUDGED_METRICS, usages)]
+    return [_judgment(sample, name, judge, answer.value[name].value, "ok", None, answer.raw,
+                      answer.value[name].justification, used)
+            for name, used in zip(JUDGED_METRICS, usages)]
+
+
 def _judgment(sample: Sample, metric: str, judge: JudgeConfig, mark: int | None, status: str,
               reason: str | None, raw: str | None, justification: str | None, usage: Usage) -> Judgment:
     """`llm_score` is the raw mark (1-5, 0/1) or None (null: not applicable); `score` its [0, 1] value.
@@ -369,9 +516,15 @@ def evaluate_sample(client: LLMClient, sample: Sample, judge: JudgeConfig,
     completeness always; usefulness only when the answer declines to answer (null relevancy);
     faithfulness unless the answer is a bare refusal (null relevancy and null usefulness). PA and NR are
     computed from the first two marks. With `judge.grouse.ask_all` (the paper's unit-test protocol, its
-    Figures 12-14) usefulness and faithfulness are asked whatever the gates say. The references are
-    `sample.context` as given (not fitted here)."""
+    Figures 12-14) usefulness and faithfulness are asked whatever the gates say. The one-prompt variant
+    asks all four in one call and keeps what the gates would have asked (all four under `ask_all`). The
+    references are `sample.context` as given (not fitted here)."""
     ask_all = judge.grouse.ask_all
+    if layout_of(judge.grouse.prompt_version).one_prompt:
+        relevancy, completeness, usefulness, faithfulness = judge_in_one_prompt(client, sample, judge, count)
+        judgments = [relevancy, completeness, usefulness, faithfulness,
+                     *derived_judgments(sample, relevancy, completeness, judge)]
+        return judgments if ask_all else as_pipeline(judgments, sample, judge)
     relevancy = judge_metric(client, GROUSE_METRICS["answer_relevancy"], sample, judge, count)
     completeness = judge_metric(client, GROUSE_METRICS["completeness"], sample, judge, count)
     gate = usefulness_gate(relevancy)
@@ -436,9 +589,12 @@ def fit_references(sample: Sample, judge: JudgeConfig, count: Count, budget: int
     judge.context_window less the reply, judge.grouse.max_tokens, and a chat-template margin)."""
     version = judge.grouse.prompt_version
     judged = [spec for spec in GROUSE_METRICS.values() if spec.judged]
+    one_prompt = layout_of(version).one_prompt
 
     def longest(chunks: list[str]) -> str:
         fitted = replace(sample, context=chunks)
+        if one_prompt:
+            return render_one_prompt(fitted, version)
         return max((render_prompt(spec, fitted, version) for spec in judged), key=count)
 
     return fit_chunks(longest, list(sample.context), budget, count)

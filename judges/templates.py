@@ -29,10 +29,36 @@ def versions(suite: str) -> tuple[str, ...]:
     return tuple(sorted(p.name for p in root.iterdir() if p.is_dir())) if root.is_dir() else ()
 
 
+BASE_SECTION = "base"
+
+
+@lru_cache(maxsize=128)
+def version_chain(suite: str, version: str) -> tuple[str, ...]:
+    """The version, then the version it builds on, and so on: a version folder whose `_common.txt` has a
+    `[base]` section names another version of the same suite (an ablation of `paper` holds only the files
+    and sections it changes)."""
+    chain = [version]
+    while True:
+        common = PROMPTS_ROOT / suite / chain[-1] / "_common.txt"
+        base = parse_sections(common.read_text()).get(BASE_SECTION) if common.exists() else None
+        if not base:
+            return tuple(chain)
+        if base in chain:
+            raise ValueError(f"{suite} prompt version {version!r}: [base] versions form a loop: "
+                             f"{' -> '.join([*chain, base])}")
+        chain.append(base)
+
+
 @lru_cache(maxsize=128)
 def load_template(suite: str, version: str, filename: str) -> dict[str, str]:
-    path = PROMPTS_ROOT / suite / version / filename
-    if not path.exists():
-        raise FileNotFoundError(f"{suite} prompt template {path} not found (prompt_version={version!r})")
-    return parse_sections(path.read_text())
+    """The file's sections, a version's own sections over those of the versions it builds on."""
+    sections: dict[str, str] = {}
+    paths = [PROMPTS_ROOT / suite / name / filename for name in version_chain(suite, version)]
+    if not any(path.exists() for path in paths):
+        raise FileNotFoundError(f"{suite} prompt template {paths[0]} not found (prompt_version={version!r})")
+    for path in reversed(paths):
+        if path.exists():
+            sections.update(parse_sections(path.read_text()))
+    sections.pop(BASE_SECTION, None)
+    return sections
 

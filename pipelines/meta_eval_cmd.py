@@ -1,7 +1,8 @@
 """`ccrs meta-eval`: test a judge's calibration before trusting it.
 
     ccrs meta-eval [--tests FILE] [--judge grouse|ccrs|both] [--base-url URL --model NAME] [--out DIR]
-                   [--grouse-prompt-version paper|v1] [--protocol all-calls|pipeline]
+                   [--grouse-prompt-version paper|v1|... | --ablation no-ground-truth|no-justification|
+                    no-cot|one-prompt] [--protocol all-calls|pipeline]
     ccrs meta-eval --agreement RESULTS_A.json RESULTS_B.json
 
 Without --base-url the local CPU model is used (the Serve app of `ccrs serve up`, started here when it is
@@ -50,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
                         help="ask the server for JSON-schema constrained replies (vLLM response_format)")
     parser.add_argument("--grouse-prompt-version", "--prompt-version", dest="prompt_version",
                         help="GroUSE prompt version: a folder of judges/prompts/grouse/ (default paper; v1)")
+    from judges.grouse import ABLATIONS
+
+    parser.add_argument("--ablation", choices=sorted(ABLATIONS),
+                        help="a GroUSE paper ablation of the paper prompts: Table 5's no-ground-truth, "
+                        "no-justification, no-cot, or Table 3's one-prompt (all four metrics in one call); "
+                        "the same as --grouse-prompt-version paper-<ablation>")
     parser.add_argument("--protocol", choices=["all-calls", "pipeline"], default="all-calls",
                         help="all-calls (default): every GroUSE metric asked on every test, as in the "
                         "paper's unit-test figures, and the pipeline's pass rates read off the same replies; "
@@ -89,6 +96,9 @@ def main(args: argparse.Namespace) -> int:
         say("ccrs meta-eval: error: --grouse-prompt-version/--max-tokens/--faithfulness-max-tokens: "
             f"{exc}", err=True)
         return 2
+    except ValueError as exc:
+        say(f"ccrs meta-eval: error: {exc}", err=True)
+        return 2
     try:
         with _endpoint(args) as (base_url, model, local):
             result, paths = _run(args, grouse, tests, base_url, model, local)
@@ -103,7 +113,12 @@ def _grouse_options(args):
     """GroUSE's settings from the flags; a flag left out keeps GrouseOptions' default."""
     from judges.config import GrouseOptions
 
-    given = {"prompt_version": args.prompt_version, "max_tokens": args.max_tokens,
+    from judges.grouse import ABLATIONS
+
+    if args.ablation and args.prompt_version:
+        raise ValueError("--ablation and --grouse-prompt-version both name a prompt version: give one")
+    version = ABLATIONS[args.ablation] if args.ablation else args.prompt_version
+    given = {"prompt_version": version, "max_tokens": args.max_tokens,
              "faithfulness_max_tokens": args.faithfulness_max_tokens}
     return GrouseOptions(**{key: value for key, value in given.items() if value is not None})
 

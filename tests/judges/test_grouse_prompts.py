@@ -273,5 +273,5 @@ def test_every_version_names_a_known_layout_and_renders_every_metric(version):
     for spec in (REL, COMP, USE, FAITH):
         for sample in (SAMPLE, REFUSAL):
             prompt = render_prompt(spec, sample, version)
-            assert "{skeleton}" not in prompt and prompt.count("</answer_2>") == 1
+            assert "{skeleton}" not in prompt and prompt.count(f"</{layout_of(version).graded}>") == 1
         assert "{" not in reask_message(spec, "r", version).split("\n", 1)[0]

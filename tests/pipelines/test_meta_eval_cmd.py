@@ -127,3 +127,16 @@ def test_public_format_without_a_readable_type_is_a_clear_error(tmp_path, capsys
     assert main(args) == 2
     assert (f"{bad}:1: test type 'warm-up' names no GroUSE Table 6 test, and its question has 15 tests"
             in capsys.readouterr().err)
+
+
+def test_ablation_flag_selects_the_paper_ablation_prompt_version():
+    from pipelines.meta_eval_cmd import _grouse_options
+
+    assert _grouse_options(_parsed("--ablation", "no-cot")).prompt_version == "paper-no-cot"
+    assert _grouse_options(_parsed("--ablation", "one-prompt")).prompt_version == "paper-one-prompt"
+
+
+def test_ablation_and_prompt_version_together_are_an_error_before_any_call(capsys):
+    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--ablation", "no-cot",
+            "--grouse-prompt-version", "v1", "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
+    assert main(args) == 2 and "give one" in capsys.readouterr().err
