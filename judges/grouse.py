@@ -74,6 +74,10 @@ GROUSE_METRICS: dict[str, Metric] = {
                                    "(derived, Table 6)"),
 }
 METRIC_ORDER = tuple(GROUSE_METRICS)
+# The metrics that read what only an answer written to GroUSE's conventions holds: a [i] citation after each
+# statement (faithfulness) and the prescribed refusal sentence (positive acceptance, negative rejection). On
+# answers of a reader prompt that asks for neither they are near 0 by construction, not applicable.
+CITATION_METRICS = ("faithfulness", "positive_acceptance", "negative_rejection")
 JUDGED_METRICS = tuple(name for name, spec in GROUSE_METRICS.items() if spec.judged)
 DERIVED_METRICS = tuple(name for name, spec in GROUSE_METRICS.items() if not spec.judged)
 

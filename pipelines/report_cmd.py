@@ -35,6 +35,8 @@ def main(args: argparse.Namespace) -> int:
         for goal in entry["goals"]:
             value = f"{goal['score']:.3f}" if goal["score"] is not None else f"n/a ({goal['reason']})"
             print(f"  {goal['id']}: {value} (coverage {goal['coverage']:.2f})")
+    for entry in report.get("not_applicable", []):
+        print(f"not applicable to {entry['system']}: {', '.join(entry['metrics'])} ({entry['reason']})")
     if report["missing_metrics"]:
         print(f"metrics of the goal tree not in this run: {', '.join(report['missing_metrics'])}")
     if args.run_id:

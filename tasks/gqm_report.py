@@ -41,6 +41,7 @@ from stats.gqm import (
 )
 from tasks.layout import SCORES_FILE, RunLayout
 from tasks.plots import figure_file
+from tasks.stage import read_manifest
 
 QTYPES = ("yesno", "factoid", "list", "summary")
 K_PATTERN = re.compile(r"^(?P<base>.+)@k$")
@@ -165,9 +166,27 @@ def _first(run_dir: Path, *candidates: str) -> Path | None:
     return None
 
 
+def not_applicable(run_dir: str | Path) -> list[dict]:
+    """GroUSE's citation metrics for each built-in system whose reader prompt asks for no citations and no
+    refusal sentence (the generate stage's systems table names each system's prompt version): one entry
+    per system with the metrics and why. Systems of `ccrs evaluate` and endpoint systems are judged as
+    they come (no entry)."""
+    from judges.grouse import CITATION_METRICS
+    from judges.readers import PROMPT_VERSIONS
+
+    manifest = read_manifest(RunLayout(run_dir).generations.parent) or {}
+    systems = (manifest.get("summary") or {}).get("systems") or {}
+    citing = PROMPT_VERSIONS["citing"]
+    return [{"system": system, "metrics": list(CITATION_METRICS),
+             "reason": f"reader prompt {info['prompt']} asks for no [i] citations and no refusal sentence, "
+                       f"which GroUSE's {', '.join(CITATION_METRICS)} read (`prompt: citing` or auto)"}
+            for system, info in sorted(systems.items()) if info.get("prompt") not in (None, citing)]
+
+
 def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]]:
     """Long table (query_id, system, metric, score, qtype) from every source in the run directory, and
-    metric -> source file. Rows with a non-finite score are dropped (= missing, never 0)."""
+    metric -> source file. Rows with a non-finite score are dropped (= missing, never 0), and so are the
+    GroUSE metrics `not_applicable` to a system's answers (the goal tree then weights what applies)."""
     run_dir = Path(run_dir)
     layout = RunLayout(run_dir)
     frames, sources = [], {}
@@ -175,6 +194,8 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
     for path in (p for p in paths if p.exists()):
         frame = pd.read_parquet(path, columns=["query_id", "system", "metric", "score"])
         frame = frame[~frame["metric"].isin(sources)]  # a metric is taken from its first source only
+        if path == layout.scores("grouse"):
+            frame = _without_not_applicable(frame, not_applicable(run_dir))
         frames.append(frame)
         sources.update({m: str(path.relative_to(run_dir)) for m in frame["metric"].unique()})
     retrieval = _first(run_dir, "retrieval_metrics/retrieval_metrics.parquet",
@@ -211,6 +232,13 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
         table["qtype"] = None
     table["qtype"] = table["qtype"].fillna("unknown").astype(str)
     return table.reset_index(drop=True), sources
+
+
+def _without_not_applicable(frame: pd.DataFrame, entries: list[dict]) -> pd.DataFrame:
+    drop = np.zeros(len(frame), dtype=bool)
+    for entry in entries:
+        drop |= ((frame["system"] == entry["system"]) & frame["metric"].isin(entry["metrics"])).to_numpy()
+    return frame[~drop]
 
 
 def resolve_names(config_names: list[str], available: list[str]) -> dict[str, str]:
@@ -423,6 +451,8 @@ def write_report(run_dir: str | Path, goals: str | Path,
     table, sources = load_metric_table(run_dir)
     report = build_report(config, table, sources)
     report["run_dir"] = str(run_dir)
+    judged_grouse = "grouse" in RunLayout(run_dir).judged_suites()
+    report["not_applicable"] = not_applicable(run_dir) if judged_grouse else []
     out = Path(out_dir) if out_dir else RunLayout(run_dir).gqm_dir
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "gqm_report.json"

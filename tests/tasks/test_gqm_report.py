@@ -157,3 +157,31 @@ def test_g5_renormalizes_without_the_vera_aggregate_and_ignores_the_untrained_de
     means = {m: table[(table.system == "bm25+r") & (table.metric == m)].score.mean()
              for m in ("AC", "RR@10", "ID")}
     assert q51["score"] == pytest.approx((0.8 * means["AC"] + 0.2 * means["RR@10"] + 0.2 * means["ID"]) / 1.2)
+
+
+def test_grouse_citation_metrics_are_left_out_for_a_reader_prompt_without_citations(tmp_path):
+    """A system whose reader prompt asks for no [i] citations (fig1-v2) gets no GroUSE faithfulness, PA or
+    NR in the goal tree (not applicable, with the reason); a citing system keeps them."""
+    from judges.grouse import CITATION_METRICS
+    from judges.readers import PROMPT_VERSIONS
+    from tasks.stage import MANIFEST
+
+    root = make_run(tmp_path / "run")
+    layout = RunLayout(root)
+    grouse = ["answer_relevancy", "completeness", "usefulness", *CITATION_METRICS]
+    rows = [(q, s, m, 0.0) for q in [f"q{i}" for i in range(8)] for s in ("bm25+r", "knn+r") for m in grouse]
+    layout.judge_dir("grouse").mkdir()
+    pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"]).to_parquet(layout.scores("grouse"))
+    systems = {"bm25+r": {"prompt": PROMPT_VERSIONS["paper"]}, "knn+r": {"prompt": PROMPT_VERSIONS["citing"]}}
+    (layout.generations.parent / MANIFEST).write_text(json.dumps({"summary": {"systems": systems}}))
+    report, _ = write_report(root, DEFAULT_GOALS, tmp_path / "gqm")
+    left_out = [(e["system"], e["metrics"]) for e in report["not_applicable"]]
+    assert left_out == [("bm25+r", list(CITATION_METRICS))]
+    assert "asks for no [i] citations" in report["not_applicable"][0]["reason"]
+
+    def available(system):
+        return {m["name"] for g in report["systems"][system]["all"]["goals"] for q in g["questions"]
+                for m in q["metrics"] if m["available"]}
+
+    assert "faithfulness" not in available("bm25+r") and "faithfulness" in available("knn+r")
+    assert "answer_relevancy" in available("bm25+r")
