@@ -53,7 +53,10 @@ def test_artifacts_land_in_s3(e2e_run, s3_endpoint):
     url, _ = s3_endpoint
     s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id="moto-test",
                       aws_secret_access_key="moto-test", region_name="us-east-1")
-    keys = [item["Key"] for item in s3.list_objects_v2(Bucket="ccrs-artifacts").get("Contents", [])]
+    # every page: the session's bucket holds the artifacts of every test that logged to MLflow, and one
+    # list_objects_v2 call returns at most 1,000 keys (the cause of an order-dependent failure)
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket="ccrs-artifacts")
+    keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
     assert any(key.endswith(f"{result.tracked['run_id']}/artifacts/stats/stats.json") for key in keys)
 
 
