@@ -25,6 +25,7 @@ from stats.descriptive import (
 from stats.errors import StatsInputError
 from stats.hsd import HSDResult, randomized_tukey_hsd
 from stats.hypotheses import HypothesisResult, HypothesisSet, check_hypotheses_against, evaluate_hypotheses
+from stats.judge_noise import COMPONENTS, two_level_bootstrap, variance_components, verdict_stability
 from stats.multiple import is_significant
 from stats.scores import ScoreCube, build_cube, validate_scores
 
@@ -32,6 +33,8 @@ CI_LEVEL = 0.95
 # Random streams are seeded by (seed, purpose, metric index) through numpy's SeedSequence.
 _HSD_STREAM = 1
 _BOOTSTRAP_STREAM = 2
+_JUDGE_NOISE_STREAM = 3  # the two-level bootstrap of a metric with repeated judgments
+_REPEAT_HSD_STREAM = 4  # the HSD of each repeat alone
 
 
 def compute_all(
@@ -51,16 +54,23 @@ def compute_all(
     metric_order: the metrics to report first, in that order (the rest follow sorted by name).
     metric_suites: {suite: [metric, ...]}, which suite judged which metric (plain data: the caller reads
     its registry); it groups the discriminative power comparison. Metrics of no suite form a last group.
+
+    With a `repeat` column, a metric judged two or more times per (query, system) is analysed on its
+    repeat-averaged scores (a query enters only if every system has every repeat), its CIs come from the
+    two-level bootstrap and its entry gains `judge_noise` (stats/judge_noise.py).
     """
     _check_options(b, seed, alpha)
     cube = build_cube(validate_scores(scores), metric_order)
     if hypotheses is not None:
         check_hypotheses_against(hypotheses, cube.systems, cube.metrics)
     complete = {metric: np.isfinite(cube.metric_matrix(metric)).all(axis=1) for metric in cube.metrics}
-    groups = _groups_with_same_queries(cube, complete)
+    repeated = [metric for metric in cube.metrics if cube.n_repeats(metric) >= 2]
+    groups = _groups_with_same_queries(cube, complete, skip=repeated)
     intervals = _bootstrap_intervals(cube, groups, complete, b, seed)
     hsd_by_metric = _hsd_by_metric(cube, complete, b, seed, on_metric)
     notes: list[str] = []
+    judge_noise = {metric: _judge_noise(cube, metric, complete[metric], hsd_by_metric[metric], b, seed, alpha,
+                                        intervals, notes) for metric in repeated}
     per_metric = {
         metric: _metric_entry(
             cube, cube.metric_matrix(metric)[complete[metric]], hsd, intervals[metric], alpha
@@ -69,6 +79,8 @@ def compute_all(
         else _empty_metric_entry(cube, metric, notes)
         for metric, hsd in hsd_by_metric.items()
     }
+    for metric, entry in judge_noise.items():
+        per_metric[metric]["judge_noise"] = entry
     result = {
         "n_queries": len(cube.query_ids),
         "systems": list(cube.systems),
@@ -94,15 +106,17 @@ def _check_options(b: int, seed: int, alpha: float) -> None:
         raise StatsInputError(f"alpha must lie in (0, 1), got {alpha!r}")
 
 
-def _groups_with_same_queries(cube: ScoreCube, complete: dict[str, np.ndarray]) -> list[list[int]]:
-    """Indices of metrics grouped by their set of complete queries (metrics without any are left out).
+def _groups_with_same_queries(cube: ScoreCube, complete: dict[str, np.ndarray],
+                              skip: Sequence[str] = ()) -> list[list[int]]:
+    """Indices of metrics grouped by their set of complete queries (metrics without any, and the `skip`
+    metrics, whose CIs come from the two-level bootstrap, are left out).
 
     The metrics of a group share one set of bootstrap resamples (one matrix product for all of them),
     seeded by (seed, purpose, first metric of the group): the output is a function of scores and seed.
     """
     groups: dict[bytes, list[int]] = {}
     for metric_index, metric in enumerate(cube.metrics):
-        if complete[metric].any():
+        if complete[metric].any() and metric not in skip:
             groups.setdefault(np.packbits(complete[metric]).tobytes(), []).append(metric_index)
     return list(groups.values())
 
@@ -147,6 +161,55 @@ def _bootstrap_intervals(
             block = slice(position * k, (position + 1) * k)
             intervals[cube.metrics[metric_index]] = (ci.low[block], ci.high[block])
     return intervals
+
+
+def _judge_noise(cube: ScoreCube, metric: str, complete: np.ndarray, hsd: HSDResult | None, b: int, seed: int,
+                 alpha: float, intervals: dict, notes: list[str]) -> dict[str, Any] | None:
+    """The judge_noise entry of a metric with repeats; its two-level bootstrap CIs go into `intervals`."""
+    index = cube.metrics.index(metric)
+    scores = cube.metric_repeats(metric)
+    judged = np.isfinite(scores)
+    used = scores[complete]
+    if len(used) < 2:
+        notes.append(f"per_metric.{metric}.judge_noise: fewer than 2 queries have every repeat from every "
+                     "system; no variance components")
+        if hsd is not None:  # one complete query: its CI is the one-level bootstrap's (a point)
+            rng = np.random.default_rng([seed, _BOOTSTRAP_STREAM, index])
+            ci = bootstrap_mean_ci(used.mean(axis=2), b, rng, CI_LEVEL)
+            intervals[metric] = (ci.low, ci.high)
+        return None
+    components = variance_components(used)
+    rng = np.random.default_rng([seed, _JUDGE_NOISE_STREAM, index])
+    boot = two_level_bootstrap(used, b, rng, CI_LEVEL)
+    intervals[metric] = (boot.means_low, boot.means_high)
+    rng = np.random.default_rng([seed, _REPEAT_HSD_STREAM, index])
+    stability = verdict_stability(used, hsd.p_values, b, rng, alpha)
+    pairs = list(combinations(range(len(cube.systems)), 2))
+    systems = cube.systems
+    return {
+        "n_repeats": components.n_repeats,
+        "repeats": list(cube.repeat_labels[index]),
+        "n_queries": components.n_questions,
+        "n_incomplete_cells": int((judged.any(axis=2) & ~judged.all(axis=2)).sum()),
+        "components": dict(zip(COMPONENTS, components.variances)),
+        "components_ci95": {name: [low, high] for name, low, high in
+                            zip(COMPONENTS, boot.components_low, boot.components_high)},
+        "truncated": list(components.truncated),
+        "mean_squares": dict(zip(COMPONENTS, components.mean_squares)),
+        "df": dict(zip(COMPONENTS, components.df)),
+        "residual_share": components.residual_share,
+        "reliability": components.reliability(),
+        "reliability_ci95": [boot.reliability_low, boot.reliability_high],
+        "reliability_one_judgment": components.reliability(1),
+        "stable_share": stability.stable_share,
+        "flaky_pairs": [[systems[i], systems[j]] for i, j in pairs if stability.flaky[i, j]],
+        "pair_verdicts": [
+            {"a": systems[i], "b": systems[j], "significant": stability.significant[i, j],
+             "per_repeat": stability.per_repeat_significant[:, i, j].tolist(),
+             "per_repeat_p": stability.per_repeat_p_values[:, i, j].tolist()}
+            for i, j in pairs
+        ],
+    }
 
 
 def _metric_entry(

@@ -1,4 +1,4 @@
-"""Validation of long-format scores (query_id, system, metric, score) and the dense score cube."""
+"""Validation of long-format scores (query_id, system, metric, score[, repeat]) and the dense score cube."""
 
 from __future__ import annotations
 
@@ -11,43 +11,66 @@ import pandas as pd
 from stats.errors import StatsInputError
 
 REQUIRED_COLUMNS = ("query_id", "system", "metric", "score")
+REPEAT_COLUMN = "repeat"  # optional: which of the repeated judgments of one (query, system, metric) a row is
 _SHOWN = 5  # offending rows quoted in an error message
 
 
 @dataclass(frozen=True)
 class ScoreCube:
-    """values[q, s, m] is the score of query q, system s, metric m; NaN where missing."""
+    """values[q, s, m] is the score of query q, system s, metric m; NaN where missing.
+
+    With a repeat column, repeats[q, s, m, r] is the score of the metric's r-th repeat label
+    (repeat_labels[m][r]; NaN where missing or beyond the metric's labels) and values[q, s, m] is the mean
+    of a cell's repeats, NaN unless it has every repeat label of its metric."""
 
     query_ids: tuple[str, ...]
     systems: tuple[str, ...]
     metrics: tuple[str, ...]
     values: np.ndarray
+    repeats: np.ndarray | None = None
+    repeat_labels: tuple[tuple[int, ...], ...] = ()
 
     def metric_matrix(self, metric: str) -> np.ndarray:
-        """(n_queries, n_systems) scores of one metric, NaN where missing."""
+        """(n_queries, n_systems) scores of one metric (repeat-averaged), NaN where missing."""
         return self.values[:, :, self.metrics.index(metric)]
+
+    def n_repeats(self, metric: str) -> int:
+        """How many repeat labels the metric's judgments carry (1 without a repeat column)."""
+        return len(self.repeat_labels[self.metrics.index(metric)]) if self.repeats is not None else 1
+
+    def metric_repeats(self, metric: str) -> np.ndarray:
+        """(n_queries, n_systems, n_repeats) scores of one metric, NaN where a repeat is missing."""
+        if self.repeats is None:
+            return self.metric_matrix(metric)[:, :, None]
+        index = self.metrics.index(metric)
+        return self.repeats[:, :, index, : len(self.repeat_labels[index])]
 
 
 def validate_scores(frame: pd.DataFrame) -> pd.DataFrame:
     """Checked copy with columns query_id, system, metric (str) and score (float64, in [0, 1]).
 
-    Rows with an empty score (NaN, None or "") are missing judgments and are dropped.
+    Rows with an empty score (NaN, None or "") are missing judgments and are dropped. An optional `repeat`
+    column (an integer per repeated judgment of the same query, system and metric) is kept as int64.
     """
     if not isinstance(frame, pd.DataFrame):
         raise StatsInputError(f"scores must be a pandas DataFrame, got {type(frame).__name__}")
     missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
     if missing:
         raise StatsInputError(f"scores lack column(s) {missing}; found {list(frame.columns)}")
-    frame = frame.loc[:, list(REQUIRED_COLUMNS)].reset_index(drop=True)
+    repeated = REPEAT_COLUMN in frame.columns
+    frame = frame.loc[:, [*REQUIRED_COLUMNS, *([REPEAT_COLUMN] if repeated else [])]].reset_index(drop=True)
     for column in ("query_id", "system", "metric"):
         frame[column] = _key_column(frame, column)
     frame["score"] = _score_column(frame)
+    if repeated:
+        frame[REPEAT_COLUMN] = _repeat_column(frame[REPEAT_COLUMN])
     _reject_duplicates(frame)
     return frame[frame["score"].notna()].reset_index(drop=True)
 
 
 def build_cube(frame: pd.DataFrame, order: Sequence[str] = ()) -> ScoreCube:
-    """Dense cube from validated scores: queries sorted, systems sorted, metrics in reporting order."""
+    """Dense cube from validated scores: queries sorted, systems sorted, metrics in reporting order, repeat
+    labels sorted per metric."""
     query_ids = tuple(sorted(frame["query_id"].unique()))
     systems = tuple(sorted(frame["system"].unique()))
     metrics = metric_order(frame["metric"], order)
@@ -56,9 +79,20 @@ def build_cube(frame: pd.DataFrame, order: Sequence[str] = ()) -> ScoreCube:
     q = pd.Index(query_ids).get_indexer(frame["query_id"])
     s = pd.Index(systems).get_indexer(frame["system"])
     m = pd.Index(metrics).get_indexer(frame["metric"])
+    scores = frame["score"].to_numpy(dtype=np.float64)
     values = np.full((len(query_ids), len(systems), len(metrics)), np.nan)
-    values[q, s, m] = frame["score"].to_numpy(dtype=np.float64)
-    return ScoreCube(query_ids, systems, metrics, values)
+    if REPEAT_COLUMN not in frame.columns:
+        values[q, s, m] = scores
+        return ScoreCube(query_ids, systems, metrics, values)
+    labels = tuple(tuple(sorted(frame.loc[frame["metric"] == metric, REPEAT_COLUMN].unique().tolist()))
+                   for metric in metrics)
+    r = frame.groupby("metric")[REPEAT_COLUMN].rank(method="dense").to_numpy(dtype=np.intp) - 1
+    repeats = np.full((*values.shape, max(len(labels_of) for labels_of in labels)), np.nan)
+    repeats[q, s, m, r] = scores
+    for index, labels_of in enumerate(labels):
+        # a one-repeat metric keeps its scores as they are; a cell lacking a repeat stays NaN
+        values[:, :, index] = repeats[:, :, index, : len(labels_of)].mean(axis=-1)
+    return ScoreCube(query_ids, systems, metrics, values, repeats, labels)
 
 
 def metric_order(metrics: pd.Series, order: Sequence[str] = ()) -> tuple[str, ...]:
@@ -100,13 +134,28 @@ def _score_column(frame: pd.DataFrame) -> pd.Series:
     return numeric
 
 
+def _repeat_column(raw: pd.Series) -> pd.Series:
+    """Repeat labels as int64: integers, integral floats (1.0) or digit strings (CSV); anything else, an
+    empty value included, is an error naming the rows."""
+    text = raw.astype(str).str.strip()
+    numeric = pd.to_numeric(raw.where(~(raw.isna() | (text == ""))), errors="coerce").astype(np.float64)
+    boolean = raw.map(lambda value: isinstance(value, (bool, np.bool_))).astype(bool)
+    bad = boolean | numeric.isna() | ~np.isfinite(numeric) | (numeric != np.round(numeric))
+    if bad.any():
+        raise StatsInputError(f"repeat must be an integer (which repeated judgment of the same query, system "
+                              f"and metric a row is); not an integer in row(s) {_rows(bad, raw)}")
+    return numeric.astype(np.int64)
+
+
 def _reject_duplicates(frame: pd.DataFrame) -> None:
-    duplicated = frame.duplicated(["query_id", "system", "metric"], keep=False)
+    keys = ["query_id", "system", "metric", *([REPEAT_COLUMN] if REPEAT_COLUMN in frame.columns else [])]
+    duplicated = frame.duplicated(keys, keep=False)
     if duplicated.any():
-        keys = frame.loc[duplicated, ["query_id", "system", "metric"]].drop_duplicates().head(_SHOWN)
-        shown = ", ".join(f"({r.query_id}, {r.system}, {r.metric})" for r in keys.itertuples())
+        rows = frame.loc[duplicated, keys].drop_duplicates().head(_SHOWN)
+        shown = ", ".join("(" + ", ".join(str(value) for value in row) + ")"
+                          for row in rows.itertuples(index=False))
         raise StatsInputError(
-            f"duplicate (query_id, system, metric) rows: {int(duplicated.sum())} rows, e.g. {shown}"
+            f"duplicate ({', '.join(keys)}) rows: {int(duplicated.sum())} rows, e.g. {shown}"
         )
 
 
@@ -141,12 +190,12 @@ def long_scores(frame: pd.DataFrame) -> pd.DataFrame:
         raise StatsInputError(f"scores lack a system column; found {list(frame.columns)}")
     if {"metric", "score"} <= set(frame.columns):
         return frame
-    metrics = [name for name in frame.columns if name not in ("query_id", "system", *ids[1:])]
+    keys = ["query_id", "system", *([REPEAT_COLUMN] if REPEAT_COLUMN in frame.columns else [])]
+    metrics = [name for name in frame.columns if name not in (*keys, *ids[1:])]
     if not metrics:
         raise StatsInputError("scores have neither metric/score columns (long format) nor metric columns "
                               "(wide format: one column per metric beside query_id and system)")
-    return frame.melt(id_vars=["query_id", "system"], value_vars=metrics, var_name="metric",
-                      value_name="score")
+    return frame.melt(id_vars=keys, value_vars=metrics, var_name="metric", value_name="score")
 
 
 def rescale_scores(frame: pd.DataFrame, low: float, high: float) -> pd.DataFrame:

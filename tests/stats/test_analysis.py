@@ -7,7 +7,7 @@ import pytest
 from stats.errors import StatsInputError
 from stats.analysis import compute_all
 from stats.hypotheses import Hypothesis, HypothesisSet
-from tests.stats.conftest import make_scores
+from tests.stats.conftest import make_repeated_scores, make_scores
 
 B = 200
 
@@ -172,3 +172,49 @@ def test_metric_without_complete_query_is_null_not_an_error(scores):
     assert (entry["n_used"], entry["n_dropped"], entry["discriminative_power"]) == (0, 40, None)
     assert entry["means"]["A"] is None and result["hypotheses"]["H"]["raw_p"] == 1.0
     assert any("QR" in note and "no query" in note for note in result["notes"])
+
+
+def test_repeated_judgments_add_judge_noise_and_are_analysed_averaged():
+    scores = make_repeated_scores(metrics=("CC", "QR"), effects={"C": 0.15})
+    scores = scores[~((scores.metric == "QR") & (scores.repeat > 0))]  # QR judged once
+    scores = scores[~((scores.query_id == "q004") & (scores.system == "B") & (scores.metric == "CC")
+                      & (scores.repeat == 2))]  # one failed judgment
+    result = compute_all(scores, b=B, seed=1)
+    entry = result["per_metric"]["CC"]
+    assert (entry["n_used"], entry["n_dropped"]) == (29, 1)
+    averaged = scores[(scores.metric == "CC") & (scores.query_id != "q004")].groupby("system")["score"].mean()
+    assert entry["means"] == pytest.approx(averaged.to_dict())
+    noise = entry["judge_noise"]
+    assert set(noise["components"]) == {"system", "question", "system_x_question", "residual"}
+    assert noise["components"]["residual"] == pytest.approx(0.08**2, rel=0.25)
+    assert 0.0 <= noise["reliability"] <= 1.0
+    assert noise["reliability_ci95"][0] <= noise["reliability"] <= noise["reliability_ci95"][1]
+    assert (noise["n_repeats"], noise["repeats"], noise["n_queries"], noise["n_incomplete_cells"]) == (
+        3, [0, 1, 2], 29, 1)
+    assert all(isinstance(pair, list) and len(pair) == 2 for pair in noise["flaky_pairs"])
+    flaky = [[p["a"], p["b"]] for p in noise["pair_verdicts"] if set(p["per_repeat"]) != {p["significant"]}]
+    assert noise["flaky_pairs"] == flaky
+    assert noise["stable_share"] == pytest.approx(1 - len(flaky) / 3)
+    assert [(p["a"], p["b"], p["significant"]) for p in noise["pair_verdicts"]] == [
+        (p["a"], p["b"], p["significant"]) for p in entry["pairwise"]]
+    assert "judge_noise" not in result["per_metric"]["QR"]
+    json.dumps(result, allow_nan=False)
+
+
+def test_one_repeat_gives_the_same_stats_json_as_no_repeat_column(scores):
+    plain = json.dumps(compute_all(scores, b=B, seed=2))
+    assert json.dumps(compute_all(scores.assign(repeat=0), b=B, seed=2)) == plain
+
+
+def test_repeated_judgments_are_a_function_of_the_seed():
+    scores = make_repeated_scores(n_queries=12)
+    first = json.dumps(compute_all(scores, b=B, seed=5))
+    assert json.dumps(compute_all(scores.sample(frac=1.0, random_state=1), b=B, seed=5)) == first
+
+
+def test_a_repeated_metric_with_one_complete_query_has_no_judge_noise_and_says_why():
+    scores = make_repeated_scores(n_queries=3)
+    scores = scores[~((scores.query_id != "q000") & (scores.system == "A") & (scores.repeat == 1))]
+    result = compute_all(scores, b=B)
+    assert result["per_metric"]["CC"]["n_used"] == 1 and result["per_metric"]["CC"]["judge_noise"] is None
+    assert any("judge_noise" in note and "fewer than 2" in note for note in result["notes"])
