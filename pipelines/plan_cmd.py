@@ -27,6 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "plan") -> None:
     power.add_argument("--replicates", type=int, default=400, help="simulated data sets per recommendation "
                        "(0: parametric only)")
     power.add_argument("--seed", type=int, default=0)
+    power.add_argument("--max-repeats", type=int, default=5, help="decision study (a pilot with a repeat "
+                       "column): judge repeats per answer to consider, 1..N (default 5)")
+    power.add_argument("--budget", type=int, help="decision study: judge calls per metric it may cost "
+                       "(questions x systems x repeats)")
+    power.add_argument("--max-questions", type=int, help="decision study: questions available (a fixed "
+                       "test set); where they are scarce, repeats pay")
     power.add_argument("--json", type=Path, help="write the plan as JSON (n_questions per metric)")
     power.add_argument("--plot", type=Path, help="PNG of power against the number of questions per metric")
 
@@ -50,7 +56,8 @@ def power_main(args: argparse.Namespace) -> int:
 
     try:
         plan = plan_power(load_pilot(args.pilot), args.metric, args.delta, args.power, args.alpha, args.b,
-                          args.replicates, args.seed, metric_order())
+                          args.replicates, args.seed, metric_order(), max_repeats=args.max_repeats,
+                          budget=args.budget, max_questions=args.max_questions)
     except StatsInputError as exc:
         print(f"ccrs plan power: {exc}", file=sys.stderr)
         return 2

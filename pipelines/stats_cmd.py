@@ -12,7 +12,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
     parser.add_argument(
         "scores", type=Path, help="Parquet, CSV or JSONL of per-sample scores: long (query_id, system, "
         "metric, score) or wide (query_id, system and one column per metric); question_id or id may stand "
-        "for query_id"
+        "for query_id; an optional integer `repeat` column marks repeated judgments of one answer (judge "
+        "noise, docs/judge-trust.md)"
     )
     parser.add_argument("--out", type=Path, required=True, help="output folder (stats.json, tables/, plots/, "
                         "summary.md: the verdict, printed again by `ccrs show OUT`)")
@@ -103,6 +104,14 @@ class _progress:
         self.bar.close()
 
 
+def _print_judge_noise(noise: dict) -> None:
+    """One line: the judge's reliability over the repeats, its CI and the pairs a single repeat flips."""
+    low, high = noise["reliability_ci95"]
+    flaky = ", ".join(f"{a} vs {b}" for a, b in noise["flaky_pairs"]) or "none"
+    print(f"    judge noise ({noise['n_repeats']} repeats): reliability {noise['reliability']:.3f} "
+          f"[{low:.3f}, {high:.3f}], stable verdicts {noise['stable_share']:.0%}, flaky pairs: {flaky}")
+
+
 def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:
     print(f"{result['n_queries']} queries, systems {result['systems']}, metrics {result['metrics']}")
     for metric, entry in result["per_metric"].items():
@@ -112,6 +121,8 @@ def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:
             f"  {metric}: n_used={entry['n_used']} n_dropped={entry['n_dropped']} "
             f"discriminative power={shown}"
         )
+        if entry.get("judge_noise"):
+            _print_judge_noise(entry["judge_noise"])
     _print_comparison(result["discriminative_power_comparison"])
     for name, entry in result["hypotheses"].items():
         verdict = "significant" if entry["significant"] else "not significant"

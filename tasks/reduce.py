@@ -8,7 +8,7 @@ import pandas as pd
 from judges.suite import metric_order, suites
 from stats.analysis import compute_all
 from tasks.hypotheses_io import load_hypotheses
-from tasks.report import load_scores, write_outputs
+from tasks.report import concat_scores, load_scores, write_outputs
 from tasks.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
 
 
@@ -28,7 +28,7 @@ def run_reduce(
                     code_version(__name__))
 
     def reduce_scores(out_dir: Path) -> dict:
-        scores = pd.concat([load_scores(path) for path in scores_paths], ignore_index=True)
+        scores = concat_scores([load_scores(path) for path in scores_paths])
         hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None
         result = compute_all(scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha,
                              metric_order=metric_order(), metric_suites=membership)

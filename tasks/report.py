@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from stats.errors import StatsInputError
-from stats.scores import build_cube, validate_scores
+from stats.scores import REPEAT_COLUMN, build_cube, validate_scores
 from tasks.layout import PLOTS_DIR, STATS_FILE, TABLES_DIR
 
 
@@ -35,6 +35,15 @@ def read_scores_file(path: str | Path) -> pd.DataFrame:
 def load_scores(path: str | Path) -> pd.DataFrame:
     """Read long-format scores from Parquet or CSV and validate them (raises StatsInputError)."""
     return validate_scores(read_scores_file(path))
+
+
+def concat_scores(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """One long-format table of several suites' scores. When only some carry a repeat column (judged
+    with judge.repeats), the others were judged once: their rows get repeat 0."""
+    if any(REPEAT_COLUMN in frame.columns for frame in frames):
+        frames = [frame if REPEAT_COLUMN in frame.columns else frame.assign(**{REPEAT_COLUMN: 0})
+                  for frame in frames]
+    return pd.concat(frames, ignore_index=True)
 
 
 def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:

@@ -41,6 +41,7 @@ def build_summary(run_dir: Path) -> str:
         _header(config, stats, judges) + _left_out(layout),
         _systems_section(layout, stats["systems"], (config.get("retrieval") or {}).get("top_k")),
         _means_section(stats, _metric_suites(judges)),
+        _judge_noise_section(stats),
         _hypotheses_section(stats, config),
         _failures_section(failures),
         _judges_section(judges),
@@ -56,8 +57,9 @@ def build_stats_summary(stats: dict, title: str, hypotheses_path: str | None = N
               f"B = {stats['b']}, alpha = {stats['alpha']}, {int(round(100 * stats['ci_level']))}% bootstrap "
               "CIs.")
     config = {"stats": {"hypotheses": hypotheses_path}}
-    sections = [header, _means_section(stats, {}), _hypotheses_section(stats, config)]
-    return "\n\n".join(sections) + "\n"
+    sections = [header, _means_section(stats, {}), _judge_noise_section(stats),
+                _hypotheses_section(stats, config)]
+    return "\n\n".join(section for section in sections if section) + "\n"
 
 
 def letter_groups(block: dict[str, Any], alpha: float) -> dict[str, str]:
@@ -152,6 +154,41 @@ def _cell(block: dict, system: str, letters: str) -> str:
         return "n/a"
     low, high = block["ci95"][system]
     return f"{mean:.2f} [{_number(low)}, {_number(high)}] {letters}".rstrip()
+
+
+def _judge_noise_section(stats: dict) -> str:
+    """Per metric judged more than once per answer (judge.repeats): the judge's reliability, its noise and
+    the HSD verdicts that a single repeat would have changed (stats.json per_metric[M].judge_noise)."""
+    noisy = {metric: stats["per_metric"][metric].get("judge_noise") for metric in stats["metrics"]
+             if "judge_noise" in stats["per_metric"][metric]}
+    if not noisy:
+        return ""
+    rows, flaky = [], []
+    for metric, noise in noisy.items():
+        if noise is None:
+            rows.append(f"| {metric} | | n/a | | | | fewer than 2 questions with every repeat |")
+            continue
+        low, high = noise["reliability_ci95"]
+        pairs = noise["flaky_pairs"]
+        stable = round(noise["stable_share"] * len(noise["pair_verdicts"]))
+        rows.append(f"| {metric} | {noise['n_repeats']} | {noise['reliability']:.2f} [{_number(low)}, "
+                    f"{_number(high)}] | {noise['reliability_one_judgment']:.2f} | "
+                    f"{100 * noise['residual_share']:.0f}% | {stable}/{len(noise['pair_verdicts'])} | "
+                    f"{', '.join(f'{a} vs {b}' for a, b in pairs) or '-'} |")
+        flaky += [f"{a} vs {b} ({metric})" for a, b in pairs]
+    text = ("## Judge noise\n\n"
+            "Each answer was judged several times; the statistics above use the repeat-averaged scores. "
+            "Reliability: the share of the system x question variation (the noise the HSD weighs each "
+            "difference against) that is real rather than judge noise, for the mean of the repeats and for "
+            "one judgment (1 = a judge without noise; docs/judge-trust.md). Judge noise: its share of one "
+            "judgment's variance. Stable: HSD pair verdicts that every repeat alone reproduces.\n\n"
+            "| metric | repeats | reliability [95% CI] | one judgment | judge noise | stable "
+            "| flaky pairs |\n| --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+    if flaky:
+        text += (f"\n\n**Flaky:** {', '.join(flaky)}: at least one repeat alone gives another verdict than "
+                 "the average, so the verdict rests on the judge's noise; more repeats or more questions "
+                 "(`ccrs plan power --pilot`) make it firm.")
+    return text
 
 
 def _hypotheses_section(stats: dict, config: dict) -> str:

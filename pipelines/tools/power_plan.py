@@ -4,7 +4,12 @@ The pilot is a run directory (every judge suite's scores.parquet, found through 
 long-format scores file (query_id, system, metric, score). Per metric: the residual variance of the
 systems x questions design, the questions needed for `delta` (best vs worst, and any pair), the minimum
 detectable difference at the pilot's size, and the power that the randomized HSD reaches on simulated
-pilot-shaped data at the recommended size."""
+pilot-shaped data at the recommended size.
+
+A pilot with a `repeat` column (judge.repeats >= 2) adds, per such metric, a decision study
+(stats/decision_study.py): how many questions and how many judge repeats per answer reach the target
+power, the cheapest in judge calls within a budget and the questions available, checked by simulation
+on pilot-shaped data."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from stats.decision_study import DecisionStudy, decision_study, design_power, simulated_design_power
 from stats.errors import StatsInputError
+from stats.judge_noise import COMPONENTS, VarianceComponents, variance_components
 from stats.power import (
     VarianceEstimate,
     hsd_power,
@@ -23,7 +30,7 @@ from stats.power import (
 )
 from stats.scores import build_cube, validate_scores
 from tasks.layout import RunLayout
-from tasks.report import read_scores_file
+from tasks.report import concat_scores, read_scores_file
 
 REQUIREMENTS = ("best_worst", "any_pair")
 # Where the randomized HSD on pilot-shaped data falls short of the target at the parametric n (skewed,
@@ -32,6 +39,7 @@ REQUIREMENTS = ("best_worst", "any_pair")
 REFINE_STEP = 1.05
 REFINE_TOLERANCE = 0.02
 MAX_REFINEMENTS = 12
+_DECISION_STREAM = 1  # the decision study's simulation: rng seeded (seed, metric index, _DECISION_STREAM)
 
 
 def load_pilot(path: Path) -> pd.DataFrame:
@@ -42,14 +50,17 @@ def load_pilot(path: Path) -> pd.DataFrame:
         suites = layout.judged_suites()
         if not suites:
             raise StatsInputError(f"{path} holds no judge stage output (judge_<suite>/scores.parquet)")
-        frame = pd.concat([read_scores_file(layout.scores(suite)) for suite in suites], ignore_index=True)
+        frame = concat_scores([read_scores_file(layout.scores(suite)) for suite in suites])
     else:
         frame = read_scores_file(path)
     return validate_scores(frame)
 
 
 def plan_power(scores: pd.DataFrame, metrics: list[str] | None, delta: float, power: float, alpha: float,
-               b: int, replicates: int, seed: int, metric_order: list[str] = ()) -> dict:
+               b: int, replicates: int, seed: int, metric_order: list[str] = (), *, max_repeats: int = 5,
+               budget: int | None = None, max_questions: int | None = None) -> dict:
+    """Per metric: the questions needed (on repeat-averaged scores where the pilot repeats judgments) and,
+    for a metric with repeats, the decision study (top-level `decision_study`: one row per design)."""
     cube = build_cube(scores, metric_order)
     chosen = list(metrics or cube.metrics)
     unknown = [m for m in chosen if m not in cube.metrics]
@@ -62,10 +73,81 @@ def plan_power(scores: pd.DataFrame, metrics: list[str] | None, delta: float, po
         rng = np.random.default_rng([seed, index])
         per_metric[metric] = metric_plan(complete, cube.systems, delta, power, alpha, b, replicates, rng)
         per_metric[metric]["n_dropped"] = int(len(matrix) - len(complete))
-    return {"delta": delta, "power": power, "alpha": alpha, "b": b, "replicates": replicates, "seed": seed,
+    plan = {"delta": delta, "power": power, "alpha": alpha, "b": b, "replicates": replicates, "seed": seed,
             "systems": list(cube.systems),
             "n_questions": {m: entry["n_questions"] for m, entry in per_metric.items()},
             "per_metric": per_metric}
+    repeated = [(index, m) for index, m in enumerate(chosen) if cube.n_repeats(m) >= 2]
+    if repeated:
+        limits = {"max_repeats": max_repeats, "budget": budget, "max_questions": max_questions}
+        plan["decision_study_limits"] = limits
+        plan["decision_study"] = []
+        for index, metric in repeated:
+            scores_of = cube.metric_repeats(metric)
+            rng = np.random.default_rng([seed, index, _DECISION_STREAM])
+            decision = decision_plan(scores_of[np.isfinite(scores_of).all(axis=(1, 2))], cube.systems, delta,
+                                     power, alpha, b, replicates, rng, **limits)
+            per_metric[metric]["decision"] = decision
+            plan["decision_study"] += [{"metric": metric, **row} for row in decision.get("designs", [])]
+    return plan
+
+
+def decision_plan(scores: np.ndarray, systems: tuple[str, ...], delta: float, power: float, alpha: float,
+                  b: int, replicates: int, rng: np.random.Generator, max_repeats: int, budget: int | None,
+                  max_questions: int | None) -> dict:
+    """The decision study of one metric from its complete (n_questions, n_systems, n_repeats) pilot."""
+    if len(scores) < 2:
+        return {"n_pilot": len(scores), "designs": [], "recommended": None,
+                "note": "fewer than 2 pilot questions have every repeat from every system: no decision study"}
+    components = variance_components(scores)
+    study = decision_study(components, len(systems), delta, power, alpha, max_repeats, budget, max_questions)
+    order = np.argsort(scores.mean(axis=(0, 2)), kind="stable")
+    pair = (int(order[-1]), int(order[0]))
+    recommended = _checked_recommendation(scores, study, components, delta, power, alpha, b, replicates, rng,
+                                          pair, budget, max_questions, systems)
+    entry = {
+        "n_pilot": components.n_questions,
+        "n_repeats_pilot": components.n_repeats,
+        "components": dict(zip(COMPONENTS, components.variances.tolist())),
+        "reliability": components.reliability(),
+        "reliability_one_judgment": components.reliability(1),
+        "designs": [{**design.as_dict, "meets_target": design.power >= power,
+                     "recommended": design == study.recommended} for design in study.designs],
+        "recommended": recommended,
+    }
+    if study.recommended is None:
+        entry["note"] = "no design of at least 2 questions fits the budget"
+    elif not study.target_reached:
+        entry["note"] = ("no design within the limits reaches the target power: the recommendation is the "
+                         "most powerful one within them")
+    return entry
+
+
+def _checked_recommendation(scores: np.ndarray, study: DecisionStudy, components: VarianceComponents,
+                            delta: float, power: float,
+                            alpha: float, b: int, replicates: int, rng: np.random.Generator,
+                            pair: tuple[int, int], budget: int | None, max_questions: int | None,
+                            systems: tuple[str, ...]) -> dict | None:
+    """The recommended design, simulated; where the randomized HSD on pilot-shaped data falls short of the
+    target, n_questions grows by REFINE_STEP (within the limits) as in the questions-only plan."""
+    design = study.recommended
+    if design is None:
+        return None
+    k, n_repeats = len(systems), design.n_repeats
+    ceiling = min(max_questions or np.inf, (budget // (k * n_repeats)) if budget else np.inf)
+    n, simulated, reached = design.n_questions, None, None
+    for attempt in range(MAX_REFINEMENTS + 1 if replicates > 0 else 0):
+        simulated = simulated_design_power(scores, n, n_repeats, delta, alpha, b, replicates, rng, pair)
+        reached = simulated >= power - REFINE_TOLERANCE
+        grown = int(np.ceil(n * REFINE_STEP))
+        if reached or attempt == MAX_REFINEMENTS or not study.target_reached or grown > ceiling:
+            break
+        n = grown
+    return {"n_questions": n, "n_repeats": n_repeats, "judge_calls": n * k * n_repeats,
+            "parametric_n_questions": design.n_questions,
+            "parametric_power": design_power(components, n, n_repeats, delta, k, alpha),
+            "simulated_power": simulated, "target_reached": reached if study.target_reached else False,
+            "simulated_pair": [systems[pair[0]], systems[pair[1]]]}
 
 
 def metric_plan(matrix: np.ndarray, systems: tuple[str, ...], delta: float, power: float, alpha: float,
@@ -140,4 +222,38 @@ def markdown(plan: dict) -> str:
                          f"{simulated} | "
                          f"{r['mdd_at_pilot_n']:.4f} | {r['pilot_power']:.3f} |")
     notes = [f"{metric}: {entry['note']}" for metric, entry in plan["per_metric"].items() if "note" in entry]
-    return "\n".join(lines + [f"note: {note}" for note in notes])
+    return "\n".join(lines + [f"note: {note}" for note in notes] + decision_markdown(plan))
+
+
+def decision_markdown(plan: dict) -> list[str]:
+    """The decision study's lines (none for a pilot without repeats)."""
+    decided = {metric: entry["decision"] for metric, entry in plan["per_metric"].items()
+               if "decision" in entry}
+    if not decided:
+        return []
+    limits = plan["decision_study_limits"]
+    shown = ", ".join(f"{name}={value}" for name, value in limits.items() if value is not None)
+    lines = ["", f"Decision study (questions x judge repeats; best vs worst system; {shown}): judge calls = "
+             f"questions x {len(plan['systems'])} systems x repeats, per metric",
+             "",
+             "| metric | reliability (pilot repeats / one judgment) | repeats | questions | judge calls "
+             "| parametric power | |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for metric, entry in decided.items():
+        reliability = (f"{entry['reliability']:.3f} ({entry['n_repeats_pilot']}) / "
+                       f"{entry['reliability_one_judgment']:.3f}" if "reliability" in entry else "n/a")
+        for row in entry["designs"]:
+            mark = "meets target" if row["meets_target"] else ""
+            mark = "**recommended**" if row["recommended"] else mark
+            lines.append(f"| {metric} | {reliability} | {row['n_repeats']} | {row['n_questions']} | "
+                         f"{row['judge_calls']} | {row['power']:.3f} | {mark} |")
+    for metric, entry in decided.items():
+        r = entry["recommended"]
+        if r is not None:
+            simulated = "n/a" if r["simulated_power"] is None else f"{r['simulated_power']:.3f}"
+            lines.append(f"{metric}: {r['n_questions']} questions x {r['n_repeats']} repeats "
+                         f"({r['judge_calls']} judge calls), simulated power {simulated} "
+                         f"({' vs '.join(r['simulated_pair'])})")
+        if "note" in entry:
+            lines.append(f"note: {metric}: {entry['note']}")
+    return lines

@@ -4,6 +4,7 @@ import pandas as pd
 
 from pipelines import cli
 from pipelines.config import REPO_ROOT
+from tests.stats.conftest import make_repeated_scores
 
 PILOT = REPO_ROOT / "data" / "bioasq-sample-pilot"  # real BioASQ 12b sample pilots (see its README)
 
@@ -63,3 +64,26 @@ def test_ccrs_run_prints_the_cost_plan_or_why_not_before_a_cluster_run(capsys):
     assert "Cost plan of ccrs-cpu-demo: 3 questions x 6 systems" in printed
     # the demo scores expected marks: 90 judgments, each with up to 8 continuation requests (split digits)
     assert "| judge_ccrs | smollm2-135m-instruct | 810 |" in printed
+
+
+def test_a_pilot_with_repeated_judgments_gets_a_decision_study(tmp_path, capsys):
+    """Three systems judged three times with a noisy judge, 60 questions available: the study weighs
+    repeats against questions (three systems: each new n costs a studentized range quantile, ~0.5 s)."""
+    pilot, out = tmp_path / "pilot.parquet", tmp_path / "plan.json"
+    make_repeated_scores(n_queries=30, judge_sd=0.15, seed=2).to_parquet(pilot)
+    code = cli.main(["plan", "power", "--pilot", str(pilot), "--delta", "0.15", "--replicates", "40", "--b",
+                     "200", "--max-repeats", "3", "--max-questions", "60", "--json", str(out)])
+    assert code == 0
+    plan = json.loads(out.read_text())
+    rows = plan["decision_study"]
+    assert {"metric", "n_questions", "n_repeats", "power", "judge_calls"} <= set(rows[0])
+    assert all(row["judge_calls"] == row["n_questions"] * 3 * row["n_repeats"] for row in rows)
+    assert {row["n_repeats"] for row in rows} == {1, 2, 3} and max(r["n_questions"] for r in rows) <= 60
+    decision = plan["per_metric"]["CC"]["decision"]
+    best = decision["recommended"]
+    chosen = [row for row in rows if row["recommended"]]
+    assert [(row["n_questions"], row["n_repeats"]) for row in chosen] == [
+        (best["parametric_n_questions"], best["n_repeats"])]
+    assert 0.0 <= best["simulated_power"] <= 1.0 and 0.0 <= decision["reliability"] <= 1.0
+    printed = capsys.readouterr().out
+    assert "Decision study" in printed and "**recommended**" in printed

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
-from tests.stats.conftest import make_scores
+from tests.stats.conftest import make_repeated_scores, make_scores
 
 PAPER_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "hypotheses" / "paper-h1-h3.yaml"
 
@@ -137,3 +137,23 @@ def test_a_mark_outside_the_named_scale_or_no_scale_is_one_line_and_exit_2(tmp_p
     assert main(["stats", str(likert_wide_csv), "--out", out, "--scale", "0", "3", "--no-progress"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("ccrs stats: error: score outside the scale 0-3 in row(s)") and "\n" not in error
+
+
+def test_repeated_judgments_add_judge_noise_to_stats_json_and_the_verdict(tmp_path, capsys):
+    path, out = tmp_path / "repeated.csv", tmp_path / "out"
+    make_repeated_scores(n_queries=30, effects={"C": 0.06}, judge_sd=0.15, seed=0).to_csv(path, index=False)
+    assert main(["stats", str(path), "--out", str(out), "--b", "300", "--no-progress", "--markdown"]) == 0
+    noise = json.loads((out / "stats.json").read_text())["per_metric"]["CC"]["judge_noise"]
+    assert set(noise["components"]) == {"system", "question", "system_x_question", "residual"}
+    assert 0.0 <= noise["reliability"] <= 1.0 and noise["flaky_pairs"] == [["A", "C"]]
+    printed = capsys.readouterr().out
+    assert "## Judge noise" in printed and "judge noise (3 repeats): reliability" in printed
+    assert "**Flaky:** A vs C (CC)" in (out / "summary.md").read_text()
+
+
+def test_a_repeat_that_is_no_integer_is_one_line_and_exit_2(tmp_path, capsys):
+    path = tmp_path / "repeated.csv"
+    make_repeated_scores(n_queries=4).assign(repeat=lambda f: f["repeat"] + 0.5).to_csv(path, index=False)
+    assert main(["stats", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "repeat must be an integer" in err

@@ -53,3 +53,22 @@ def test_reduce_writes_the_comparison_of_ccrs_and_ragchecker(tmp_path):
 def test_suite_membership_is_the_registry():
     membership = suite_membership()
     assert list(membership["ccrs"]) == list(CCRS) and set(membership["ragchecker"]) == set(RAGCHECKER)
+
+
+def test_reduce_of_a_suite_judged_three_times_beside_one_judged_once(tmp_path):
+    query_ids = [q["id"] for q in json.loads(BIOASQ_SAMPLE.read_text())["questions"]]
+    layout = RunLayout(tmp_path / "run")
+    once = _scores(CCRS[:1], query_ids, 0)
+    rng = np.random.default_rng(3)
+    repeated = pd.concat([once.assign(score=np.clip(once["score"] + rng.normal(0, 0.05, len(once)), 0, 1),
+                                      repeat=repeat) for repeat in range(3)], ignore_index=True)
+    for suite, scores in (("ccrs", repeated), ("ragchecker", _scores(RAGCHECKER[:1], query_ids, 1))):
+        layout.judge_dir(suite).mkdir(parents=True)
+        scores.to_parquet(layout.scores(suite))
+
+    run_reduce(layout.root, [layout.scores("ccrs"), layout.scores("ragchecker")], b=100, seed=0, alpha=0.05)
+
+    stats = json.loads(layout.stats_json.read_text())
+    assert stats["per_metric"]["CC"]["judge_noise"]["n_repeats"] == 3
+    assert "judge_noise" not in stats["per_metric"]["rc_precision"]
+    assert stats["per_metric"]["rc_precision"]["n_used"] == len(query_ids)

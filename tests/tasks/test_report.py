@@ -10,7 +10,7 @@ from stats.analysis import compute_all
 from stats.errors import StatsInputError
 from stats.hypotheses import Hypothesis, HypothesisSet
 from tasks.hypotheses_io import load_hypotheses
-from tasks.report import load_scores, write_outputs
+from tasks.report import concat_scores, load_scores, write_outputs
 from tasks.verdict import build_stats_summary
 from tests.conftest import REPO
 from tests.stats.conftest import make_scores
@@ -71,3 +71,11 @@ def test_the_committed_pilot_gives_the_recorded_statistics_byte_for_byte(tmp_pat
     assert (tmp_path / "stats.json").read_text() == (RECORDED / "stats.json").read_text()
     verdict = build_stats_summary(result, "pilot", "hypotheses.yaml")
     assert verdict == (RECORDED / "summary.md").read_text()
+
+
+def test_concatenated_suites_judged_once_get_repeat_0_beside_a_repeated_one():
+    once = pd.DataFrame({"query_id": ["q1"], "system": ["A"], "metric": ["rc"], "score": [0.5]})
+    twice = pd.DataFrame({"query_id": ["q1", "q1"], "system": ["A", "A"], "metric": ["CC", "CC"],
+                          "score": [0.2, 0.4], "repeat": [0, 1]})
+    assert concat_scores([once, twice])["repeat"].tolist() == [0, 0, 1]
+    assert "repeat" not in concat_scores([once, once]).columns

@@ -10,8 +10,16 @@ from tasks.hypotheses_io import load_hypotheses
 from tasks.layout import RunLayout
 from tasks.report import load_scores
 from tasks.stage import MANIFEST
-from tasks.verdict import VerdictError, build_summary, k_text, letter_groups, write_summary
+from tasks.verdict import (
+    VerdictError,
+    build_stats_summary,
+    build_summary,
+    k_text,
+    letter_groups,
+    write_summary,
+)
 from tests.conftest import BIOASQ_SAMPLE
+from tests.stats.conftest import make_repeated_scores, make_scores
 from tests.tasks.test_reduce import CCRS, _scores
 
 HYPOTHESES = """hypotheses:
@@ -117,3 +125,18 @@ def test_a_pair_at_p_equal_to_alpha_shares_a_letter():
 def test_a_metric_without_complete_queries_has_no_letters():
     block = {"means": {"A": None, "B": None}, "pairwise": [{"a": "A", "b": "B", "p_value": None}]}
     assert letter_groups(block, 0.05) == {}
+
+
+def test_the_verdict_of_repeated_judgments_names_the_judge_noise_and_each_flaky_pair():
+    scores = make_repeated_scores(n_queries=30, effects={"C": 0.06}, judge_sd=0.15, seed=0)
+    stats = json.loads(json.dumps(compute_all(scores, b=300, seed=0)))  # as read from stats.json
+    noise = stats["per_metric"]["CC"]["judge_noise"]
+    assert noise["flaky_pairs"] == [["A", "C"]]
+    text = build_stats_summary(stats, "repeated")
+    assert "## Judge noise" in text
+    row = next(line for line in text.splitlines() if line.startswith("| CC | 3 |"))
+    low, high = noise["reliability_ci95"]
+    assert f"{noise['reliability']:.2f} [{low:.2f}, {high:.2f}]" in row and row.endswith("| A vs C |")
+    assert f"{100 * noise['residual_share']:.0f}%" in row and "| 2/3 |" in row
+    assert "**Flaky:** A vs C (CC)" in text
+    assert "Judge noise" not in build_stats_summary(compute_all(make_scores(), b=50), "plain")
