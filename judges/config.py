@@ -170,6 +170,24 @@ class ExpectedScoringOptions(_Strict):
                             "there is no expected mark: the integer is used and counted as a fallback")
 
 
+class PreflightOptions(_Strict):
+    """`judge.preflight`: the calibration gate (docs/judge-trust.md "Calibration gate", tasks/calibration.py).
+    Before the judge stage the run's own judge answers GroUSE unit tests; its overall pass rate (the mean
+    over the six GroUSE metrics, under `protocol`) below `min_pass_rate` stops the run (`on_fail: stop`,
+    exit code 6, before any request of the judge stage) or goes into the verdict as a warning (`warn`).
+    Absent or null: no gate."""
+
+    tests: str = Field(default="builtin", description="builtin: the shipped BioASQ unit tests "
+                       "(data/grouse-bioasq/test.jsonl, 112 tests); else a GroUSE-format JSON-lines file")
+    min_pass_rate: float = Field(default=0.6, ge=0, le=1, description="the overall pass rate the judge must "
+                                 "reach")
+    on_fail: Literal["stop", "warn"] = "stop"
+    protocol: Literal["all-calls", "pipeline"] = Field(
+        default="all-calls", description="all-calls: every GroUSE metric asked on every test (the paper's "
+        "unit-test protocol, whose pass rates the threshold is read against); pipeline: only Figure 4's "
+        "calls (a skipped call's ==None condition holds without the judge)")
+
+
 class EndpointSystemConfig(_Strict):
     """A user's own RAG service as a system of `ccrs run` (docs/evaluate.md, "Your service as a system"):
     the generate stage POSTs {"question_id", "question"} to `url` and records {"answer", "contexts"}."""
@@ -196,7 +214,8 @@ class JudgeConfig(_Strict):
     names are checked against the registry (judges/suite.py) by the run config."""
 
     # where the judge is reached and whether results are cached (the endpoint's identity is keyed instead)
-    not_in_judgment = frozenset({"base_url", "api_key_env", "cache"})
+    # preflight: the gate's own settings (its unit tests are keyed like any judgment, by their texts)
+    not_in_judgment = frozenset({"base_url", "api_key_env", "cache", "preflight"})
     model: str = "smollm2-135m-instruct"
     base_url: str | None = Field(default=None, description="the judge's own OpenAI-compatible /v1 URL; None: "
                                  "the run's endpoint (the Serve app, or serving.base_url), as the readers'")
@@ -218,6 +237,8 @@ class JudgeConfig(_Strict):
     vera: VeraOptions = VeraOptions()
     ragchecker: RagCheckerOptions = RagCheckerOptions()
     gqm: GqmOptions = GqmOptions()
+    preflight: PreflightOptions | None = Field(default=None, description="the calibration gate before the "
+                                               "judge stage (GroUSE unit tests); null: none")
 
     @model_validator(mode="before")
     @classmethod

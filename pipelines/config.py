@@ -19,6 +19,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # own folders; in a wheel install the copies packaged under ccrs_eval/resources (pyproject.toml).
 RESOURCE_ROOT = REPO_ROOT if (REPO_ROOT / "configs").is_dir() else REPO_ROOT / "ccrs_eval" / "resources"
 DEFAULT_CONFIG = RESOURCE_ROOT / "configs" / "cpu-demo.yaml"
+# `judge.preflight.tests: builtin` and `ccrs meta-eval`'s default: the shipped GroUSE-format BioASQ unit tests
+BUILTIN_UNIT_TESTS = RESOURCE_ROOT / "data" / "grouse-bioasq" / "test.jsonl"
+
+
+def unit_tests_path(tests: str) -> Path:
+    """`builtin` (BUILTIN_UNIT_TESTS), or a path: absolute, else from the working directory, else from the
+    project's resources (as dataset paths are found)."""
+    if tests == "builtin":
+        return BUILTIN_UNIT_TESTS
+    path = Path(tests)
+    if path.is_absolute() or (Path.cwd() / path).exists():
+        return path.resolve()
+    return RESOURCE_ROOT / path
+
 
 
 class ConfigError(ValueError):
@@ -94,6 +108,16 @@ class RunConfig(_Strict):
         """Each selected suite checks the judge settings it reads (prompt version, layout, templates)."""
         for name in self.judges:
             get_suite(name).check_config(self.judge)
+        return self
+
+    @model_validator(mode="after")
+    def _preflight_tests_load(self) -> "RunConfig":
+        """The calibration gate's unit tests load before any work (a bad line is named here, not after
+        hours of retrieval and generation)."""
+        if self.judge.preflight is not None:
+            from tasks.calibration import load_preflight_tests
+
+            load_preflight_tests(unit_tests_path(self.judge.preflight.tests))
         return self
 
     @model_validator(mode="after")

@@ -21,9 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from infra.console import say
-from pipelines.config import REPO_ROOT
-
-DEFAULT_TESTS = REPO_ROOT / "data" / "grouse-bioasq" / "test.jsonl"
+from pipelines.config import BUILTIN_UNIT_TESTS as DEFAULT_TESTS
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> None:

@@ -62,8 +62,12 @@ def night(args: argparse.Namespace) -> int:
         config, outputs = _prepare(args)
     except Exception as exc:  # noqa: BLE001 - any setup problem is exit 2, one line, and an alert
         return _failed_night("setup_error", f"{type(exc).__name__}: {exc}", args, None, _safe_notify(args))
+    from tasks.calibration import JudgeCalibrationStop
+
     try:
         result = _run_night(config, outputs)
+    except JudgeCalibrationStop as exc:  # judge.preflight: the judge failed its unit tests, exit 6
+        return _failed_night("judge_calibration", str(exc), args, config, notify_url, exc.run_id)
     except Exception as exc:  # noqa: BLE001 - a crash: logged as a FAILED run, alerted, exit 1
         status = "setup_error" if _is_setup_error(exc) else "crash"
         return _failed_night(status, f"{type(exc).__name__}: {exc}", args, config, notify_url)
@@ -117,9 +121,10 @@ def _is_setup_error(exc: Exception) -> bool:
     return isinstance(exc, (ScoringUnsupportedError, TrackingError))
 
 
-def _failed_night(status: str, error: str, args, config, notify_url: str | None) -> int:
-    """One line on the terminal, a FAILED MLflow run holding the error (where the store answers), the alert;
-    the exit code of `status`."""
+def _failed_night(status: str, error: str, args, config, notify_url: str | None,
+                  logged_run: str | None = None) -> int:
+    """One line on the terminal, a FAILED MLflow run holding the error (where the store answers; `logged_run`:
+    the one the pipeline logged already, tagged here), the alert; the exit code of `status`."""
     from pipelines.compare_cmd import experiment_of
     from pipelines.tools.regression import RegressionReport, alert_payload, notify
     from tasks.tracking import log_failed_run
@@ -131,9 +136,16 @@ def _failed_night(status: str, error: str, args, config, notify_url: str | None)
         uri = (config.mlflow if config else _mlflow_defaults()).resolved_uri(Path.cwd())
         tags = {**NIGHTLY_TAGS, "regression.status": status,
                 "ccrs.config_name": config.name if config else "unknown"}
-        run_id = log_failed_run(tracking_uri=uri, experiment=experiment,
-                                run_name=f"{config.name if config else 'nightly'}-{status}", error=error,
-                                tags=tags, log_file=_console_log_file(config))
+        if logged_run:
+            from mlflow.tracking import MlflowClient
+
+            for name, value in tags.items():
+                MlflowClient(uri).set_tag(logged_run, name, value)
+            run_id = logged_run
+        else:
+            run_id = log_failed_run(tracking_uri=uri, experiment=experiment,
+                                    run_name=f"{config.name if config else 'nightly'}-{status}", error=error,
+                                    tags=tags, log_file=_console_log_file(config))
         say(f"logged as the FAILED MLflow run {run_id} (experiment {experiment})", err=True)
     except Exception as exc:  # noqa: BLE001 - a store that is down, or any other: the alert still goes out
         say(f"ccrs nightly: could not log the failure to MLflow ({type(exc).__name__}: {exc})", err=True)

@@ -123,7 +123,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
         answers = Answers("generate", retrieval.queries_path, retrieval.retrieved_path, generation.path,
                           config.retrieval.top_k, generation.summary, generation.reused,
                           retrieval.metrics_summary, all(stage.reused for stage in retrieval.stages))
-        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage))
+        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags)
     return _conclude(config, run_dir, answers, judged, from_stage, run_tags)
 
 
@@ -166,13 +166,15 @@ def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None,
     answers = Answers(OUTPUTS_STAGE, stage.queries_path, stage.retrieved_path, stage.generations_path,
                       top_k, summary, stage.reused)
     with _endpoint(config, generates=False, keep_serving=keep_serving) as base_url:
-        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage))
+        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags)
     return _conclude(config, run_dir, answers, judged, from_stage, run_tags)
 
 
-def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | None, force: bool) -> dict:
+def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | None, force: bool,
+           run_tags: dict[str, str] | None = None) -> dict:
     """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
-    same answers, through the same stage, against the judge's endpoint."""
+    same answers, through the same stage, against the judge's endpoint; first the calibration gate
+    (`judge.preflight`) where the config has one."""
     from infra.console import say
     from tasks.judge import judge_client_config, probe_judge, run_judging
 
@@ -183,6 +185,7 @@ def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | N
     probe_judge(config.judges, config.judge, client, judge_url)
     identity = served_identity(config, config.judge.model, judge_url, client.api_key_env,
                                own_endpoint=config.judge.base_url is not None)
+    _calibration_gate(config, run_dir, answers, client, judge_url, identity, force, run_tags)
     judged = {}
     for name in config.judges:
         judged[name] = run_judging(
@@ -191,6 +194,50 @@ def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | N
         )
         say(f"judge {name}: {judge_requests_line(judged[name].summary, judged[name].reused)}")
     return judged
+
+
+def _calibration_gate(config: RunConfig, run_dir: Path, answers: Answers, client, judge_url: str,
+                      identity: dict, force: bool, run_tags: dict[str, str] | None) -> None:
+    """`judge.preflight` (tasks/calibration.py): the run's judge on its unit tests. Below min_pass_rate with
+    `on_fail: stop`, the run is logged to MLflow as stopped and JudgeCalibrationStop ends it here, before
+    any request of the judge stage; with `warn` it goes on (the verdict says so)."""
+    options = config.judge.preflight
+    if options is None:
+        return
+    from infra.console import say
+    from pipelines.config import unit_tests_path
+    from tasks.calibration import JudgeCalibrationStop, planned_judge_calls, run_preflight
+
+    preflight = run_preflight(run_dir, options, unit_tests_path(options.tests), config.judge, client,
+                              judge_url, identity, force=force)
+    say(preflight.measured())
+    if preflight.status != "stop":
+        say(preflight.line())
+        return
+    try:
+        planned = planned_judge_calls(config.judges, answers.queries_path, answers.retrieved_path,
+                                      answers.generations_path, config.judge, config.client.seed,
+                                      answers.top_k)
+    except Exception:  # noqa: BLE001 - the count is for the line; the stop stands without it
+        planned = None
+    line = preflight.line(planned)
+    raise JudgeCalibrationStop(line, _log_stopped(config, run_dir, preflight, line, run_tags))
+
+
+def _log_stopped(config: RunConfig, run_dir: Path, preflight, line: str,
+                 run_tags: dict[str, str] | None) -> str | None:
+    """The stopped run as a FAILED MLflow run with the pass rates and the preflight files (None where the
+    tracking store fails: the line is said, the exit code stays the gate's)."""
+    from infra.console import say
+    from tasks.calibration import log_stopped_run
+
+    tags = {"ccrs.config_name": config.name, "ccrs.judge_model": config.judge.model, **(run_tags or {})}
+    try:
+        return log_stopped_run(config.mlflow.resolved_uri(Path.cwd()), config.mlflow.experiment,
+                               config.mlflow.run_name or config.name, line, preflight, run_dir, tags)
+    except Exception as exc:  # noqa: BLE001 - MLflow raises many types for a failing store
+        say(f"judge preflight: the stopped run is not in MLflow ({type(exc).__name__}: {exc})", err=True)
+        return None
 
 
 def judge_requests_line(summary: dict, reused: bool) -> str:

@@ -95,16 +95,23 @@ def main(args: argparse.Namespace) -> int:
 
 def run_guarded(command: str, layout, work) -> tuple[int, object | None]:
     """(0, result) of `work()`; an expected failure is one line and (1, None), a judge endpoint that cannot
-    serve the config's scoring (2, None); Ray is shut down either way."""
+    serve the config's scoring (2, None), a run the calibration gate stopped (`judge.preflight`, 6: its
+    line); Ray is shut down either way."""
     from infra.console import say
     from infra.ray_runtime import shutdown_ray
     from judges.scoring import ScoringUnsupportedError
+    from tasks.calibration import STOP_EXIT_CODE, JudgeCalibrationStop
 
     try:
         return 0, work()
     except ScoringUnsupportedError as exc:
         say(f"{command}: {exc}", err=True)
         return 2, None
+    except JudgeCalibrationStop as exc:
+        say(f"{command}: {exc}", err=True)
+        say(f"the judge's unit-test results are in {layout.preflight_dir}; finished stages are kept in "
+            f"{layout.root}", err=True)
+        return STOP_EXIT_CODE, None
     except _expected_errors() as exc:
         say(f"{command}: {type(exc).__name__}: {exc}", err=True)
         say(f"finished stages are kept in {layout.root}; rerunning resumes from there", err=True)

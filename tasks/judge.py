@@ -461,7 +461,9 @@ def judging_key(suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeCo
     """The judge stage's key: its inputs (queries, retrieved, generations), the judge settings, the seed,
     top-k, the code and what the endpoint reports serving (`identity`). Where the judge is reached
     (base_url, its key) does not change a judgment."""
-    config = {"judge": judge.model_dump(mode="json", exclude=JUDGE_ENDPOINT_FIELDS), "seed": client.seed,
+    # the calibration gate (judge.preflight) is a stage of its own and changes no judgment of this one
+    excluded = JUDGE_ENDPOINT_FIELDS | {"preflight"}
+    config = {"judge": judge.model_dump(mode="json", exclude=excluded), "seed": client.seed,
               "top_k": top_k}
     if identity:
         config["endpoint"] = identity

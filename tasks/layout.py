@@ -7,6 +7,8 @@
       outputs/queries.parquet, retrieved.parquet, generations.parquet  `ccrs evaluate`: the user's
                                                                     systems' answers (instead of the
                                                                     retrieval stages and generate)
+      preflight/results.json, failures.jsonl, matrix.png           the judge's calibration gate
+                                                                    (`judge.preflight`, tasks/calibration.py)
       judge_<suite>/judgments.parquet, scores.parquet               one folder per judge suite
       reduce/stats.json, tables/, plots/                            statistics over every suite's scores
       track/                                                        MLflow run ids (and gqm/ when asked)
@@ -39,6 +41,7 @@ TABLES_DIR, PLOTS_DIR = "tables", "plots"  # beside stats.json in reduce/ (writt
 JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
 SUMMARY_FILE = "summary.md"
+PREFLIGHT_STAGE = "preflight"  # the judge's unit tests before the judge stage (`judge.preflight`)
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,11 @@ class RunLayout:
                     for path in self.root.glob(f"{JUDGE_PREFIX}*/{SCORES_FILE}")}
         named = json.loads(self.config_json.read_text()).get("judges") if self.config_json.exists() else None
         return sorted(finished if named is None else finished & set(named))
+
+    @property
+    def preflight_dir(self) -> Path:
+        """The calibration gate's stage (tasks/calibration.py): the judge's unit-test results."""
+        return self.stage_dir(PREFLIGHT_STAGE)
 
     # --- reduce, tracking, reports
     @property

@@ -41,6 +41,7 @@ def run_track(run_dir: Path, record: RunRecord, reduce: StageResult, tracking_ur
 
     def track(out_dir: Path) -> dict:
         tracked = _log_run(run_dir, record, reduce.out_dir, tracking_uri, experiment)
+        _log_preflight(run_dir, record.config.get("judge", {}).get("preflight"), tracking_uri, tracked.run_id)
         if gqm_goals:
             report, files = write_report(run_dir, gqm_goals, out_dir / GQM_SUBDIR)
             log_to_mlflow(report, files, tracking_uri, tracked.run_id)
@@ -48,6 +49,14 @@ def run_track(run_dir: Path, record: RunRecord, reduce: StageResult, tracking_ur
                 "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}
 
     return run_stage(run_dir, TRACK_STAGE, key, track, force=True)
+
+
+def _log_preflight(run_dir: Path, options: dict | None, tracking_uri: str, run_id: str) -> None:
+    """The calibration gate's pass rates, decision and files (`judge.preflight`) on the run's MLflow run."""
+    if options:
+        from tasks.calibration import log_preflight
+
+        log_preflight(run_dir, options, tracking_uri, run_id)
 
 
 def _log_run(run_dir: Path, record: RunRecord, stats_dir: Path, tracking_uri: str, experiment: str):

@@ -39,6 +39,7 @@ def build_summary(run_dir: Path) -> str:
     judges = _judge_summaries(layout)
     sections = [
         _header(config, stats, judges) + _left_out(layout),
+        _calibration_section(layout, config),
         _systems_section(layout, stats["systems"], (config.get("retrieval") or {}).get("top_k")),
         _means_section(stats, _metric_suites(judges)),
         _judge_noise_section(stats),
@@ -231,6 +232,14 @@ def _judges_section(judges: dict[str, dict]) -> str:
             f"{_scoring(summary.get('scoring_counts'))} |" for suite, summary in judges.items()]
     return ("## Judge\n\n| suite | judge model | prompt version | scores (judge.scoring) |\n"
             "| --- | --- | --- | --- |\n" + "\n".join(rows))
+
+
+def _calibration_section(layout: RunLayout, config: dict) -> str:
+    """The calibration gate's outcome (`judge.preflight`, tasks/calibration.py), a warning when it failed."""
+    from tasks.calibration import calibration_section, read_preflight
+
+    preflight = read_preflight(layout.root, (config.get("judge") or {}).get("preflight"))
+    return calibration_section(preflight) if preflight is not None else ""
 
 
 def _scoring(counts: dict[str, int] | None) -> str:

@@ -25,13 +25,14 @@ from judges.client import ChatRequest
 from judges.readers import extractive_answer, fit_chunks, generation_prompt
 from judges.suite import JudgeSuite, Sample, get_suite
 from judges.tokens import CHARS_PER_TOKEN_FALLBACK, splits_numbers, token_counter, token_ids
-from pipelines.config import RESOURCE_ROOT, RunConfig
+from pipelines.config import RESOURCE_ROOT, RunConfig, unit_tests_path
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 from infra.models import default_tokenizer
+from tasks.calibration import load_preflight_tests, preflight_requests
 from tasks.generate import RETRIEVER_ORDER, system_label
 from tasks.judge import judge_counter, parse_exact_answers
-from tasks.layout import RunLayout
+from tasks.layout import PREFLIGHT_STAGE, RunLayout
 
 DEFAULT_MFU = 0.3
 # vLLM's default KV-cache block (only whole blocks are reused from the prefix cache): 16 tokens on GPUs,
@@ -306,6 +307,26 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
     return costs
 
 
+def preflight_stage(config: RunConfig) -> StageCost:
+    """The calibration gate (`judge.preflight`): every call its unit tests can ask (the GroUSE requests of
+    tasks.calibration.preflight_requests), counted through the judge's tokenizer and prefix cache model,
+    replies at their budgets. Paid once per judge model + prompt version: later runs find the replies in
+    the judgment cache."""
+    judge, options = config.judge, config.judge.preflight
+    tests = load_preflight_tests(unit_tests_path(options.tests))
+    tokenizer = judge.tokenizer or default_tokenizer(judge.model)
+    meter = PromptMeter(tokenizer, kv_block_tokens(config, judge.model))
+    requests = preflight_requests(tests, judge, config.client.seed)
+    for request in requests:
+        meter.add("\n\n".join(m["content"] for m in request.messages))
+    bound = " at most (its gates skip some)" if options.protocol == "pipeline" else ""
+    note = (f"{PREFLIGHT_STAGE}: judge.preflight, {meter.prompts} GroUSE calls{bound} "
+            f"(protocol {options.protocol}); paid once per judge model + prompt version, later runs are "
+            "answered by the judgment cache; replies counted at their budgets")
+    return StageCost(PREFLIGHT_STAGE, judge.model, len(requests), meter.sent, meter.computed,
+                     sum(r.max_tokens for r in requests), model_parameters(judge.model), notes=[note])
+
+
 # --- scaling and hardware -------------------------------------------------------------------------------
 
 def model_parameters(model: str | None) -> float | None:
@@ -360,6 +381,8 @@ def cost_plan(config: RunConfig, questions: int | None = None, sample_size: int 
     served = {m.model_id: m for m in config.serving.models}
     stages = [add_hardware(scaled(c, factor), served, mfu)
               for c in reader_costs + judge_stages(config, samples)]
+    if config.judge.preflight is not None:  # its calls do not grow with the questions
+        stages.insert(len(reader_costs), add_hardware(preflight_stage(config), served, mfu))
     return {"config": config.name, "questions": n, "systems": len(samples) // len(pilot.queries),
             "serving_profile": config.serving.profile, "mfu": mfu,
             "calibration": {"dataset": pilot.dataset, "questions": len(pilot.queries),

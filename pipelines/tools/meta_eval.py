@@ -1,6 +1,8 @@
 """Meta-evaluation of a judge (GroUSE paper, section 4.2): run it on unit tests, check every expected
 condition, report pass rates, a pass/fail matrix plot and every failing case with the judge's raw output;
 the CCRS calibration on the same variants (paired comparisons); agreement between two judges' results.
+Checking the GroUSE unit tests (conditions, pass rates, failure modes, the matrix) is tasks/calibration.py's,
+shared with a run's calibration gate (`judge.preflight`).
 
 Outputs in `out_dir`: results.json (everything below), failures.jsonl, matrix.png; optionally logged to
 MLflow (one run per meta-evaluation, metrics = pass rates, artifacts = the files).
@@ -16,17 +18,21 @@ from typing import Any
 from judges.ccrs import SUITE as SUITE_CCRS
 from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig
-from judges.grouse import METRIC_ORDER, as_pipeline
-from judges.grouse import SUITE as SUITE_GROUSE
-from judges.grouse_unit_tests import FAILURE_MODE_NAMES, FAILURE_MODES, UnitTest, check_condition
-from judges.suite import Judgment, Sample, get_suite
+from judges.grouse_unit_tests import UnitTest
+from judges.suite import Judgment, Sample
 from pipelines.config import REPO_ROOT
-from tasks.judge import judge_suite
+from tasks.calibration import (
+    PROTOCOLS,
+    TestOutcome,
+    failing_cases,
+    failure_mode_table,
+    judge_through_stage,
+    pass_rates,
+    plot_matrix,
+    run_grouse_tests,
+)
 
 EXPERIMENT = "ccrs-meta-eval"
-# all-calls: every metric asked on every test (the paper's unit-test figures, its hatched squares included);
-# pipeline: what a run records (Figure 4's gates: a skipped call is not asked, and `==None` then holds).
-PROTOCOLS = ("all-calls", "pipeline")
 # Judge agreement (GroUSE paper, Table 4): Spearman on the 1-5 marks, macro F1 on the nullable 0/1 ones.
 LIKERT_METRICS = ("answer_relevancy", "completeness")
 BINARY_METRICS = ("usefulness", "faithfulness", "positive_acceptance", "negative_rejection")
@@ -43,19 +49,6 @@ CCRS_EXPECTATIONS: dict[int, tuple[str, ...]] = {
 
 
 @dataclass
-class TestOutcome:
-    test_id: str
-    set_id: str
-    test_type: int
-    checks: dict[str, dict[str, Any]]  # metric -> value, condition, passed, status, reason, raw
-    calls: int = 0
-
-    @property
-    def passed(self) -> bool:
-        return all(c["passed"] for c in self.checks.values())
-
-
-@dataclass
 class MetaEvalResult:
     judge: str
     model: str
@@ -69,101 +62,6 @@ class MetaEvalResult:
     protocol: str = PROTOCOLS[0]  # whose outcomes `outcomes` and `pass_rates` are
     protocol_pass_rates: dict[str, dict[str, float]] = field(default_factory=dict)  # every protocol measured
     failure_modes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # protocol -> FM -> row
-
-
-# --- GroUSE unit tests ----------------------------------------------------------------------------------
-
-def justification(judgment: Judgment) -> str | None:
-    """The judge's justification, kept in the judgment's `detail` (judges/suite.py `detail_json`)."""
-    return json.loads(judgment.detail).get("justification") if judgment.detail else None
-
-
-def check_test(test: UnitTest, judgments: list[Judgment]) -> TestOutcome:
-    """Conditions hold on the judge's raw mark (`llm_score`: 1-5, 0/1 or None for null). A failed
-    judgment (no usable reply) fails its condition whatever the condition is."""
-    by_metric = {j.metric: j for j in judgments}
-    checks = {}
-    for metric in METRIC_ORDER:
-        judgment = by_metric[metric]
-        condition = test.conditions[metric]
-        ok = judgment.status != "failed" and check_condition(judgment.llm_score, condition)
-        checks[metric] = {"value": judgment.llm_score, "condition": condition, "passed": bool(ok),
-                          "status": judgment.status, "reason": judgment.reason, "raw": judgment.raw,
-                          "justification": justification(judgment)}
-    calls = sum(j.attempts for j in judgments)
-    return TestOutcome(test.test_id, test.set_id, test.test_type, checks, calls)
-
-
-def pass_rates(outcomes: list[TestOutcome]) -> dict[str, float]:
-    """Per metric: share of tests whose condition holds; `overall`: mean over the six metrics (the
-    paper's test pass rate); `tests_all_passed`: share of tests passing all six conditions."""
-    if not outcomes:
-        return {}
-    rates = {m: sum(o.checks[m]["passed"] for o in outcomes) / len(outcomes) for m in METRIC_ORDER}
-    rates["overall"] = sum(rates[m] for m in METRIC_ORDER) / len(METRIC_ORDER)
-    rates["tests_all_passed"] = sum(o.passed for o in outcomes) / len(outcomes)
-    return rates
-
-
-def run_grouse_tests(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient,
-                     client_cfg: ClientConfig | None = None, progress: Any = None,
-                     protocol: str = PROTOCOLS[0]) -> dict[str, list[TestOutcome]]:
-    """Every test through the judge stage's `judge_suite` (GroUSE suite: its plan fits the references to
-    the judge window, its evaluate runs the Figure-4 calls), asked through `client` in this process;
-    `progress`: a bar advanced by judgments (six a test). {protocol: outcomes}: all-calls asks every
-    metric (judge.grouse.ask_all) and also gives the pipeline's outcomes, read off the same replies
-    (`judges.grouse.as_pipeline`); pipeline asks what a run asks, and gives only its own."""
-    ask_all = protocol == "all-calls"
-    judge = judge.model_copy(update={"grouse": judge.grouse.model_copy(update={"ask_all": ask_all})})
-    judgments = judge_through_stage(SUITE_GROUSE, [test.sample() for test in tests], judge, client,
-                                    client_cfg, progress)
-    outcomes = {protocol: [check_test(test, judgments[test.test_id]) for test in tests]}
-    if ask_all:
-        outcomes["pipeline"] = [check_test(test, as_pipeline(judgments[test.test_id], test.sample(), judge))
-                                for test in tests]
-    return outcomes
-
-
-def failure_mode_table(outcomes: list[TestOutcome]) -> dict[str, dict[str, Any]]:
-    """Per failure mode of the paper (FM1-FM7, Table 6's column): its tests, the share passing all six
-    conditions and the share of their conditions that hold."""
-    table = {}
-    for mode, name in FAILURE_MODE_NAMES.items():
-        probing = [o for o in outcomes if mode in FAILURE_MODES.get(o.test_type, ())]
-        checks = [c["passed"] for o in probing for c in o.checks.values()]
-        table[mode] = {"description": name, "test_types": sorted({o.test_type for o in probing}),
-                       "tests": len(probing),
-                       "tests_all_passed": sum(o.passed for o in probing) / len(probing) if probing else None,
-                       "checks_passed": sum(checks) / len(checks) if checks else None}
-    return table
-
-
-def judge_through_stage(suite: str, samples: list[Sample], judge: JudgeConfig, client: LLMClient,
-                        client_cfg: ClientConfig | None = None, progress: Any = None
-                        ) -> dict[str, list[Judgment]]:
-    """{sample's query_id: its judgments}, judged by `tasks.judge.judge_suite` (the cache when
-    judge.cache is on) through `client`."""
-    judgments, _ = judge_suite(get_suite(suite), samples, judge, client_cfg or ClientConfig(), "", progress,
-                               llm=client)
-    by_sample: dict[str, list[Judgment]] = {}
-    for judgment in judgments:
-        by_sample.setdefault(judgment.query_id, []).append(judgment)
-    return by_sample
-
-
-def failing_cases(outcomes: list[TestOutcome], tests: list[UnitTest]) -> list[dict]:
-    by_id = {t.test_id: t for t in tests}
-    rows = []
-    for outcome in outcomes:
-        for metric, check in outcome.checks.items():
-            if check["passed"]:
-                continue
-            test = by_id[outcome.test_id]
-            rows.append({"test_id": outcome.test_id, "test_type": outcome.test_type, "metric": metric,
-                         "condition": check["condition"], "value": check["value"], "status": check["status"],
-                         "reason": check["reason"], "raw": check["raw"], "question": test.question,
-                         "answer": test.answer})
-    return rows
 
 
 # --- CCRS calibration ------------------------------------------------------------------------------------
@@ -241,22 +139,6 @@ def ccrs_rates(checks: list[dict]) -> dict[str, Any]:
 
 
 # --- outputs -------------------------------------------------------------------------------------------
-
-def plot_matrix(outcomes: list[TestOutcome], path: Path, title: str) -> Path:
-    """Tests (rows) x metrics (columns): green pass, red wrong mark, orange no usable reply."""
-    from tasks.plots import figure_file, listed_colormap
-
-    codes = [[0 if o.checks[m]["passed"] else (2 if o.checks[m]["status"] == "failed" else 1)
-              for m in METRIC_ORDER] for o in outcomes]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with figure_file(path, dpi=120, figsize=(7, max(3.0, 0.17 * len(outcomes) + 1.5))) as (_, ax):
-        ax.imshow(codes or [[0] * len(METRIC_ORDER)], cmap=listed_colormap(["#4caf50", "#e53935", "#fb8c00"]),
-                  vmin=0, vmax=2, aspect="auto", interpolation="nearest")
-        ax.set_xticks(range(len(METRIC_ORDER)), [m.replace("_", "\n") for m in METRIC_ORDER], fontsize=7)
-        ax.set_yticks(range(len(outcomes)), [o.test_id for o in outcomes], fontsize=5)
-        ax.set_title(f"{title}\ngreen: pass, red: wrong mark, orange: no usable reply", fontsize=8)
-    return path
-
 
 def result_dict(result: MetaEvalResult) -> dict:
     data = asdict(result)

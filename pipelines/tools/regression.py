@@ -19,6 +19,7 @@ import pandas as pd
 from stats.multiple import holm_adjust
 from stats.paired import paired_randomization_test
 from stats.power import paired_minimum_detectable_difference
+from tasks.calibration import STOP_EXIT_CODE
 
 MDD_POWER = 0.8
 
@@ -39,6 +40,7 @@ STATUSES = {
     "regression": 3,    # at least one (system, metric) cell dropped significantly (Holm over cells)
     "failure_rate": 4,  # more failed judgments than --max-failure-rate: the comparison is not trusted
     "incomparable": 5,  # the baseline was judged otherwise (judge model, prompt versions, scoring, metrics)
+    "judge_calibration": STOP_EXIT_CODE,  # judge.preflight stopped the run before the judge stage (6)
 }
 ACCEPTED = ("pass", "baseline", "accepted")  # statuses that make a run a baseline for `previous`
 COMPARABLE = {"ccrs.judge_model": "judge model", "ccrs.prompt_versions": "prompt versions",

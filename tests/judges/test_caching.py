@@ -72,7 +72,7 @@ def _candidates(path: tuple[str, ...], value):
     if isinstance(value, list):
         return [value[:1]]
     if value is None:
-        return [5, "other"]
+        return [5, "other", {}]  # {}: an optional block switched on with its defaults (judge.preflight)
     raise AssertionError(f"no changed value for judge.{'.'.join(path)} = {value!r}: teach the test")
 
 
@@ -117,7 +117,8 @@ def test_every_judge_setting_changes_the_key_or_is_declared_not_to(suite):
 
 def test_the_neutral_declarations_are_few_and_named():
     neutral = sorted(".".join(path) for path in LEAVES if _declared_neutral(path))
-    assert neutral == ["api_key_env", "base_url", "cache", "ccrs.metrics", "gqm.metrics", "vera.metrics"]
+    assert neutral == ["api_key_env", "base_url", "cache", "ccrs.metrics", "gqm.metrics", "preflight",
+                       "vera.metrics"]
 
 
 def test_lenient_parse_regression_a_strict_failure_is_not_served_to_a_lenient_run(tmp_path):

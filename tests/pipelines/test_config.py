@@ -126,3 +126,21 @@ def test_the_former_top_level_ccrs_keys_move_under_ccrs_with_one_warning(tmp_pat
         load_config(_write(tmp_path, readers + "judge: {metrics: [QR], ccrs: {metrics: [CC]}}\n"))
     with pytest.raises(ConfigError, match="extra_forbidden"):
         load_config(_write(tmp_path, readers + "judge: {ccrs: {nosuch: 1}}\n"))
+
+
+def test_the_calibration_gate_is_off_in_the_demo_on_in_the_paper_config_and_its_tests_load_first(tmp_path):
+    assert load_config(RUN_CONFIGS[0]).judge.preflight is None
+    gate = load_config(RUN_CONFIGS[1]).judge.preflight
+    assert (gate.tests, gate.min_pass_rate, gate.on_fail) == ("builtin", 0.6, "stop")
+    assert gate.protocol == "all-calls"
+    from pipelines.config import BUILTIN_UNIT_TESTS, unit_tests_path
+
+    assert unit_tests_path("builtin") == BUILTIN_UNIT_TESTS and BUILTIN_UNIT_TESTS.is_file()
+    with pytest.raises(ConfigError, match="cannot read the unit tests .*nowhere.jsonl"):
+        load_config(None, {"judge.preflight": {"tests": str(tmp_path / "nowhere.jsonl")}})
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"input": "q"}\n')
+    with pytest.raises(ConfigError, match="bad.jsonl:1: missing key"):
+        load_config(None, {"judge.preflight": {"tests": str(bad)}})
+    with pytest.raises(ConfigError, match="on_fail"):
+        load_config(None, {"judge.preflight": {"on_fail": "ignore"}})

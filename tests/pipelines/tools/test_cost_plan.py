@@ -42,6 +42,7 @@ def test_paper_config_plans_141570_ccrs_judge_calls(tmp_path, capsys):
     judge = stages[("judge_ccrs", "meta-llama/Meta-Llama-3-70B-Instruct")]
     assert judge["calls"] == 4719 * 6 * 5
     assert [s["calls"] for s in plan["stages"] if s["stage"] == "generate"] == [4719 * 2] * 3
+    assert stages[("preflight", "meta-llama/Meta-Llama-3-70B-Instruct")]["calls"] == 112 * 4  # the gate
     assert 0 < judge["prompt_tokens_computed"] < judge["prompt_tokens_sent"]
     tokens = judge["prompt_tokens_computed"] + judge["output_tokens"]
     assert judge["flops"] == pytest.approx(2 * 70e9 * tokens)
@@ -155,3 +156,19 @@ def test_a_suite_whose_tokens_are_not_modelled_gets_no_flops_and_no_total_hours(
     assert "tokens not modelled" in grouse.notes[-1]
     assert {k: totals([ccrs, grouse])[k] for k in ("flops", "gpu_hours", "wall_hours")} == {
         "flops": None, "gpu_hours": None, "wall_hours": None}
+
+
+def test_the_calibration_gate_counts_its_calls_once_whatever_the_question_count(tmp_path):
+    tests = tmp_path / "tests.jsonl"
+    tests.write_text("".join((REPO_ROOT / "data" / "grouse-bioasq" / "train.jsonl").read_text()
+                             .splitlines(keepends=True)[:3]))
+    config = load_config(None, {"judge.preflight": {"tests": str(tests)}, "judge.scoring": "integer"})
+    plans = [cost_plan(config, questions, sample_size=2) for questions in (4, 400)]
+    gates = [next(s for s in plan["stages"] if s["stage"] == "preflight") for plan in plans]
+    assert gates[0] == gates[1] and gates[0]["calls"] == 3 * 4  # all-calls: the four judged metrics a test
+    assert gates[0]["model"] == config.judge.model and gates[0]["output_tokens"] == 3 * (3 * 512 + 2048)
+    assert 0 < gates[0]["prompt_tokens_computed"] < gates[0]["prompt_tokens_sent"]  # one set's references
+    assert "paid once per judge model + prompt version" in gates[0]["notes"][0]
+    assert [s["stage"] for s in plans[0]["stages"]] == ["generate", "preflight", "judge_ccrs"]
+    assert plans[0]["totals"]["calls"] == 4 * 2 + gates[0]["calls"] + 4 * 6 * 5  # LLM reader, gate, CCRS
+    assert all(s["stage"] != "preflight" for s in cost_plan(load_config(None), 4, sample_size=2)["stages"])

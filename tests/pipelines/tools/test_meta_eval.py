@@ -1,84 +1,24 @@
 (
-    """Meta-evaluation: condition checking, pass rates, CCRS pairs, outputs, agreement, MLflow; """
-    """a small real run."""
+    """Meta-evaluation: CCRS pairs, outputs, agreement, MLflow; a small real run (checking the GroUSE """
+    """unit tests themselves: tests/tasks/test_calibration.py)."""
 )
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from judges.config import ClientConfig, GrouseOptions, JudgeConfig, ReaderConfig
 from judges.grouse import GROUSE_METRICS, METRIC_ORDER
-from judges.grouse_unit_tests import load_unit_tests
-from judges.suite import Judgment, Sample, Usage, detail_json
 from pipelines.tools.meta_eval import (
     MetaEvalResult,
     agreement_between,
     ccrs_pairs,
-    check_test,
     log_meta_eval,
-    pass_rates,
     run_meta_eval,
     write_outputs,
 )
-from tests.fakes import FakeLLMClient
-
-DATA = Path(__file__).resolve().parents[3] / "data" / "grouse-bioasq"
-TRAIN = load_unit_tests(DATA / "train.jsonl")
-
-
-def _judgments(test, values: dict, failed=()):
-    out = []
-    for metric in METRIC_ORDER:
-        status = "failed" if metric in failed else "ok"
-        mark = values.get(metric)
-        spec = GROUSE_METRICS[metric]
-        out.append(Judgment.of(Sample(test.test_id, "unit-test", "", "", "", []), spec, status=status,
-                               prompt_version="v1", judge_model="m", usage=Usage(attempts=1),
-                               score=spec.normalize(mark), llm_score=mark,
-                               reason="bad" if status == "failed" else None, raw="raw text",
-                               detail=detail_json(justification=f"why {metric}")))
-    return out
-
-
-PERFECT_T1 = {"answer_relevancy": 5, "completeness": 5, "faithfulness": 1}
-
-
-def test_perfect_marks_pass_every_condition():
-    outcome = check_test(TRAIN[0], _judgments(TRAIN[0], PERFECT_T1))
-    assert outcome.passed and all(c["passed"] for c in outcome.checks.values())
-
-
-def test_wrong_mark_and_failed_judgment_fail_their_condition():
-    outcome = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4},
-                                              failed=("faithfulness",)))
-    assert not outcome.checks["completeness"]["passed"] and not outcome.checks["faithfulness"]["passed"]
-    assert (outcome.checks["faithfulness"]["raw"] == "raw text"
-            and outcome.checks["answer_relevancy"]["passed"])
-
-
-def test_checks_hold_the_raw_mark_and_the_justification():
-    outcome = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4}))
-    check = outcome.checks["completeness"]
-    assert (check["value"], check["condition"], check["status"]) == (4, "==5", "ok")  # the mark, not 0.75
-    assert check["justification"] == "why completeness" and outcome.calls == 6
-
-
-def test_refusal_test_needs_nulls_and_derived_acceptance():
-    t2 = TRAIN[1]  # type 2: correct refusal, references without an answer
-    ok = check_test(t2, _judgments(t2, {"positive_acceptance": 1, "negative_rejection": 1}))
-    assert ok.passed
-    bad = check_test(t2, _judgments(t2, {"answer_relevancy": 5, "negative_rejection": 0}))
-    assert not bad.checks["answer_relevancy"]["passed"] and not bad.checks["negative_rejection"]["passed"]
-
-
-def test_pass_rates_per_metric_and_overall():
-    good = check_test(TRAIN[0], _judgments(TRAIN[0], PERFECT_T1))
-    bad = check_test(TRAIN[0], _judgments(TRAIN[0], {**PERFECT_T1, "completeness": 4}))
-    rates = pass_rates([good, bad])
-    assert rates["completeness"] == 0.5 and rates["answer_relevancy"] == 1.0
-    assert rates["overall"] == pytest.approx(11 / 12) and rates["tests_all_passed"] == 0.5
+from tasks.calibration import check_test, pass_rates
+from tests.tasks.test_calibration import PERFECT_T1, TRAIN, block, fake_judge, judgments_of
 
 
 def test_ccrs_pairs_compare_variants_with_the_correct_answer_of_their_set():
@@ -89,97 +29,6 @@ def test_ccrs_pairs_compare_variants_with_the_correct_answer_of_their_set():
     assert all(b.test_type == 1 and b.references == v.references for b, v, _ in pairs)
 
 
-def _block(prompt: str, tag: str) -> str:
-    return prompt.split(f"<{tag}>\n", 1)[1].split(f"\n</{tag}>", 1)[0]
-
-
-def fake_judge(grouse_marks: dict[str, object], ccrs_score) -> FakeLLMClient:
-    """The fake client as a judge: GroUSE replies by metric, CCRS replies by graded answer."""
-
-    def judge(request) -> str:
-        prompt = request.messages[0]["content"]
-        if "<answer_2>" not in prompt:
-            return str(ccrs_score(prompt))
-        metric = next(m for m in grouse_marks if f"Metric: {m.replace('_', ' ').upper()}" in prompt)
-        mark = grouse_marks[metric]
-        # a per-sentence analysis, as the paper layout's faithfulness reply needs one with a mark
-        analysis = [{"sentence": "s", "citation_follows": "yes", "citation_is_right": "yes",
-                     "content_unchanged": "yes"}]
-        return json.dumps({"answer_1": {"justification": "a", "score": mark},
-                           "answer_2": {"justification": f"why {metric}", "score": mark,
-                                        "sentence_analysis": analysis}})
-
-    return FakeLLMClient(judge, prompt_tokens=3, completion_tokens=2)
-
-
-class Bar:
-    """A progress bar's `update`, counted."""
-
-    def __init__(self):
-        self.n = 0
-
-    def update(self, n: int) -> None:
-        self.n += n
-
-
-@pytest.mark.parametrize("version", ["paper", "v1"])
-def test_grouse_tests_run_the_figure_4_calls_and_check_the_conditions(version):
-    from pipelines.tools.meta_eval import run_grouse_tests
-
-    client = fake_judge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": None},
-                       None)
-    # a window wide enough for the whole reply budgets (the fake model's tokens are a character estimate)
-    grouse = GrouseOptions(prompt_version=version, max_tokens=200, faithfulness_max_tokens=700)
-    judge = JudgeConfig(model="m", cache=False, context_window=8192, grouse=grouse)
-    bar = Bar()
-    outcomes = run_grouse_tests(TRAIN[:1], judge, client, progress=bar, protocol="pipeline")
-    assert list(outcomes) == ["pipeline"]
-    (outcome,) = outcomes["pipeline"]
-    assert outcome.passed and bar.n == len(METRIC_ORDER) and outcome.calls == 3  # usefulness not asked
-    assert outcome.checks["answer_relevancy"]["justification"] == "why answer_relevancy"
-    assert [r.max_tokens for r in client.requests] == [200, 200, 700]
-    prompt = client.requests[1].messages[0]["content"]  # completeness: the test's references, its two answers
-    assert all(ref[:40] in prompt for ref in TRAIN[0].references)
-    assert ((_block(prompt, "answer_1"), _block(prompt, "answer_2"))
-            == (TRAIN[0].expected_answer, TRAIN[0].answer))
-    assert prompt.index("<answer_1>") < prompt.index("<answer_2>")
-
-
-def test_all_calls_asks_what_the_pipeline_skips_and_a_mark_there_fails_a_none_condition():
-    """Type 1 expects usefulness ==None: the pipeline never asks it (a response was given) and the
-    condition holds without the judge; the paper's protocol asks, and a judge that gives a mark fails."""
-    from pipelines.tools.meta_eval import run_grouse_tests
-
-    client = fake_judge({"answer_relevancy": 5, "completeness": 5, "faithfulness": 1, "usefulness": 1}, None)
-    grouse = GrouseOptions(max_tokens=200, faithfulness_max_tokens=700)
-    judge = JudgeConfig(model="m", cache=False, context_window=8192, grouse=grouse)
-    outcomes = run_grouse_tests(TRAIN[:1], judge, client)
-    assert list(outcomes) == ["all-calls", "pipeline"] and len(client.requests) == 4
-    (asked,), (gated,) = outcomes["all-calls"], outcomes["pipeline"]
-    assert asked.checks["usefulness"]["value"] == 1 and not asked.checks["usefulness"]["passed"]
-    assert gated.checks["usefulness"]["status"] == "skipped" and gated.checks["usefulness"]["passed"]
-    assert gated.passed and not asked.passed
-    assert {m: c["value"] for m, c in asked.checks.items() if m != "usefulness"} == \
-        {m: c["value"] for m, c in gated.checks.items() if m != "usefulness"}
-
-
-def test_failure_mode_table_follows_table_6():
-    from judges.grouse_unit_tests import FAILURE_MODES
-    from pipelines.tools.meta_eval import failure_mode_table
-
-    assert {t for t in range(1, 17) if t not in FAILURE_MODES} == set(range(1, 8))  # the highest-marks tests
-    tests = [t for t in TRAIN if t.test_type in (8, 9, 10)]
-    marks = {8: {"answer_relevancy": 4, "completeness": 5, "faithfulness": 1},     # all six hold
-             9: {"answer_relevancy": 5, "faithfulness": 1, "negative_rejection": 0},  # relevancy wrong
-             10: {"answer_relevancy": 5, "completeness": 4, "faithfulness": 1}}    # all six hold
-    table = failure_mode_table([check_test(t, _judgments(t, marks[t.test_type])) for t in tests])
-    assert (table["FM1"]["tests"], table["FM1"]["tests_all_passed"]) == (2, 0.5)  # types 8 and 9
-    assert table["FM1"]["checks_passed"] == pytest.approx(11 / 12)
-    assert (table["FM2"]["tests"], table["FM2"]["tests_all_passed"]) == (1, 0.0)
-    assert (table["FM3"]["tests"], table["FM3"]["tests_all_passed"]) == (1, 1.0)
-    assert table["FM5"] == {**table["FM5"], "tests": 0, "tests_all_passed": None}
-
-
 def test_ccrs_calibration_scores_each_needed_judgment_once_against_the_correct_answer():
     from pipelines.tools.meta_eval import run_ccrs_calibration
 
@@ -187,7 +36,7 @@ def test_ccrs_calibration_scores_each_needed_judgment_once_against_the_correct_a
     base, variant = tests
     # the judge gives the correct answer 90 and the variant 40 (only CC is asked of the judge; AC adds EM)
     assert base.answer != variant.answer
-    client = fake_judge({}, lambda prompt: 90 if _block(prompt, "response") == base.answer else 40)
+    client = fake_judge({}, lambda prompt: 90 if block(prompt, "response") == base.answer else 40)
     result = run_ccrs_calibration(tests, JudgeConfig(model="m", cache=False), client)
     assert result["judgments"] == 4 and result["judgments_failed"] == 0 and len(client.requests) == 4
     assert ([(p["test_type"], p["metric"], p["passed"]) for p in result["pairs"]]
@@ -200,14 +49,14 @@ def test_ccrs_calibration_scores_each_needed_judgment_once_against_the_correct_a
             and ac["variant_score"] == pytest.approx(0.3 * 0.4))
     assert result["pass_rate"] == 1.0 and result["per_metric"] == {"AC": 1.0, "CC": 1.0}
     prompts = [r.messages[0]["content"] for r in client.requests]
-    assert sorted(_block(p, "response") for p in prompts) == sorted([base.answer, variant.answer] * 2)
+    assert sorted(block(p, "response") for p in prompts) == sorted([base.answer, variant.answer] * 2)
     # the AC asks
-    assert [_block(p, "ground_truth") for p in prompts if "<ground_truth>" in p] == [base.answer] * 2
-    assert all(_block(p, "context").count("<chunk rank=") == len(base.references) for p in prompts)
+    assert [block(p, "ground_truth") for p in prompts if "<ground_truth>" in p] == [base.answer] * 2
+    assert all(block(p, "context").count("<chunk rank=") == len(base.references) for p in prompts)
 
 
 def _result(tests, values_by_type):
-    outcomes = [check_test(t, _judgments(t, values_by_type.get(t.test_type, {}))) for t in tests]
+    outcomes = [check_test(t, judgments_of(t, values_by_type.get(t.test_type, {}))) for t in tests]
     return MetaEvalResult("grouse", "m", "train.jsonl", len(tests), pass_rates(outcomes), outcomes)
 
 

@@ -1,0 +1,418 @@
+"""A judge's calibration on GroUSE unit tests (GroUSE paper, section 4.2), and the calibration gate of a run.
+
+The checking core serves `ccrs meta-eval` (pipelines/tools/meta_eval.py) and the gate alike: every test goes
+through the judge stage's `judge_suite` (GroUSE suite), each expected condition is checked on the judge's
+raw mark, pass rates per metric and overall, the failure modes of the paper's Table 6, the pass/fail matrix.
+
+The gate (`judge.preflight`, docs/judge-trust.md "Calibration gate"): before the judge stage of `ccrs run` /
+`ccrs evaluate`, the run's own judge answers a unit-test file in the `preflight` stage of the run folder
+(RunLayout.preflight_dir: results.json, failures.jsonl, matrix.png). Its judgments go through the judgment
+cache like every judgment, so a second run with the same judge model, prompt version and settings sends no
+request. The number held to `min_pass_rate` is the overall pass rate (the mean over the six metrics, the
+paper's test pass rate) under the gate's protocol; below it, `on_fail: stop` ends the run before the main
+judge stage sends a request (exit code STOP_EXIT_CODE), `warn` lets it go on and the verdict says so.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from judges.caching import judgment_settings
+from judges.client import ChatRequest, LLMClient
+from judges.config import ClientConfig, JudgeConfig, PreflightOptions
+from judges.grouse import GROUSE_METRICS, JUDGED_METRICS, METRIC_ORDER, as_pipeline, build_request
+from judges.grouse import SUITE as SUITE_GROUSE
+from judges.grouse import layout_of, one_prompt_request
+from judges.grouse_unit_tests import FAILURE_MODE_NAMES, FAILURE_MODES, UnitTest, check_condition
+from judges.suite import Judgment, Sample, get_suite
+from judges.templates import PROMPTS_ROOT
+from tasks.judge import judge_counter, judge_suite, load_samples
+from tasks.layout import PREFLIGHT_STAGE, RunLayout
+from tasks.stage import code_version, file_fingerprint, read_manifest, run_stage, stage_key
+
+# all-calls: every metric asked on every test (the paper's unit-test figures, its hatched squares included);
+# pipeline: what a run records (Figure 4's gates: a skipped call is not asked, and `==None` then holds).
+PROTOCOLS = ("all-calls", "pipeline")
+STOP_EXIT_CODE = 6  # `ccrs run`, `ccrs evaluate` and `ccrs nightly` when the gate stops a run
+RESULTS_FILE, FAILURES_FILE, MATRIX_FILE = "results.json", "failures.jsonl", "matrix.png"
+
+
+@dataclass
+class TestOutcome:
+    test_id: str
+    set_id: str
+    test_type: int
+    checks: dict[str, dict[str, Any]]  # metric -> value, condition, passed, status, reason, raw
+    calls: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return all(c["passed"] for c in self.checks.values())
+
+
+# --- checking the unit tests --------------------------------------------------------------------------------
+
+def justification(judgment: Judgment) -> str | None:
+    """The judge's justification, kept in the judgment's `detail` (judges/suite.py `detail_json`)."""
+    return json.loads(judgment.detail).get("justification") if judgment.detail else None
+
+
+def check_test(test: UnitTest, judgments: list[Judgment]) -> TestOutcome:
+    """Conditions hold on the judge's raw mark (`llm_score`: 1-5, 0/1 or None for null). A failed
+    judgment (no usable reply) fails its condition whatever the condition is."""
+    by_metric = {j.metric: j for j in judgments}
+    checks = {}
+    for metric in METRIC_ORDER:
+        judgment = by_metric[metric]
+        condition = test.conditions[metric]
+        ok = judgment.status != "failed" and check_condition(judgment.llm_score, condition)
+        checks[metric] = {"value": judgment.llm_score, "condition": condition, "passed": bool(ok),
+                          "status": judgment.status, "reason": judgment.reason, "raw": judgment.raw,
+                          "justification": justification(judgment)}
+    calls = sum(j.attempts for j in judgments)
+    return TestOutcome(test.test_id, test.set_id, test.test_type, checks, calls)
+
+
+def pass_rates(outcomes: list[TestOutcome]) -> dict[str, float]:
+    """Per metric: share of tests whose condition holds; `overall`: mean over the six metrics (the
+    paper's test pass rate); `tests_all_passed`: share of tests passing all six conditions."""
+    if not outcomes:
+        return {}
+    rates = {m: sum(o.checks[m]["passed"] for o in outcomes) / len(outcomes) for m in METRIC_ORDER}
+    rates["overall"] = sum(rates[m] for m in METRIC_ORDER) / len(METRIC_ORDER)
+    rates["tests_all_passed"] = sum(o.passed for o in outcomes) / len(outcomes)
+    return rates
+
+
+def run_grouse_tests(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient,
+                     client_cfg: ClientConfig | None = None, progress: Any = None,
+                     protocol: str = PROTOCOLS[0]) -> dict[str, list[TestOutcome]]:
+    """{protocol: outcomes} of `grouse_outcomes` (without its request counts)."""
+    return grouse_outcomes(tests, judge, client, client_cfg, progress, protocol)[0]
+
+
+def grouse_outcomes(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient,
+                    client_cfg: ClientConfig | None = None, progress: Any = None,
+                    protocol: str = PROTOCOLS[0], identity: dict[str, Any] | None = None
+                    ) -> tuple[dict[str, list[TestOutcome]], dict[str, Any]]:
+    """Every test through the judge stage's `judge_suite` (GroUSE suite: its plan fits the references to
+    the judge window, its evaluate runs the Figure-4 calls), asked through `client` in this process (the
+    judgment cache when judge.cache is on, keyed with the endpoint's `identity`); `progress`: a bar
+    advanced by judgments (six a test). ({protocol: outcomes}, the stage's counts plus `judge_calls`, the
+    requests sent now, re-asks included): all-calls asks every metric (judge.grouse.ask_all) and also
+    gives the pipeline's outcomes, read off the same replies (`judges.grouse.as_pipeline`); pipeline asks
+    what a run asks, and gives only its own."""
+    ask_all = protocol == "all-calls"
+    judge = judge.model_copy(update={"grouse": judge.grouse.model_copy(update={"ask_all": ask_all})})
+    judgments, stats = judged_through_stage(SUITE_GROUSE, [test.sample() for test in tests], judge, client,
+                                            client_cfg, progress, identity)
+    outcomes = {protocol: [check_test(test, judgments[test.test_id]) for test in tests]}
+    if ask_all:
+        outcomes["pipeline"] = [check_test(test, as_pipeline(judgments[test.test_id], test.sample(), judge))
+                                for test in tests]
+    fresh = [j for found in judgments.values() for j in found if not j.cached]
+    return outcomes, {**stats, "judge_calls": sum(j.attempts for j in fresh)}
+
+
+def failure_mode_table(outcomes: list[TestOutcome]) -> dict[str, dict[str, Any]]:
+    """Per failure mode of the paper (FM1-FM7, Table 6's column): its tests, the share passing all six
+    conditions and the share of their conditions that hold."""
+    table = {}
+    for mode, name in FAILURE_MODE_NAMES.items():
+        probing = [o for o in outcomes if mode in FAILURE_MODES.get(o.test_type, ())]
+        checks = [c["passed"] for o in probing for c in o.checks.values()]
+        table[mode] = {"description": name, "test_types": sorted({o.test_type for o in probing}),
+                       "tests": len(probing),
+                       "tests_all_passed": sum(o.passed for o in probing) / len(probing) if probing else None,
+                       "checks_passed": sum(checks) / len(checks) if checks else None}
+    return table
+
+
+def judge_through_stage(suite: str, samples: list[Sample], judge: JudgeConfig, client: LLMClient,
+                        client_cfg: ClientConfig | None = None, progress: Any = None
+                        ) -> dict[str, list[Judgment]]:
+    """{sample's query_id: its judgments}, judged by `tasks.judge.judge_suite` (the cache when
+    judge.cache is on) through `client`."""
+    return judged_through_stage(suite, samples, judge, client, client_cfg, progress)[0]
+
+
+def judged_through_stage(suite: str, samples: list[Sample], judge: JudgeConfig, client: LLMClient,
+                         client_cfg: ClientConfig | None = None, progress: Any = None,
+                         identity: dict[str, Any] | None = None
+                         ) -> tuple[dict[str, list[Judgment]], dict[str, Any]]:
+    """`judge_through_stage` and the stage's counts (cache_hits, judge_requests: units asked now)."""
+    judgments, stats = judge_suite(get_suite(suite), samples, judge, client_cfg or ClientConfig(), "",
+                                   progress, identity=identity, llm=client)
+    by_sample: dict[str, list[Judgment]] = {}
+    for judgment in judgments:
+        by_sample.setdefault(judgment.query_id, []).append(judgment)
+    return by_sample, stats
+
+
+def failing_cases(outcomes: list[TestOutcome], tests: list[UnitTest]) -> list[dict]:
+    by_id = {t.test_id: t for t in tests}
+    rows = []
+    for outcome in outcomes:
+        for metric, check in outcome.checks.items():
+            if check["passed"]:
+                continue
+            test = by_id[outcome.test_id]
+            rows.append({"test_id": outcome.test_id, "test_type": outcome.test_type, "metric": metric,
+                         "condition": check["condition"], "value": check["value"], "status": check["status"],
+                         "reason": check["reason"], "raw": check["raw"], "question": test.question,
+                         "answer": test.answer})
+    return rows
+
+
+def plot_matrix(outcomes: list[TestOutcome], path: Path, title: str) -> Path:
+    """Tests (rows) x metrics (columns): green pass, red wrong mark, orange no usable reply."""
+    from tasks.plots import figure_file, listed_colormap
+
+    codes = [[0 if o.checks[m]["passed"] else (2 if o.checks[m]["status"] == "failed" else 1)
+              for m in METRIC_ORDER] for o in outcomes]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with figure_file(path, dpi=120, figsize=(7, max(3.0, 0.17 * len(outcomes) + 1.5))) as (_, ax):
+        ax.imshow(codes or [[0] * len(METRIC_ORDER)], cmap=listed_colormap(["#4caf50", "#e53935", "#fb8c00"]),
+                  vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(len(METRIC_ORDER)), [m.replace("_", "\n") for m in METRIC_ORDER], fontsize=7)
+        ax.set_yticks(range(len(outcomes)), [o.test_id for o in outcomes], fontsize=5)
+        ax.set_title(f"{title}\ngreen: pass, red: wrong mark, orange: no usable reply", fontsize=8)
+    return path
+
+
+# --- the calibration gate of a run --------------------------------------------------------------------------
+
+class JudgeCalibrationStop(RuntimeError):
+    """The gate stopped the run (`on_fail: stop`): the message is the one line to print; `run_id` the
+    MLflow run that records it (None where the store could not be reached)."""
+
+    def __init__(self, line: str, run_id: str | None = None):
+        super().__init__(line)
+        self.run_id = run_id
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The preflight stage's summary (what the judge scored) held to its options (what it must reach)."""
+
+    summary: dict[str, Any]
+    options: PreflightOptions
+    reused: bool = False
+
+    @property
+    def pass_rate(self) -> float:
+        return float(self.summary["pass_rate_overall"])
+
+    @property
+    def passed(self) -> bool:
+        return self.pass_rate >= self.options.min_pass_rate
+
+    @property
+    def status(self) -> str:
+        """pass, warn (below the threshold, on_fail warn) or stop (below it, on_fail stop)."""
+        return "pass" if self.passed else self.options.on_fail
+
+    def line(self, planned_calls: int | None = None) -> str:
+        """`judge calibration 0.34 < 0.60: stopped before 141,570 judge calls` (`before the judge stage`
+        where the planned calls are not known), `...: judging anyway ...` (warn), or `... >= ...: judging`."""
+        rate, threshold = f"{self.pass_rate:.2f}", f"{self.options.min_pass_rate:.2f}"
+        if self.passed:
+            return f"judge calibration {rate} >= {threshold}: judging"
+        below = f"judge calibration {rate} < {threshold}"
+        if self.status == "stop":
+            before = "the judge stage" if planned_calls is None else f"{planned_calls:,} judge calls"
+            return f"{below}: stopped before {before}"
+        return f"{below}: judging anyway (on_fail: warn); the verdict says so"
+
+    def measured(self) -> str:
+        """What was measured and what it cost: the console line before the decision."""
+        s = self.summary
+        per_metric = ", ".join(f"{m} {s[f'pass_rate_{m}']:.2f}" for m in METRIC_ORDER)
+        asked = ("finished stage reused" if self.reused else
+                 f"{s['judge_calls']} judge requests, {s['cache_hits']} tests from the judgment cache")
+        return (f"judge preflight: {s['tests']} GroUSE unit tests ({s['tests_path']}), protocol "
+                f"{s['protocol']}, prompt version {s['prompt_version']}: overall {self.pass_rate:.2f} "
+                f"({per_metric}); {asked}")
+
+
+def load_preflight_tests(path: Path) -> list[UnitTest]:
+    """The gate's unit tests; an unreadable file, a bad line (UnitTestFormatError) or no test at all is a
+    ValueError naming the file."""
+    from judges.grouse_unit_tests import load_unit_tests
+
+    try:
+        tests = load_unit_tests(path)
+    except OSError as exc:
+        raise ValueError(f"cannot read the unit tests {path}: {exc.strerror or exc}") from exc
+    if not tests:
+        raise ValueError(f"{path}: no unit test in the file")
+    return tests
+
+
+def preflight_key(tests_path: Path, options: PreflightOptions, judge: JudgeConfig, seed: int,
+                  identity: dict[str, Any] | None) -> str:
+    """The stage's key: the tests file, what can change a GroUSE judgment (judges.caching: the model, the
+    grouse block, window, re-asks, ...), the protocol, the seed, what the endpoint serves, the code. The
+    threshold and on_fail are not in it: they are applied to the stored pass rates."""
+    config = {"judge": judgment_settings(judge, get_suite(SUITE_GROUSE)), "protocol": options.protocol,
+              "seed": seed, "endpoint": identity or None}
+    code = code_version(__name__, data_dirs=(PROMPTS_ROOT / SUITE_GROUSE,))
+    return stage_key(PREFLIGHT_STAGE, config, [file_fingerprint(tests_path)], code)
+
+
+def run_preflight(run_dir: Path, options: PreflightOptions, tests_path: Path, judge: JudgeConfig,
+                  client: ClientConfig, base_url: str, identity: dict[str, Any] | None = None,
+                  llm: LLMClient | None = None, force: bool = False) -> Preflight:
+    """The preflight stage: the run's judge (`judge`, its endpoint `base_url`) on the unit tests at
+    `tests_path`, through the judgment cache; writes results.json, failures.jsonl and matrix.png into
+    RunLayout.preflight_dir. `llm`: a client of the caller's (a test's fake) instead of one to
+    `base_url`."""
+    tests = load_preflight_tests(tests_path)
+
+    def compute(out_dir: Path) -> dict[str, Any]:
+        started = time.perf_counter()
+        if llm is not None:
+            outcomes, stats = grouse_outcomes(tests, judge, llm, client, None, options.protocol, identity)
+        else:
+            with LLMClient(client, base_url) as own:
+                outcomes, stats = grouse_outcomes(tests, judge, own, client, None, options.protocol, identity)
+        summary = preflight_summary(tests_path, tests, judge, options.protocol, outcomes, stats)
+        write_preflight_outputs(out_dir, tests, outcomes, summary)
+        return {**summary, "seconds": round(time.perf_counter() - started, 2)}
+
+    key = preflight_key(tests_path, options, judge, client.seed, identity)
+    result = run_stage(run_dir, PREFLIGHT_STAGE, key, compute, force=force)
+    return Preflight(result.summary, options, result.reused)
+
+
+def preflight_summary(tests_path: Path, tests: list[UnitTest], judge: JudgeConfig, protocol: str,
+                      outcomes: dict[str, list[TestOutcome]], stats: dict[str, Any]) -> dict[str, Any]:
+    """Flat numbers (MLflow logs each as preflight_<key>) and the pass rates of every protocol measured."""
+    rates = {name: pass_rates(found) for name, found in outcomes.items()}
+    failed = sum(c["status"] == "failed" for o in outcomes[protocol] for c in o.checks.values())
+    return {"tests_path": str(tests_path), "tests": len(tests), "protocol": protocol,
+            "prompt_version": judge.grouse.prompt_version, "judge_model": judge.model,
+            **{f"pass_rate_{name}": value for name, value in rates[protocol].items()},
+            "pass_rates": rates, "failed_judgments": failed,
+            "cache_hits": stats["cache_hits"], "judge_requests": stats["judge_requests"],
+            "judge_calls": stats["judge_calls"]}
+
+
+def write_preflight_outputs(out_dir: Path, tests: list[UnitTest], outcomes: dict[str, list[TestOutcome]],
+                            summary: dict[str, Any]) -> None:
+    protocol = summary["protocol"]
+    modes = {name: failure_mode_table(found) for name, found in outcomes.items()}
+    results = {**summary, "failure_modes": modes,
+               "outcomes": [{**asdict(o), "passed": o.passed} for o in outcomes[protocol]]}
+    (out_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2, default=str))
+    rows = failing_cases(outcomes[protocol], tests)
+    (out_dir / FAILURES_FILE).write_text("".join(json.dumps(row, default=str) + "\n" for row in rows))
+    plot_matrix(outcomes[protocol], out_dir / MATRIX_FILE,
+                f"judge preflight: {summary['judge_model']}, GroUSE prompts {summary['prompt_version']}, "
+                f"{protocol}")
+
+
+def read_preflight(run_dir: Path, options: PreflightOptions | dict | None) -> Preflight | None:
+    """The run folder's finished preflight held to `options` (a run config's judge.preflight), or None
+    (the gate is off, or the stage has not finished)."""
+    if options is None:
+        return None
+    manifest = read_manifest(RunLayout(run_dir).preflight_dir)
+    if not manifest or "pass_rate_overall" not in manifest.get("summary", {}):
+        return None
+    return Preflight(manifest["summary"], PreflightOptions.model_validate(options), True)
+
+
+def planned_judge_calls(suites: list[str], queries_path: Path, retrieved_path: Path, generations_path: Path,
+                        judge: JudgeConfig, seed: int, top_k: int) -> int:
+    """The judge calls the main judge stage plans: per suite, the units its plan makes of one judged sample
+    (one call each at least; a GroUSE unit asks two to four) times the samples it judges (generations
+    with a non-empty answer). Re-asks are not counted, judgments the cache holds not taken off."""
+    import pandas as pd
+
+    generations = pd.read_parquet(generations_path)
+    judged = generations[(generations["status"] == "ok")
+                         & generations["answer"].fillna("").astype(str).str.strip().ne("")]
+    if judged.empty:
+        return 0
+    first = judged.head(1)
+    retrieved = pd.read_parquet(retrieved_path, filters=[("query_id", "==", first["query_id"].iloc[0])])
+    samples, _ = load_samples(pd.read_parquet(queries_path), retrieved, first, top_k)
+    count = judge_counter(judge)
+    per_sample = sum(len(get_suite(name).plan(samples[0], judge, seed, count)) for name in suites)
+    return per_sample * len(judged)
+
+
+def preflight_requests(tests: list[UnitTest], judge: JudgeConfig, seed: int) -> list[ChatRequest]:
+    """The first request of every call the preflight can make (every judged metric of every test, or one
+    call a test under a one-prompt version), with the references fitted as the stage fits them: what
+    `ccrs plan cost` counts (an upper bound under the pipeline protocol, whose gates skip some)."""
+    suite = get_suite(SUITE_GROUSE)
+    count = judge_counter(judge)
+    one_prompt = layout_of(judge.grouse.prompt_version).one_prompt
+    requests = []
+    for test in tests:
+        (unit,) = suite.plan(test.sample(), judge, seed, count)
+        fitted = replace(unit.sample, context=list(unit.plan.references))
+        if one_prompt:
+            requests.append(one_prompt_request(fitted, judge))
+        else:
+            requests += [build_request(GROUSE_METRICS[name], fitted, judge) for name in JUDGED_METRICS]
+    return requests
+
+
+def log_stopped_run(tracking_uri: str, experiment: str, run_name: str, line: str, preflight: Preflight,
+                    run_dir: Path, tags: dict[str, str]) -> str:
+    """A run the gate stopped, as an MLflow run of its own: status FAILED, the line as its error
+    (tasks.tracking.log_failed_run), the gate's settings as params, and what `log_preflight` logs."""
+    from mlflow.entities import Param
+    from mlflow.tracking import MlflowClient
+
+    from tasks.tracking import log_failed_run
+
+    run_id = log_failed_run(tracking_uri=tracking_uri, experiment=experiment, run_name=run_name, error=line,
+                            tags=tags, log_file=RunLayout(run_dir).console_log)
+    settings = {f"judge.preflight.{key}": value for key, value in preflight.options.model_dump().items()}
+    settings["judge.model"] = preflight.summary["judge_model"]
+    MlflowClient(tracking_uri).log_batch(run_id, params=[Param(k, str(v)) for k, v in settings.items()])
+    log_preflight(run_dir, preflight.options, tracking_uri, run_id)
+    return run_id
+
+
+def log_preflight(run_dir: Path, options: PreflightOptions | dict | None, tracking_uri: str,
+                  run_id: str) -> None:
+    """Onto the run's MLflow run: the pass rates and counts as metrics (`preflight_pass_rate_<metric>`, as
+    every stage summary's numbers are named), the decision as the tag `ccrs.judge_calibration` (pass, warn
+    or stop), the stage's files under preflight/."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    preflight = read_preflight(run_dir, options)
+    if preflight is None:
+        return
+    client = MlflowClient(tracking_uri)
+    now = int(time.time() * 1000)
+    metrics = [Metric(f"{PREFLIGHT_STAGE}_{key}", float(value), now, 0)
+               for key, value in preflight.summary.items()
+               if isinstance(value, (int, float)) and not isinstance(value, bool)]
+    client.log_batch(run_id, metrics=metrics)
+    client.set_tag(run_id, "ccrs.judge_calibration", preflight.status)
+    client.log_artifacts(run_id, str(RunLayout(run_dir).preflight_dir), PREFLIGHT_STAGE)
+
+
+def calibration_section(preflight: Preflight) -> str:
+    """The verdict's "Judge calibration" section: the decision, then the pass rate per metric."""
+    s = preflight.summary
+    heading = (f"**Warning: {preflight.line()}.** The judge failed more of its unit-test conditions than "
+               "`judge.preflight.min_pass_rate` allows: read its scores with that in mind."
+               if preflight.status == "warn" else f"{preflight.line()}.")
+    rows = [f"| {metric} | {s[f'pass_rate_{metric}']:.2f} |"
+            for metric in (*METRIC_ORDER, "overall", "tests_all_passed")]
+    return ("## Judge calibration\n\n" + heading + "\n\n"
+            f"{s['tests']} GroUSE unit tests (`{s['tests_path']}`), protocol {s['protocol']}, prompt version "
+            f"{s['prompt_version']}, judge `{s['judge_model']}`; the overall pass rate (mean over the six "
+            f"metrics) is held to the threshold. Failing checks: {PREFLIGHT_STAGE}/{FAILURES_FILE}.\n\n"
+            "| metric | pass rate |\n| --- | --- |\n" + "\n".join(rows))

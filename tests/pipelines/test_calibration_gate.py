@@ -1,0 +1,120 @@
+"""The calibration gate in the commands (`judge.preflight`): `ccrs run` / `ccrs evaluate` exit 6 when it
+stops a run, `ccrs nightly` reports status judge_calibration (6) on the run the pipeline logged, and on the
+real CPU stack a threshold the 135M judge cannot meet stops `ccrs run` before its judge stage sends a
+request."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.config import DEFAULT_CONFIG
+from tasks.calibration import STOP_EXIT_CODE, JudgeCalibrationStop
+from tasks.layout import PREFLIGHT_STAGE, RunLayout
+
+REPO = Path(__file__).resolve().parents[2]
+LINE = "judge calibration 0.34 < 0.60: stopped before 20 judge calls"
+
+
+def test_a_stopped_run_exits_6_with_its_line(tmp_path, monkeypatch, capsys):
+    from pipelines.run_cmd import run_guarded
+
+    monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray stays up
+
+    def stopped():
+        raise JudgeCalibrationStop(LINE)
+
+    assert run_guarded("ccrs run", RunLayout(tmp_path), stopped) == (STOP_EXIT_CODE, None) == (6, None)
+    err = capsys.readouterr().err
+    assert f"ccrs run: {LINE}" in err and str(RunLayout(tmp_path).preflight_dir) in err
+
+
+def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_logged(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from pipelines import nightly_cmd
+    from tasks.tracking import log_failed_run
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    logged = log_failed_run(tracking_uri=uri, experiment="ccrs-cpu-demo", run_name="stopped", error=LINE,
+                            tags={"ccrs.judge_calibration": "stop"})
+
+    def stops(config, outputs):
+        raise JudgeCalibrationStop(LINE, logged)
+
+    monkeypatch.setattr(nightly_cmd, "_run_night", stops)
+    parser = argparse.ArgumentParser()
+    nightly_cmd.add_arguments(parser)
+    args = parser.parse_args(["--config", str(DEFAULT_CONFIG), "--run-dir", str(tmp_path / "run")])
+    assert nightly_cmd.night(args) == 6
+    runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("ccrs-cpu-demo")
+                                          .experiment_id])
+    assert [run.info.run_id for run in runs] == [logged]  # tagged, not logged twice
+    tags = runs[0].data.tags
+    assert tags["regression.status"] == "judge_calibration" and tags["ccrs.nightly"] == "true"
+
+
+# --- on the real CPU stack ---------------------------------------------------------------------------------
+
+def _config(workdir: Path, llm_base_url: str, tests: Path) -> Path:
+    """The demo config on 2 questions, one extractive reader (2 systems), integer CCRS marks, and the gate
+    at 1.0 over two unit tests (a correct answer, a correct refusal) with small reply budgets."""
+    config = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    config.update({"name": "preflight-stop", "run_dir": str(workdir / "run"), "gqm_goals": None})
+    config["dataset"]["limit"] = 2
+    config["readers"] = [{"name": "extractive-top3", "kind": "extractive", "max_sentences": 3}]
+    config["stats"].update({"b": 200, "hypotheses": None})
+    config["serving"] = {"profile": "external", "base_url": llm_base_url}
+    config["judge"].update({"scoring": "integer", "max_reasks": 0,
+                            "grouse": {"max_tokens": 128, "faithfulness_max_tokens": 128},
+                            "preflight": {"tests": str(tests), "min_pass_rate": 1.0, "on_fail": "stop"}})
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.llm
+def test_a_threshold_the_135m_judge_cannot_meet_stops_ccrs_run_before_the_judge_stage(tmp_path, llm_endpoint):
+    tests = tmp_path / "two-tests.jsonl"
+    tests.write_text("".join((REPO / "data" / "grouse-bioasq" / "train.jsonl").read_text()
+                             .splitlines(keepends=True)[:2]))
+    config = _config(tmp_path, llm_endpoint.base_url, tests)
+    # MLflow settings of this process are not inherited: the run logs to ./mlflow.db in tmp_path
+    env = {name: value for name, value in os.environ.items() if not name.startswith("MLFLOW_")}
+    env.update({"CCRS_JUDGE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"})
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([str(Path(sys.executable).with_name("ccrs")), "run", "--config", str(config)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+                          start_new_session=True)
+    output = done.stdout + done.stderr
+    assert done.returncode == 6, output[-3000:]
+    # 2 questions x 2 systems x 5 CCRS metrics: the judge stage's planned calls
+    stopped = re.search(r"judge calibration (\d\.\d\d) < 1\.00: stopped before 20 judge calls", output)
+    assert stopped, output[-3000:]
+
+    layout = RunLayout(tmp_path / "run")
+    summary = json.loads((layout.preflight_dir / "_STAGE.json").read_text())["summary"]
+    assert summary["tests"] == 2 and summary["judge_calls"] >= 8 and summary["cache_hits"] == 0
+    assert f"{summary['pass_rate_overall']:.2f}" == stopped.group(1)
+    assert (layout.stage_dir("generate") / "_STAGE.json").exists()  # finished stages are kept
+    # the judge stage never started: no output, no checkpoint, no line of it on the console
+    assert not layout.judge_dir("ccrs").exists() and not list(layout.root.glob(".judge_ccrs*"))
+    assert "judge ccrs:" not in output
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("ccrs-cpu-demo").experiment_id])
+    assert run.info.status == "FAILED" and run.data.tags["ccrs.judge_calibration"] == "stop"
+    assert run.data.tags["ccrs.error"] == stopped.group(0)
+    assert run.data.metrics["preflight_pass_rate_overall"] == pytest.approx(summary["pass_rate_overall"])
+    assert f"{PREFLIGHT_STAGE}/results.json" in {f.path for f in client.list_artifacts(run.info.run_id,
+                                                                                        PREFLIGHT_STAGE)}
