@@ -139,7 +139,10 @@ def _repeat_column(raw: pd.Series) -> pd.Series:
     empty value included, is an error naming the rows."""
     text = raw.astype(str).str.strip()
     numeric = pd.to_numeric(raw.where(~(raw.isna() | (text == ""))), errors="coerce").astype(np.float64)
-    boolean = raw.map(lambda value: isinstance(value, (bool, np.bool_))).astype(bool)
+    if raw.dtype == object:
+        boolean = raw.map(lambda value: isinstance(value, (bool, np.bool_))).astype(bool)
+    else:
+        boolean = pd.Series(raw.dtype == bool, index=raw.index)
     bad = boolean | numeric.isna() | ~np.isfinite(numeric) | (numeric != np.round(numeric))
     if bad.any():
         raise StatsInputError(f"repeat must be an integer (which repeated judgment of the same query, system "
