@@ -61,14 +61,17 @@ def test_a_metric_without_complete_query_is_written_too(tmp_path):
     assert (tmp_path / "out" / "stats.json") in write_outputs(result, scores, tmp_path / "out")
 
 
-def test_the_committed_pilot_gives_the_recorded_statistics_byte_for_byte(tmp_path):
-    """Same judgments, same seed: the same stats.json and verdict as recorded before the refactoring."""
+def test_the_committed_pilot_gives_the_recorded_statistics(tmp_path):
+    """Same judgments, same seed: the same stats.json and verdict as recorded before the refactoring (the
+    verdict byte for byte; stats.json's numbers up to the last bits, which summation order in another
+    numpy/pandas release may change)."""
     scores = pd.concat([load_scores(PILOT / "judge_ccrs" / "scores.parquet"),
                         load_scores(PILOT / "extractive_scores.parquet")], ignore_index=True)
     result = compute_all(scores, load_hypotheses(RECORDED / "hypotheses.yaml"), b=500, seed=3,
                          metric_order=CCRS, metric_suites={"ccrs": list(CCRS)})
     write_outputs(result, scores, tmp_path)
-    assert (tmp_path / "stats.json").read_text() == (RECORDED / "stats.json").read_text()
+    written = json.loads((tmp_path / "stats.json").read_text())
+    assert_same_up_to_float_rounding(written, json.loads((RECORDED / "stats.json").read_text()))
     verdict = build_stats_summary(result, "pilot", "hypotheses.yaml")
     assert verdict == (RECORDED / "summary.md").read_text()
 
@@ -79,3 +82,19 @@ def test_concatenated_suites_judged_once_get_repeat_0_beside_a_repeated_one():
                           "score": [0.2, 0.4], "repeat": [0, 1]})
     assert concat_scores([once, twice])["repeat"].tolist() == [0, 0, 1]
     assert "repeat" not in concat_scores([once, once]).columns
+
+
+def assert_same_up_to_float_rounding(got, expected, path="$"):
+    """Equal structure, keys, strings and integers; floats equal within 1e-12 relative."""
+    if isinstance(expected, float) and isinstance(got, (int, float)):
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-15), path
+    elif isinstance(expected, dict):
+        assert isinstance(got, dict) and list(got) == list(expected), path
+        for key in expected:
+            assert_same_up_to_float_rounding(got[key], expected[key], f"{path}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(got, list) and len(got) == len(expected), path
+        for index, (a, b) in enumerate(zip(got, expected)):
+            assert_same_up_to_float_rounding(a, b, f"{path}[{index}]")
+    else:
+        assert got == expected, path
