@@ -189,9 +189,11 @@ def log_failed_run(*, tracking_uri: str, experiment: str, run_name: str, error: 
                    tags: dict[str, str] | None = None, log_file: Path | None = None) -> str:
     """A run that crashed or could not start, as an MLflow run of its own: status FAILED, the error (tag
     `ccrs.error` and error.txt), the console log when there is one. Returns its run id."""
+    import mlflow
     from mlflow.tracking import MlflowClient
 
     check_tracking_reachable(tracking_uri)
+    mlflow.set_tracking_uri(tracking_uri)  # _ensure_experiment's set_experiment works on the global URI
     client = MlflowClient(tracking_uri)
     experiment_id = _ensure_experiment(tracking_uri, experiment)
     run = client.create_run(experiment_id, run_name=run_name,

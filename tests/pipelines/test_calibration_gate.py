@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pipelines.config import DEFAULT_CONFIG
 from tasks.calibration import STOP_EXIT_CODE, JudgeCalibrationStop
@@ -64,57 +60,64 @@ def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_log
 
 # --- on the real CPU stack ---------------------------------------------------------------------------------
 
-def _config(workdir: Path, llm_base_url: str, tests: Path) -> Path:
-    """The demo config on 2 questions, one extractive reader (2 systems), integer CCRS marks, and the gate
-    at 1.0 over two unit tests (a correct answer, a correct refusal) with small reply budgets."""
-    config = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    config.update({"name": "preflight-stop", "run_dir": str(workdir / "run"), "gqm_goals": None})
-    config["dataset"]["limit"] = 2
-    config["readers"] = [{"name": "extractive-top3", "kind": "extractive", "max_sentences": 3}]
-    config["stats"].update({"b": 200, "hypotheses": None})
-    config["serving"] = {"profile": "external", "base_url": llm_base_url}
-    config["judge"].update({"scoring": "integer", "max_reasks": 0,
-                            "grouse": {"max_tokens": 128, "faithfulness_max_tokens": 128},
-                            "preflight": {"tests": str(tests), "min_pass_rate": 1.0, "on_fail": "stop"}})
-    path = workdir / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+def _config(tmp_path: Path, llm_base_url: str, tests: Path, tracking_uri: str):
+    """The demo config on 2 questions, two extractive readers over BM25 (2 systems, no embedding model to
+    load), integer CCRS marks, and the gate at 1.0 over two unit tests (a correct answer, a correct
+    refusal) with small reply budgets."""
+    from pipelines.config import load_config
+
+    return load_config(DEFAULT_CONFIG, {
+        "name": "preflight-stop", "run_dir": str(tmp_path / "run"), "gqm_goals": None, "dataset.limit": 2,
+        "readers": [{"name": "extractive-top1", "kind": "extractive", "max_sentences": 1},
+                    {"name": "extractive-top3", "kind": "extractive", "max_sentences": 3}],
+        "retrieval.retrievers": ["bm25"],
+        "stats.hypotheses": None, "serving": {"profile": "external", "base_url": llm_base_url},
+        "mlflow.tracking_uri": tracking_uri, "mlflow.experiment": "ccrs-preflight-stop",
+        "judge.scoring": "integer", "judge.max_reasks": 0,
+        "judge.grouse": {"max_tokens": 128, "faithfulness_max_tokens": 128},
+        "judge.preflight": {"tests": str(tests), "min_pass_rate": 1.0, "on_fail": "stop"},
+    })
 
 
 @pytest.mark.llm
-def test_a_threshold_the_135m_judge_cannot_meet_stops_ccrs_run_before_the_judge_stage(tmp_path, llm_endpoint):
+def test_a_threshold_the_135m_judge_cannot_meet_stops_ccrs_run_before_the_judge_stage(
+        tmp_path, llm_endpoint, mlflow_server, monkeypatch, capsys):
+    """`ccrs run`'s own path (run_guarded around run_pipeline) in this process, on the session's model
+    server and MLflow server: exit 6, the line, the preflight kept, no judge stage."""
+    from mlflow.tracking import MlflowClient
+
+    from pipelines.pipeline import run_pipeline
+    from pipelines.run_cmd import run_guarded
+
     tests = tmp_path / "two-tests.jsonl"
     tests.write_text("".join((REPO / "data" / "grouse-bioasq" / "train.jsonl").read_text()
                              .splitlines(keepends=True)[:2]))
-    config = _config(tmp_path, llm_endpoint.base_url, tests)
-    # MLflow settings of this process are not inherited: the run logs to ./mlflow.db in tmp_path
-    env = {name: value for name, value in os.environ.items() if not name.startswith("MLFLOW_")}
-    env.update({"CCRS_JUDGE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"})
-    env.pop("RAY_ADDRESS", None)
-    done = subprocess.run([str(Path(sys.executable).with_name("ccrs")), "run", "--config", str(config)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-                          start_new_session=True)
-    output = done.stdout + done.stderr
-    assert done.returncode == 6, output[-3000:]
+    config = _config(tmp_path, llm_endpoint.base_url, tests, mlflow_server)
+    monkeypatch.setenv("CCRS_JUDGE_CACHE", str(tmp_path / "cache"))  # the preflight is asked, not cached
+    monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray serves the model
+    layout = RunLayout(config.resolved_run_dir())
+    code, result = run_guarded("ccrs run", layout, lambda: run_pipeline(config, keep_serving=True))
+    printed = capsys.readouterr()
+    assert (code, result) == (6, None), printed.err[-3000:]
     # 2 questions x 2 systems x 5 CCRS metrics: the judge stage's planned calls
-    stopped = re.search(r"judge calibration (\d\.\d\d) < 1\.00: stopped before 20 judge calls", output)
-    assert stopped, output[-3000:]
+    stopped = re.search(r"ccrs run: (judge calibration (\d\.\d\d) < 1\.00: stopped before 20 judge calls)",
+                        printed.err)
+    assert stopped, printed.err[-3000:]
 
-    layout = RunLayout(tmp_path / "run")
     summary = json.loads((layout.preflight_dir / "_STAGE.json").read_text())["summary"]
     assert summary["tests"] == 2 and summary["judge_calls"] >= 8 and summary["cache_hits"] == 0
-    assert f"{summary['pass_rate_overall']:.2f}" == stopped.group(1)
+    assert f"{summary['pass_rate_overall']:.2f}" == stopped.group(2)
+    assert "judge preflight: 2 GroUSE unit tests" in printed.out
     assert (layout.stage_dir("generate") / "_STAGE.json").exists()  # finished stages are kept
     # the judge stage never started: no output, no checkpoint, no line of it on the console
     assert not layout.judge_dir("ccrs").exists() and not list(layout.root.glob(".judge_ccrs*"))
-    assert "judge ccrs:" not in output
+    assert "judge ccrs:" not in printed.out
 
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    (run,) = client.search_runs([client.get_experiment_by_name("ccrs-cpu-demo").experiment_id])
+    client = MlflowClient(mlflow_server)
+    (run,) = client.search_runs([client.get_experiment_by_name("ccrs-preflight-stop").experiment_id],
+                                "tags.`ccrs.config_name` = 'preflight-stop'")
     assert run.info.status == "FAILED" and run.data.tags["ccrs.judge_calibration"] == "stop"
-    assert run.data.tags["ccrs.error"] == stopped.group(0)
+    assert run.data.tags["ccrs.error"] == stopped.group(1)
     assert run.data.metrics["preflight_pass_rate_overall"] == pytest.approx(summary["pass_rate_overall"])
     assert f"{PREFLIGHT_STAGE}/results.json" in {f.path for f in client.list_artifacts(run.info.run_id,
                                                                                         PREFLIGHT_STAGE)}
