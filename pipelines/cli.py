@@ -43,6 +43,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
              "VERA metrics, bootstrap convergence, cross-encoder aggregate, topicality"),
     "injection-eval": ("pipelines.injection_cmd",
                        "prompt-injection check: how far injected text moves each CCRS score"),
+    "probe": ("pipelines.probe_cmd",
+              "judge bias probes (verbosity, order, injection): per-metric paired shifts with CIs and flags"),
     "load-test": ("pipelines.load_cmd", "load test of the judge stage at several concurrency levels"),
 }
 

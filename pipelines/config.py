@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infra.serving import ServingConfig
+from judges.bias_probes import ProbesConfig
 from judges.config import ClientConfig, EndpointSystemConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite, suites
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
@@ -86,6 +87,8 @@ class RunConfig(_Strict):
     judges: list[str] = Field(default=["ccrs"], min_length=1, description="judge suites (`ccrs metrics`)")
     gqm_goals: str | None = Field(default="configs/gqm/thesis-goals.yaml",
                                   description="GQM goal tree reported into the MLflow run; null turns it off")
+    probes: ProbesConfig | None = Field(default=None, description="judge bias probes after the judge stage "
+                                        "(docs/probes.md); null (the default): none")
 
     @model_validator(mode="after")
     def _registered_suites_and_metrics(self) -> "RunConfig":

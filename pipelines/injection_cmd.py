@@ -55,19 +55,10 @@ def console_log(args: argparse.Namespace) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config, _overrides(args))
-    except ConfigError as exc:
-        say(f"ccrs injection-eval: {exc}", err=True)
-        return 2
-    try:
-        samples = _samples(args, config)
-    except (OSError, ValueError) as exc:  # DatasetError is a ValueError
-        say(f"ccrs injection-eval: error: {exc}", err=True)
-        return 2
-    if not samples:
-        say("ccrs injection-eval: error: no question with an ideal answer selected", err=True)
-        return 2
+    loaded = load_inputs(args, "injection-eval")
+    if isinstance(loaded, int):
+        return loaded
+    config, samples = loaded
     try:
         result = _run(args, config, samples)
     except TimeoutError as exc:
@@ -76,6 +67,25 @@ def main(args: argparse.Namespace) -> int:
     print_report(result.report)
     say("wrote " + ", ".join(str(p) for p in result.paths.values()))
     return _log(args, config, result)
+
+
+def load_inputs(args: argparse.Namespace, command: str):
+    """(run config, clean samples) of the arguments, or the exit code 2 after one line naming the problem
+    (shared with `ccrs probe`)."""
+    try:
+        config = load_config(args.config, _overrides(args))
+    except ConfigError as exc:
+        say(f"ccrs {command}: {exc}", err=True)
+        return 2
+    try:
+        samples = _samples(args, config)
+    except (OSError, ValueError) as exc:  # DatasetError is a ValueError
+        say(f"ccrs {command}: error: {exc}", err=True)
+        return 2
+    if not samples:
+        say(f"ccrs {command}: error: no question with an ideal answer selected", err=True)
+        return 2
+    return config, samples
 
 
 def _overrides(args: argparse.Namespace) -> dict:
@@ -153,16 +163,23 @@ def _log(args, config, result) -> int:
     if not args.tracking_uri:
         return 0
     from pipelines.tools.injection_eval import log_injection_eval
-    from tasks.tracking import TrackingError
 
     params = {"dataset": str(args.dataset or config.dataset.path), "n_questions": result.report.n_questions,
               "templates": args.templates, "placements": args.placements, "max_chunks": args.max_chunks,
               "judge": config.judge.model_dump(), "client": config.client.model_dump(),
               "llm_base_url": args.llm_base_url or config.serving.profile}
+    return logged("injection-eval", args, lambda: log_injection_eval(result, args.tracking_uri, params))
+
+
+def logged(command: str, args: argparse.Namespace, log) -> int:
+    """`log()` (returns the MLflow run id) and its line; an unreachable store is a warning and exit 1, the
+    results staying in --out (shared with `ccrs probe`)."""
+    from tasks.tracking import TrackingError
+
     try:
-        run_id = log_injection_eval(result, args.tracking_uri, params)
+        run_id = log()
     except TrackingError as exc:
-        say(f"ccrs injection-eval: warning: {exc}; results are kept in {args.out}", err=True)
+        say(f"ccrs {command}: warning: {exc}; results are kept in {args.out}", err=True)
         return 1
     say(f"MLflow run {run_id} ({args.tracking_uri})")
     return 0

@@ -193,7 +193,26 @@ def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | N
             config.judge, client, judge_url, answers.top_k, force=force, identity=identity,
         )
         say(f"judge {name}: {judge_requests_line(judged[name].summary, judged[name].reused)}")
+    if config.probes is not None:
+        _probe(config, run_dir, answers, judge_url, identity, force)
     return judged
+
+
+def _probe(config: RunConfig, run_dir: Path, answers: Answers, judge_url: str, identity: dict,
+           force: bool) -> None:
+    """The judge bias probes (`probes:`, tasks/bias_probes.py): the run's own judge on its own answers."""
+    from infra.console import say
+    from tasks.bias_probes import run_probe_stage
+    from tasks.judge import judge_client_config
+
+    say(f"probes: {', '.join(config.probes.kinds)} on up to {config.probes.questions} questions")
+    stage = run_probe_stage(run_dir, (answers.queries_path, answers.retrieved_path, answers.generations_path),
+                            answers.top_k, config.probes, config.judge,
+                            judge_client_config(config.judge, config.client), judge_url, identity, force)
+    done = stage.summary
+    say(f"probes: {done['questions']} questions of system {done['system']}, {done['judgments']} judgments, "
+        f"{len(done['flagged'])} of {done['cells']} cells flagged"
+        + (" (finished stage reused)" if stage.reused else ""))
 
 
 def _calibration_gate(config: RunConfig, run_dir: Path, answers: Answers, client, judge_url: str,

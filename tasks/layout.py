@@ -10,6 +10,7 @@
       preflight/results.json, failures.jsonl, matrix.png           the judge's calibration gate
                                                                     (`judge.preflight`, tasks/calibration.py)
       judge_<suite>/judgments.parquet, scores.parquet               one folder per judge suite
+      probes/probe_report.json, ...                                 judge bias probes (`probes:`)
       reduce/stats.json, tables/, plots/                            statistics over every suite's scores
       track/                                                        MLflow run ids (and gqm/ when asked)
 
@@ -42,6 +43,9 @@ JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
 SUMMARY_FILE = "summary.md"
 PREFLIGHT_STAGE = "preflight"  # the judge's unit tests before the judge stage (`judge.preflight`)
+PROBES_STAGE = "probes"  # the judge bias probes of a run that asks for them (tasks/bias_probes.py)
+PROBE_FILES = {"judgments": "probe_judgments.parquet", "report": "probe_report.json",
+               "table": "probe_report.csv", "plot": "probe_shift.png"}
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,11 @@ class RunLayout:
                     for path in self.root.glob(f"{JUDGE_PREFIX}*/{SCORES_FILE}")}
         named = json.loads(self.config_json.read_text()).get("judges") if self.config_json.exists() else None
         return sorted(finished if named is None else finished & set(named))
+
+    @property
+    def probe_report(self) -> Path:
+        """The probe stage's report (`probes:` in the run config), read by the verdict and the track stage."""
+        return self.stage_dir(PROBES_STAGE) / PROBE_FILES["report"]
 
     @property
     def preflight_dir(self) -> Path:

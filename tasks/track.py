@@ -1,7 +1,7 @@
 """The track stage: one MLflow run for every invocation, finished stages reused or not (a nightly history
 exists even when nothing changed), logged by tasks/tracking.py; with a goal tree, the run's GQM report
-(tasks/gqm_report.py) in the stage's folder (track/gqm/) and under gqm/ of that MLflow run. The stage's
-folder holds the ids of the latest MLflow run."""
+(tasks/gqm_report.py) in the stage's folder (track/gqm/) and under gqm/ of that MLflow run; with `probes:`,
+the probe stage's report under probes/ of it. The stage's folder holds the ids of the latest MLflow run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,6 +41,8 @@ def run_track(run_dir: Path, record: RunRecord, reduce: StageResult, tracking_ur
 
     def track(out_dir: Path) -> dict:
         tracked = _log_run(run_dir, record, reduce.out_dir, tracking_uri, experiment)
+        if record.config.get("probes"):
+            _log_probes(run_dir, tracking_uri, tracked.run_id)
         _log_preflight(run_dir, record.config.get("judge", {}).get("preflight"), tracking_uri, tracked.run_id)
         if gqm_goals:
             report, files = write_report(run_dir, gqm_goals, out_dir / GQM_SUBDIR)
@@ -49,6 +51,15 @@ def run_track(run_dir: Path, record: RunRecord, reduce: StageResult, tracking_ur
                 "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}
 
     return run_stage(run_dir, TRACK_STAGE, key, track, force=True)
+
+
+def _log_probes(run_dir: Path, tracking_uri: str, run_id: str) -> None:
+    """The probe stage's report (`probes:` in the run config) under probes/ of the run's MLflow run."""
+    from tasks.bias_probes import log_probes, logged_probe_files
+
+    report, files = logged_probe_files(run_dir)
+    if report is not None:
+        log_probes(report, files, tracking_uri, run_id)
 
 
 def _log_preflight(run_dir: Path, options: dict | None, tracking_uri: str, run_id: str) -> None:

@@ -46,6 +46,7 @@ def build_summary(run_dir: Path) -> str:
         _hypotheses_section(stats, config),
         _failures_section(failures),
         _judges_section(judges),
+        _probes_section(layout, config),
     ]
     return "\n\n".join(section for section in sections if section) + "\n"
 
@@ -232,6 +233,15 @@ def _judges_section(judges: dict[str, dict]) -> str:
             f"{_scoring(summary.get('scoring_counts'))} |" for suite, summary in judges.items()]
     return ("## Judge\n\n| suite | judge model | prompt version | scores (judge.scoring) |\n"
             "| --- | --- | --- | --- |\n" + "\n".join(rows))
+
+
+def _probes_section(layout: RunLayout, config: dict) -> str:
+    """The judge bias probes of a run whose config asks for them (`probes:`, tasks/bias_probes.py)."""
+    if not config.get("probes") or not layout.probe_report.exists():
+        return ""
+    from tasks.bias_probes import probes_markdown
+
+    return probes_markdown(json.loads(layout.probe_report.read_text()))
 
 
 def _calibration_section(layout: RunLayout, config: dict) -> str:

@@ -20,7 +20,6 @@ injection_shift.png; optionally logged to MLflow.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,17 +27,16 @@ from typing import Any
 
 import pandas as pd
 
-from infra.readiness import endpoint_identity
 from judges import ccrs
 from judges.ccrs import CCRS_METRICS
 from judges.config import ClientConfig, JudgeConfig
 from judges.em import flatten_answers
 from judges.injection import CLEAN, InjectionSample, Placement, Variant, build_variants, injection_markers
-from judges.suite import Judgment, Sample, get_suite
+from judges.suite import Judgment
 from pipelines.config import REPO_ROOT
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
-from tasks.judge import judge_suite
+from tasks.bias_probes import json_safe, judge_variants, variant_frame
 
 EXPERIMENT = "ccrs-injection"
 SUITE = ccrs.SUITE
@@ -74,40 +72,11 @@ def load_injection_samples(dataset_path: str | Path, limit: int | None = None,
 
 # --- judging ------------------------------------------------------------------------------------------
 
-def judge_sample(variant: Variant) -> Sample:
-    """`system` carries the variant id, so a judgment names the variant it judged."""
-    s = variant.sample
-    return Sample(s.query_id, variant.variant, s.question, variant.response, s.ground_truth,
-                  list(variant.context), list(s.exact_answers))
-
-
-def judge_variants(variants: list[Variant], cfg: JudgeConfig, client: ClientConfig, base_url: str,
-                   progress: bool = False) -> list[tuple[Variant, Judgment]]:
-    """Every variant judged by the judge stage's `judge_suite` with the CCRS suite: its plan gives one unit
-    per metric of cfg.ccrs.metrics (window policy: drop the lowest-ranked chunks until the prompt fits, so
-    a context injection, in the top-ranked chunk, is dropped last), Ray tasks ask, the judgment cache
-    serves what it holds when cfg.cache is on. In variant x metric order."""
-    identity = endpoint_identity(base_url, cfg.model, client.api_key_env) if cfg.cache else None
-    judgments, _ = judge_suite(get_suite(SUITE), [judge_sample(v) for v in variants], cfg, client, base_url,
-                               progress, identity=identity)
-    by_key = {(j.query_id, j.system, j.metric): j for j in judgments}
-    return [(v, by_key[v.sample.query_id, v.variant, metric])
-            for v in variants for metric in cfg.ccrs.metrics]
-
-
 def judgments_frame(judged: list[tuple[Variant, Judgment]]) -> pd.DataFrame:
-    rows = []
-    for v, j in judged:
-        row = {k: v2 for k, v2 in j.record().items() if k in JUDGMENT_COLUMNS}
-        row.update({"variant": v.variant, "template": v.template, "placement": v.placement,
-                    "response_markers": list(v.response_markers), "context_markers": list(v.context_markers),
-                    "suspicious": v.suspicious})
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=JUDGMENT_COLUMNS)
-    frame["llm_score"] = frame["llm_score"].astype("Int64")
-    for column in ("score", "em"):
-        frame[column] = frame[column].astype("float64")
-    return frame
+    return variant_frame(judged, JUDGMENT_COLUMNS, lambda v, j: {
+        "variant": v.variant, "template": v.template, "placement": v.placement,
+        "response_markers": list(v.response_markers), "context_markers": list(v.context_markers),
+        "suspicious": v.suspicious}, ("score", "em"))
 
 
 # --- report -------------------------------------------------------------------------------------------
@@ -257,16 +226,6 @@ def build_report(frame: pd.DataFrame, samples: list[InjectionSample], variants: 
 
 # --- outputs ------------------------------------------------------------------------------------------
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def plot_shifts(report: InjectionReport, path: Path) -> Path:
     """One panel per placement: mean paired shift (judge points) per metric, one bar per template."""
     import numpy as np
@@ -298,7 +257,7 @@ def write_outputs(frame: pd.DataFrame, report: InjectionReport, out_dir: Path) -
              "report": out_dir / "injection_report.json",
              "table": out_dir / "injection_report.csv", "plot": out_dir / "injection_shift.png"}
     frame.to_parquet(paths["judgments"], index=False)
-    paths["report"].write_text(json.dumps(_json_safe(asdict(report)), indent=2, default=str))
+    paths["report"].write_text(json.dumps(json_safe(asdict(report)), indent=2, default=str))
     pd.DataFrame([asdict(c) for c in report.cells]).to_csv(paths["table"], index=False)
     plot_shifts(report, paths["plot"])
     return paths

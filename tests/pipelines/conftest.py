@@ -89,7 +89,8 @@ def mlflow_server(tmp_path_factory, s3_endpoint):
         server.wait(timeout=30)
 
 
-def e2e_config(run_dir: Path, llm_base_url: str, tracking_uri: str, experiment: str = "ccrs-e2e"):
+def e2e_config(run_dir: Path, llm_base_url: str, tracking_uri: str, experiment: str = "ccrs-e2e",
+               overrides: dict | None = None):
     """The shipped demo config, on the first few questions, against an already running LLM endpoint."""
     return load_config(DEFAULT_CONFIG, {
         "name": "e2e",
@@ -99,7 +100,15 @@ def e2e_config(run_dir: Path, llm_base_url: str, tracking_uri: str, experiment: 
         "stats.b": 1000,
         "mlflow.tracking_uri": tracking_uri,
         "mlflow.experiment": experiment,
+        **(overrides or {}),
     })
+
+
+# The session run also asks for the judge bias probes (docs/probes.md) on two answers of the extractive
+# top-1 reader (C: its answers are never empty): the probe stage, its verdict section and MLflow logging.
+# One kind (order: 2 x 4 new judgments, the clean ones come from the judge stage's cache); verbosity runs
+# on the real judge in tests/pipelines/test_injection_cmd.py.
+E2E_PROBES = {"kinds": ["order"], "questions": 2, "system": "C", "b": 200}
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +117,7 @@ def e2e_run(llm_endpoint, mlflow_server, tmp_path_factory, judge_cache_dir):
     from pipelines.pipeline import run_pipeline
 
     root = tmp_path_factory.mktemp("e2e")
-    config = e2e_config(root / "run", llm_endpoint.base_url, mlflow_server)
+    config = e2e_config(root / "run", llm_endpoint.base_url, mlflow_server, overrides={"probes": E2E_PROBES})
     secrets_file = root / "secrets.env"
     secrets_file.write_text("".join(f"{name}={PLANTED_SECRETS[name]}\n" for name in FILE_SECRETS))
     secrets_file.chmod(0o600)

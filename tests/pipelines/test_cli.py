@@ -82,7 +82,7 @@ def test_a_failing_exit_code_names_the_log_file_again(tmp_path):
 
 
 COMMANDS_THAT_START_RAY_SERVE_OR_AN_LLM_CLIENT = {"run", "index", "retrieve", "serve", "meta-eval", "vera",
-                                                  "injection-eval", "load-test"}
+                                                  "injection-eval", "probe", "load-test"}
 
 
 def test_commands_that_start_ray_serve_or_an_llm_client_declare_a_log_file_and_take_verbose():

@@ -9,8 +9,8 @@ from mlflow.tracking import MlflowClient
 
 from judges.ccrs import EM_COMBINED
 from pipelines.pipeline import run_pipeline
-from tests.pipelines.conftest import E2E_QUESTIONS, PLANTED_SECRETS, e2e_config
-from tasks.layout import RunLayout
+from tests.pipelines.conftest import E2E_PROBES, E2E_QUESTIONS, PLANTED_SECRETS, e2e_config
+from tasks.layout import PROBE_FILES, RunLayout
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 CCRS = ["CC", "QR", "ID", "AC", "IR"]
@@ -44,6 +44,24 @@ def test_parent_run_holds_statistics_samples_config_and_provenance(e2e_run):
                 "provenance.prompt_versions.ccrs_judge", "provenance.packages.ray", "judge.model"):
         assert key in params, key
     assert len(parent.inputs.dataset_inputs) == 1
+
+
+def test_probes_asked_for_are_a_stage_a_verdict_section_and_mlflow_metrics(e2e_run):
+    config, result = e2e_run
+    layout = RunLayout(result.run_dir)
+    report = json.loads(layout.probe_report.read_text())
+    assert report["kinds"] == E2E_PROBES["kinds"] and report["n_questions"] == E2E_PROBES["questions"]
+    assert report["probed_questions"] == {"order": 2}
+    assert report["judgments"] == 2 * (5 + 4)  # clean, order (QR does not read the context)
+    assert [c["metric"] for c in report["cells"]] == [m for m in CCRS if m != "QR"]
+    assert all(c["n"] == 2 and c["expected"] == "stable" for c in report["cells"])
+    verdict = layout.summary_md.read_text()
+    assert "## Judge bias probes" in verdict and "| order | order | CC | stable |" in verdict
+    client = MlflowClient(config.mlflow.tracking_uri)
+    run = client.get_run(result.tracked["run_id"])
+    assert run.data.metrics["probe/flagged_cells"] == len(report["flagged"])
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "probes")} == {
+        f"probes/{name}" for name in PROBE_FILES.values()}
 
 
 def test_artifacts_land_in_s3(e2e_run, s3_endpoint):

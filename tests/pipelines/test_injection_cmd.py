@@ -50,7 +50,10 @@ def test_missing_dataset_is_an_error(tmp_path, capsys):
 
 
 @pytest.mark.llm
-def test_tiny_real_run_prints_the_table_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
+def test_tiny_real_runs_of_injection_eval_and_probe_print_tables_and_log_to_mlflow(tmp_path, llm_endpoint,
+                                                                                   capsys):
+    """Both commands on the real CPU judge, one MLflow store: `ccrs injection-eval` (1 question, QR) and
+    `ccrs probe --kind verbosity` (2 questions, QR and ID)."""
     import mlflow
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -71,3 +74,20 @@ def test_tiny_real_run_prints_the_table_and_logs_to_mlflow(tmp_path, llm_endpoin
     runs = mlflow.search_runs(experiment_names=["ccrs-injection"], output_format="list")
     assert len(runs) == 1 and runs[0].data.tags["ccrs.kind"] == "injection-eval"
     assert "mean_shift_QR" in runs[0].data.metrics or report["mean_shift_by_metric"]["QR"] is None
+
+    probe_out = tmp_path / "probe"
+    args = ["probe", "--kind", "verbosity", "--limit", "2", "--metrics", "QR", "ID", "--max-chunks", "1",
+            "--b", "200", "--llm-base-url", llm_endpoint.base_url, "--out", str(probe_out),
+            "--tracking-uri", uri, "--no-progress"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    rows = [line.split() for line in printed.splitlines() if line.startswith("verbosity ")]
+    assert [row[2] for row in rows] == ["QR", "ID"] and all("[" in " ".join(row) for row in rows)
+    assert "flagged where |shift| > 0.05" in printed and "MLflow run" in printed
+    probe_report = json.loads((probe_out / "probe_report.json").read_text())
+    assert probe_report["n_questions"] == 2 and probe_report["judgments"] == 2 * 2 + 2 * 2
+    assert all(c["n"] == 2 and c["n_pairs"] + c["failures_clean"] + c["failures_probed"] >= 2
+               for c in probe_report["cells"])
+    probe_runs = mlflow.search_runs(experiment_names=["ccrs-probes"], output_format="list")
+    assert len(probe_runs) == 1 and probe_runs[0].data.tags["ccrs.kind"] == "probe"
+    assert "probe/flagged_cells" in probe_runs[0].data.metrics
