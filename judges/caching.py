@@ -11,7 +11,12 @@ their replies. A unit's key hashes everything its judgments are computed from:
   read them; so a setting added to the config is in every key until someone declares otherwise
   (tests/judges/test_caching.py changes every field and checks);
 - what the endpoint reports serving (`identity`: other weights behind the same model id, other entries) and
-  the suite's `cache_salt` (code-level choices such as VERA's embedder).
+  the suite's `cache_salt` (code-level choices such as VERA's embedder);
+- for a repeat of `judge.repeats` (the unit's `Repeat`): a sampled repeat's mode, index and temperature (its
+  seed follows from the index, the seed and the unit's texts); a perturbed repeat adds nothing, its chunk
+  order is in its texts (repeat 0, the retriever's order, is the ordinary judgment and shares its key). The
+  repeat settings are not in `common`: k = 1 keys are those of a run without repeats, and a larger k reuses
+  the repeats judged.
 
 `lookup` answers a batch of units from the cache (only the key column of each part is scanned), `save` adds
 what was judged now, except judgments whose request failed in transport (asked again next run). The object
@@ -69,6 +74,12 @@ def prompt_files(suite: str, version: str) -> str:
     return digest.hexdigest()
 
 
+def unit_texts(suite: JudgeSuite, unit: Unit) -> dict[str, Any]:
+    """The sample's texts that the unit's metrics declare they read: what its key hashes of the sample."""
+    read = sorted({name for metric in unit.metrics for name in suite.metrics[metric].sample_fields})
+    return {name: getattr(unit.sample, name) for name in read}
+
+
 class CachingJudge:
     """Keys, looks up and saves the judgments of one suite under one judge configuration."""
 
@@ -83,9 +94,11 @@ class CachingJudge:
         self._common = json.dumps(common, sort_keys=True)
 
     def key(self, unit: Unit) -> str:
-        read = sorted({name for metric in unit.metrics for name in self.suite.metrics[metric].sample_fields})
-        texts = {name: getattr(unit.sample, name) for name in read}
-        payload = json.dumps([self._common, list(unit.metrics), texts], sort_keys=True, default=str)
+        parts: list[Any] = [self._common, list(unit.metrics), unit_texts(self.suite, unit)]
+        repeat = unit.repeat.key() if unit.repeat is not None else None
+        if repeat is not None:  # a sampled repeat; the one judgment (k = 1) keeps the key it always had
+            parts.append({"repeat": repeat})
+        payload = json.dumps(parts, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def lookup(self, units: Sequence[Unit]) -> list[list[dict[str, Any]] | None]:

@@ -35,6 +35,7 @@ class ChatRequest:
     extra_body: dict[str, Any] = field(default_factory=dict)
     top_logprobs: int = 0
     continue_final: bool = False
+    seed: int | None = None  # None: the client's (ClientConfig.seed); a sampled judge repeat sets its own
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,7 @@ class LLMClient:
             "messages": request.messages,
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
-            "seed": self.config.seed,
+            "seed": self.config.seed if request.seed is None else request.seed,
         }
         if request.top_logprobs:
             body["logprobs"] = True

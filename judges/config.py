@@ -170,6 +170,46 @@ class ExpectedScoringOptions(_Strict):
                             "there is no expected mark: the integer is used and counted as a fallback")
 
 
+DEFAULT_REPEAT_TEMPERATURE = 0.7  # a common sampling temperature: varied replies, still on topic
+
+
+class RepeatOptions(_Strict):
+    """`judge.repeats` (docs/judges.md "Repeated judgments"): each judgment asked `k` times, so that the
+    statistics can tell the judge's own noise from the systems' differences. k = 1 (the default) is the one
+    judgment of every run before repeats existed: same requests, keys and files. `judge.repeats: 3` is short
+    for `{k: 3}`."""
+
+    k: int = Field(default=1, ge=1, description="judgments per (question, system, metric)")
+    mode: Literal["sample", "perturb"] = Field(
+        default="sample", description="sample: every repeat at `temperature`, with a seed of its own "
+        "(from client.seed, the repeat's index and the prompt); perturb: greedy as usual, the context's kept "
+        "chunks shown in another (seeded) order for repeats 1..k-1 (repeat 0: the retriever's order)")
+    temperature: float | None = Field(default=None, gt=0, description="mode sample only: the sampling "
+                                      f"temperature of every repeat (default {DEFAULT_REPEAT_TEMPERATURE})")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count_alone(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            return data
+        return {"k": data} if isinstance(data, int) else data
+
+    @model_validator(mode="after")
+    def _temperature_is_for_sampling(self) -> RepeatOptions:
+        if self.mode == "perturb" and self.temperature is not None:
+            raise ValueError("judge.repeats.temperature applies to mode sample only (perturb repeats are "
+                             "greedy, like every other judgment): remove it or use mode: sample")
+        return self
+
+    @property
+    def repeated(self) -> bool:
+        return self.k > 1
+
+    @property
+    def sampling_temperature(self) -> float:
+        return DEFAULT_REPEAT_TEMPERATURE if self.temperature is None else self.temperature
+
+
 class PreflightOptions(_Strict):
     """`judge.preflight`: the calibration gate (docs/judge-trust.md "Calibration gate", tasks/calibration.py).
     Before the judge stage the run's own judge answers GroUSE unit tests; its overall pass rate (the mean
@@ -213,9 +253,12 @@ class JudgeConfig(_Strict):
     own settings in its block (ccrs / grouse / vera / ragchecker, named like the suite). Metric and suite
     names are checked against the registry (judges/suite.py) by the run config."""
 
-    # where the judge is reached and whether results are cached (the endpoint's identity is keyed instead)
+    # where the judge is reached and whether results are cached (the endpoint's identity is keyed instead);
+    # repeats: keyed per unit instead (judges/caching.py: a sampled repeat's mode, index and temperature,
+    # a perturbed one's chunk order through its texts), so k = 1 keys stay as they were and raising k
+    # reuses the repeats already judged
     # preflight: the gate's own settings (its unit tests are keyed like any judgment, by their texts)
-    not_in_judgment = frozenset({"base_url", "api_key_env", "cache", "preflight"})
+    not_in_judgment = frozenset({"base_url", "api_key_env", "cache", "repeats", "preflight"})
     model: str = "smollm2-135m-instruct"
     base_url: str | None = Field(default=None, description="the judge's own OpenAI-compatible /v1 URL; None: "
                                  "the run's endpoint (the Serve app, or serving.base_url), as the readers'")
@@ -237,6 +280,8 @@ class JudgeConfig(_Strict):
     vera: VeraOptions = VeraOptions()
     ragchecker: RagCheckerOptions = RagCheckerOptions()
     gqm: GqmOptions = GqmOptions()
+    repeats: RepeatOptions = Field(default_factory=RepeatOptions, description="each judgment asked k times "
+                                   "(mode sample or perturb): the judge's own noise, measured")
     preflight: PreflightOptions | None = Field(default=None, description="the calibration gate before the "
                                                "judge stage (GroUSE unit tests); null: none")
 

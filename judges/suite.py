@@ -123,6 +123,7 @@ class Judgment:
     scoring: str = "integer"
     llm_score_expected: float | None = None
     score_mass: float | None = None
+    repeat: int | None = None  # which of the judge.repeats.k judgments of (query, system, metric); None: k=1
 
     COLUMNS: ClassVar[tuple[str, ...]]
 
@@ -156,11 +157,36 @@ def detail_json(**detail: Any) -> str | None:
     return json.dumps(detail, default=str, sort_keys=True) if detail else None
 
 
+@dataclass(frozen=True)
+class Repeat:
+    """Which of a judgment's `judge.repeats.k` asks a unit is (planned by judges/repeats.py). A sampled
+    repeat (mode "sample") sends every request at `temperature` with its own `seed`; a perturbed one (mode
+    "perturb") is greedy, its sample's context the kept chunks in another order."""
+
+    index: int
+    mode: str
+    temperature: float = 0.0
+    seed: int | None = None
+
+    @property
+    def sampled(self) -> bool:
+        return self.mode == "sample"
+
+    def key(self) -> dict[str, Any] | None:
+        """What the unit's cache key adds (judges/caching.py): a sampled repeat's mode, index and temperature
+        (its seed follows from the index, the client seed and the unit's texts, keyed already); nothing for
+        a perturbed one, whose chunk order is in the texts the key hashes."""
+        if not self.sampled:
+            return None
+        return {"mode": self.mode, "index": self.index, "temperature": self.temperature}
+
+
 @dataclass
 class Unit:
     """One unit of work of a suite for one sample: the metrics it yields and a suite-specific `plan` (the
     fitted context, the first request ...). `id` names it in a stage's checkpoint; its judgment cache key
-    is made in one place, judges/caching.py, from what its metrics declare they read."""
+    is made in one place, judges/caching.py, from what its metrics declare they read. `repeat`: which
+    repeat it is when judge.repeats.k > 1 (None: the one judgment)."""
 
     suite: str
     sample: Sample
@@ -168,11 +194,13 @@ class Unit:
     plan: Any
     n_context_chunks: int = 0
     n_context_truncated: int = 0
+    repeat: Repeat | None = None
 
     @property
     def id(self) -> str:
         """Stable within a run: the checkpoint's item id."""
-        return f"{self.sample.system}/{self.sample.query_id}/{'+'.join(self.metrics)}"
+        base = f"{self.sample.system}/{self.sample.query_id}/{'+'.join(self.metrics)}"
+        return base if self.repeat is None else f"{base}#{self.repeat.index}"
 
     @property
     def prefix_group(self) -> str:

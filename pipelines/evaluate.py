@@ -25,9 +25,10 @@ class EvaluationInputError(ValueError):
 
 @dataclass
 class EvaluationResult:
-    """What `evaluate()` returns: per-sample scores (question_id, system, metric, score, suite), every
-    judgment (raw reply, status, reason), the statistics (stats.json), the verdict (Markdown) and where
-    it all lives (the run folder, the MLflow run)."""
+    """What `evaluate()` returns: per-sample scores (question_id, system, metric, score, suite; and repeat,
+    one row per repeat, where the config's judge.repeats.k > 1), every judgment (raw reply, status,
+    reason), the statistics (stats.json), the verdict (Markdown) and where it all lives (the run folder,
+    the MLflow run)."""
 
     scores: pd.DataFrame
     judgments: pd.DataFrame

@@ -302,8 +302,10 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict,
 
 def run_tags_of(config: RunConfig, answers: Answers, judged: dict, stages: dict, run_dir: Path) -> dict:
     """The MLflow tags that `ccrs compare` reads: what makes two runs comparable (judge model, prompt
-    versions, scoring mode, metric set), which nightly series a run belongs to (config name), what was
-    reused and where the outputs are."""
+    versions, scoring mode, judge repeats, metric set), which nightly series a run belongs to (config
+    name), what was reused and where the outputs are."""
+    from tasks.judge import repeats_label
+
     metrics = sorted({metric for out in judged.values() for metric in _judged_metrics(out.judgments_path)})
     prompt_versions = {name: out.summary.get("prompt_version") for name, out in judged.items()}
     return {
@@ -311,6 +313,7 @@ def run_tags_of(config: RunConfig, answers: Answers, judged: dict, stages: dict,
         "ccrs.source": "outputs" if answers.stage == OUTPUTS_STAGE else "pipeline",
         "ccrs.judge_model": config.judge.model,
         "ccrs.scoring": config.judge.scoring,
+        "ccrs.judge_repeats": repeats_label(config.judge.repeats) if config.judge.repeats.repeated else "1",
         "ccrs.prompt_versions": json.dumps(prompt_versions, sort_keys=True),
         "ccrs.metrics": ",".join(metrics),
         "ccrs.adhoc": "false",

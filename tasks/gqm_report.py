@@ -5,7 +5,8 @@ The track stage (tasks/track.py) runs it with the run config's `gqm_goals`; `ccr
 Inputs read from RUN_DIR through tasks/layout.py (all optional except that at least one metric source
 must exist):
 - judge_<suite>/scores.parquet   long format (query_id, system, metric, score), every judge suite the run
-                                 judged (CCRS, GroUSE, VERA, RAGChecker-style, GQM thesis judges)
+                                 judged (CCRS, GroUSE, VERA, RAGChecker-style, GQM thesis judges); with
+                                 judge.repeats, the mean of each sample's scored repeats
 - vera/scores.parquet            `ccrs vera` output (the cross-encoder aggregate); metrics a judge stage
                                  already gave are taken from the judge stage
 - retrieval_metrics/retrieval_metrics.parquet (or retrieve/...): (query_id, retriever, measure, value);
@@ -25,6 +26,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -41,6 +43,7 @@ from stats.gqm import (
 )
 from tasks.layout import SCORES_FILE, RunLayout
 from tasks.plots import figure_file
+from tasks.repeats import REPEAT_COLUMN, mean_over_repeats
 from tasks.stage import read_manifest
 
 QTYPES = ("yesno", "factoid", "list", "summary")
@@ -192,7 +195,7 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
     frames, sources = [], {}
     paths = [layout.scores(suite) for suite in layout.judged_suites()] + [layout.vera_dir / SCORES_FILE]
     for path in (p for p in paths if p.exists()):
-        frame = pd.read_parquet(path, columns=["query_id", "system", "metric", "score"])
+        frame = mean_over_repeats(pd.read_parquet(path, columns=_score_columns(path)))
         frame = frame[~frame["metric"].isin(sources)]  # a metric is taken from its first source only
         if path == layout.scores("grouse"):
             frame = _without_not_applicable(frame, not_applicable(run_dir))
@@ -232,6 +235,13 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
         table["qtype"] = None
     table["qtype"] = table["qtype"].fillna("unknown").astype(str)
     return table.reset_index(drop=True), sources
+
+
+def _score_columns(path: Path) -> list[str]:
+    """A scores file's long-format columns, and `repeat` where judge.repeats asked each judgment more than
+    once (the table then holds the mean of each sample's scored repeats: tasks/repeats.py)."""
+    columns = ["query_id", "system", "metric", "score"]
+    return columns + ([REPEAT_COLUMN] if REPEAT_COLUMN in pq.read_schema(path).names else [])
 
 
 def _without_not_applicable(frame: pd.DataFrame, entries: list[dict]) -> pd.DataFrame:

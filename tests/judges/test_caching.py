@@ -92,8 +92,9 @@ def _changed(path: tuple[str, ...]) -> JudgeConfig | None:
 
 
 def _declared_neutral(path: tuple[str, ...]) -> bool:
-    owner, name = _owner_and_field(path)
-    return name in owner.not_in_judgment
+    """Declared by its model, or by a block it belongs to (judge.repeats: keyed per unit instead)."""
+    return any(name in owner.not_in_judgment
+               for owner, name in (_owner_and_field(path[:depth]) for depth in range(1, len(path) + 1)))
 
 
 LEAVES = _leaves(JudgeConfig())
@@ -118,7 +119,26 @@ def test_every_judge_setting_changes_the_key_or_is_declared_not_to(suite):
 def test_the_neutral_declarations_are_few_and_named():
     neutral = sorted(".".join(path) for path in LEAVES if _declared_neutral(path))
     assert neutral == ["api_key_env", "base_url", "cache", "ccrs.metrics", "gqm.metrics", "preflight",
-                       "vera.metrics"]
+                       "repeats.k", "repeats.mode", "repeats.temperature", "vera.metrics"]
+
+
+def test_a_sampled_repeat_is_keyed_by_its_mode_index_and_temperature_a_perturbed_one_by_its_texts():
+    """judge.repeats is keyed per unit (Unit.repeat), never through the config: the one judgment keeps
+    its key, a sampled repeat adds (mode, index, temperature), a perturbed repeat 0 is the one judgment."""
+    from judges.suite import Repeat
+
+    def key(repeat, sample=SAMPLE):
+        unit = Unit("ccrs", sample, ("CC",), None, repeat=repeat)
+        return CachingJudge(get_suite("ccrs"), JudgeConfig(), 0).key(unit)
+
+    plain = _key("ccrs", JudgeConfig(), metrics=["CC"])
+    sampled = [key(Repeat(r, "sample", 0.7, r + 100)) for r in range(3)]
+    sampled.append(key(Repeat(0, "sample", 0.3, 100)))
+    assert len({plain, *sampled}) == 5
+    assert key(Repeat(0, "sample", 0.7, 999)) == sampled[0]  # the seed follows from index and client seed
+    assert key(Repeat(0, "perturb")) == key(Repeat(2, "perturb")) == plain
+    reordered = replace(SAMPLE, context=SAMPLE.context[::-1])
+    assert key(Repeat(1, "perturb"), reordered) not in {plain, *sampled}
 
 
 def test_lenient_parse_regression_a_strict_failure_is_not_served_to_a_lenient_run(tmp_path):

@@ -185,3 +185,20 @@ def test_grouse_citation_metrics_are_left_out_for_a_reader_prompt_without_citati
 
     assert "faithfulness" not in available("bm25+r") and "faithfulness" in available("knn+r")
     assert "answer_relevancy" in available("bm25+r")
+
+
+def test_repeated_judgments_reach_the_report_as_each_samples_mean(tmp_path):
+    """judge.repeats: scores.parquet has a repeat column; the metric table holds one row per sample, the
+    mean of its repeats, so a repeated run reports what its repeat-averaged scores say."""
+    root = make_run(tmp_path / "run", with_retrieval=False)
+    path = RunLayout(root).scores("ccrs")
+    once = pd.read_parquet(path)
+    repeated = pd.concat([once.assign(repeat=0, score=once["score"] * 0.5),
+                          once.assign(repeat=1, score=once["score"] * 1.5)], ignore_index=True)
+    repeated.loc[(repeated["repeat"] == 1) & (repeated["score"] > 1), "score"] = 1.0
+    repeated.to_parquet(path)
+    table, _ = load_metric_table(root)
+    assert len(table) == len(once)
+    expected = repeated.groupby(["query_id", "system", "metric"])["score"].mean()
+    got = table.set_index(["query_id", "system", "metric"])["score"]
+    pd.testing.assert_series_equal(got.sort_index(), expected.sort_index(), check_names=False)

@@ -193,3 +193,63 @@ def test_judge_suite_asks_through_a_client_of_the_callers_and_moves_its_bar():
         ("q1", "CC", "ok"), ("q1", "QR", "ok"),
         ("q2", "CC", "empty_response"), ("q2", "QR", "empty_response")]
     assert len(llm.requests) == 2 and stats["judge_requests"] == 2 and bar.n == 4
+
+
+def test_with_repeats_every_sample_has_k_rows_per_metric_and_a_missing_repeat_is_caught(tmp_path,
+                                                                                       bioasq_inputs):
+    """Empty responses and failed generations are recorded once per repeat, like judged samples; the
+    completeness check counts (query, system, metric, repeat)."""
+    from judges.config import RepeatOptions
+    from tasks.judge import (
+        IncompleteJudgingError,
+        check_complete,
+        failed_generation_judgments,
+        judgments_frame,
+    )
+
+    gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs)).head(3)
+    gens["answer"] = ""
+    samples, _ = load_samples(*(pd.read_parquet(p) for p in bioasq_inputs), gens, top_k=3)
+    failed = [{"query_id": samples[0].query_id, "system": samples[0].system, "error": "HTTP 500"}]
+    suite, judge, repeats = get_suite("ccrs"), JudgeConfig(cache=False), RepeatOptions(k=3)
+    judgments, stats = judge_suite(suite, samples[1:], judge, ClientConfig(), "http://127.0.0.1:9/v1",
+                                   progress=False, repeats=repeats)
+    judgments += failed_generation_judgments(suite, failed, judge, repeats)
+    metrics = suite.selected_metrics(judge)
+    frame = judgments_frame(judgments, metric_order=metrics)
+    assert stats["judge_requests"] == 0 and len(frame) == 3 * 5 * 3
+    assert frame["repeat"].dtype == "int64" and sorted(frame["repeat"].unique()) == [0, 1, 2]
+    check_complete(frame, gens, metrics, repeats=3)
+    with pytest.raises(IncompleteJudgingError, match="1 judgments missing"):
+        check_complete(frame.drop(index=frame.index[(frame.metric == "CC") & (frame.repeat == 2)][0]), gens,
+                       metrics, repeats=3)
+    with pytest.raises(IncompleteJudgingError, match="no repeat column"):
+        check_complete(frame.drop(columns="repeat"), gens, metrics, repeats=3)
+    once = judgments_frame(judge_suite(suite, samples[1:], judge, ClientConfig(), "", progress=False)[0])
+    assert "repeat" not in once.columns  # k = 1: the columns a run always had
+
+
+def test_a_stage_with_repeats_writes_a_repeat_column_k_1_writes_none(tmp_path, bioasq_inputs, ray_session):
+    from judges.config import RepeatOptions
+    from tasks.judge import JUDGMENT_COLUMNS
+
+    gens_path = _extractive_generations(tmp_path, bioasq_inputs)
+    gens = pd.read_parquet(gens_path).head(4)
+    gens["answer"] = ""  # nothing is sent: the stage's bookkeeping is the subject
+    gens.to_parquet(gens_path, index=False)
+    judge = JudgeConfig(cache=False, ccrs=CcrsOptions(metrics=["CC", "QR"]))
+    for k in (1, 3):
+        repeated = judge.model_copy(update={"repeats": RepeatOptions(k=k)})
+        out = run_judging(tmp_path / f"run{k}", "ccrs", *bioasq_inputs, gens_path, repeated, ClientConfig(),
+                          "http://127.0.0.1:9/v1", top_k=3, progress=False)
+        judgments, scores = pd.read_parquet(out.judgments_path), pd.read_parquet(out.scores_path)
+        assert len(judgments) == len(scores) == 4 * 2 * k
+        if k == 1:
+            assert list(judgments.columns) == [c for c in JUDGMENT_COLUMNS if c != "repeat"]
+            assert list(scores.columns) == ["query_id", "system", "metric", "score"]
+            assert "repeats" not in out.summary
+        else:
+            assert list(scores.columns) == ["query_id", "system", "metric", "score", "repeat"]
+            repeats = scores.groupby(["query_id", "system", "metric"])["repeat"]
+            assert all(sorted(labels) == [0, 1, 2] for _, labels in repeats)
+            assert out.summary["repeats"] == "3 x sample (temperature 0.7)"

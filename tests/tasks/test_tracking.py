@@ -98,6 +98,27 @@ def test_per_sample_table_has_one_row_per_question_and_system():
     assert table.iloc[1]["failures"] == "generation failed: timeout"
 
 
+def test_per_sample_table_shows_the_mean_of_the_repeats_and_each_repeats_reply():
+    """judge.repeats k = 2: one row per (question, system) still; a metric's cell is the mean of its scored
+    repeats (a failed repeat left out), the replies and failures are labelled metric[repeat]."""
+    import pandas as pd
+
+    from tasks.tracking import per_sample_table
+
+    queries, generations, judgments = _per_sample_inputs()
+    second = judgments.assign(repeat=1, raw=judgments["raw"] + " again", score=judgments["score"] / 2)
+    first = judgments.assign(repeat=0)
+    first.loc[first["system"] == "A", ["status", "score", "reason"]] = ["failed", None, "no integer"]
+    table = per_sample_table(queries, generations, pd.concat([first, second], ignore_index=True))
+    assert len(table) == 4
+    row = table.iloc[0]
+    assert row["CC"] == 0.25 and row["QR"] != row["QR"]  # QR failed in both repeats
+    assert row["judge_raw"] == ("CC[0]: CC reply\nQR[0]: QR reply\n"
+                                "CC[1]: CC reply again\nQR[1]: QR reply again")
+    assert row["failures"] == ("CC[0] failed: no integer; QR[0] failed: no integer; "
+                               "QR[1] failed: no integer in 0-100")
+
+
 def test_per_sample_table_is_an_mlflow_table_in_a_runs_first_experiment(tmp_path):
     import mlflow
 

@@ -158,6 +158,25 @@ def test_a_suite_whose_tokens_are_not_modelled_gets_no_flops_and_no_total_hours(
         "flops": None, "gpu_hours": None, "wall_hours": None}
 
 
+def test_judge_repeats_multiply_the_judge_calls_and_k_1_adds_nothing():
+    """Sampled repeats send each prompt k times (the prefix cache model computes it about once) and get k
+    replies; perturbed repeats are k calls too, their reordered contexts computed again."""
+    samples = _samples(2)
+    base = {"judges": ["ccrs"], "judge.scoring": "integer"}
+    (once,) = judge_stages(load_config(None, base), samples)
+    (one,) = judge_stages(load_config(None, {**base, "judge.repeats": {"k": 1, "mode": "perturb"}}), samples)
+    assert one == once and not once.notes
+    (sampled,) = judge_stages(load_config(None, {**base, "judge.repeats": 3}), samples)
+    assert (sampled.calls, sampled.prompt_tokens_sent, sampled.output_tokens) == (
+        3 * once.calls, 3 * once.prompt_tokens_sent, 3 * once.output_tokens)
+    assert once.prompt_tokens_computed <= sampled.prompt_tokens_computed < 1.2 * once.prompt_tokens_computed
+    assert sampled.notes[0].startswith("ccrs: judge.repeats k = 3, mode sample: 3 x the calls")
+    (perturbed,) = judge_stages(load_config(None, {**base, "judge.repeats": {"k": 3, "mode": "perturb"}}),
+                                samples)
+    assert perturbed.calls == 3 * once.calls
+    assert perturbed.prompt_tokens_computed > sampled.prompt_tokens_computed
+
+
 def test_the_calibration_gate_counts_its_calls_once_whatever_the_question_count(tmp_path):
     tests = tmp_path / "tests.jsonl"
     tests.write_text("".join((REPO_ROOT / "data" / "grouse-bioasq" / "train.jsonl").read_text()

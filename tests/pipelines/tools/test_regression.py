@@ -179,3 +179,29 @@ def test_the_alert_is_slack_compatible_and_machine_readable(store):
     assert payload["status"] == "regression" and payload["exit_code"] == 3
     assert {"system", "metric", "diff", "adjusted_p", "verdict"} <= set(payload["cells"][0])
     json.dumps(payload)
+
+
+def test_a_run_with_repeats_pairs_each_samples_mean_with_a_run_without():
+    from pipelines.tools.regression import scored
+
+    baseline = _scores(np.random.default_rng(0)).assign(status="ok")
+    repeats = [baseline.assign(repeat=r, score=(baseline["score"] + (r - 1) * 0.01).clip(0, 1))
+               for r in range(3)]
+    current = pd.concat(repeats, ignore_index=True)
+    current.loc[current.index[:5], ["status", "score"]] = ["failed", None]  # a failed repeat is left out
+    means = scored(current)
+    assert list(means.columns) == ["query_id", "system", "metric", "score"] and len(means) == len(baseline)
+    table = paired_table(means, scored(baseline), alpha=0.05, b=500, seed=0)
+    assert table["n"].eq(60).all() and (table["verdict"] == "same").all()
+
+
+def test_a_run_judged_with_repeats_is_incomparable_with_a_baseline_judged_once(store):
+    """Sampled repeats average marks drawn at a temperature: not the greedy marks of a run judged once."""
+    scores = _scores(np.random.default_rng(0))
+    store.log(scores, **{"ccrs.judge_repeats": "1"})
+    repeated = pd.concat([scores.assign(repeat=r) for r in range(3)], ignore_index=True)
+    store.log(repeated, **{"ccrs.judge_repeats": "3 x sample (temperature 0.7)"})
+    report = _gate(store)
+    assert (report.status, report.differing) == (
+        "incomparable", {"judge repeats": ("1", "3 x sample (temperature 0.7)")})
+    assert _gate(store, allow_judge_change=True).status == "pass"  # each sample's mean pairs with its score
