@@ -63,11 +63,13 @@ class ReaderConfig(_Strict):
     context_window: int = Field(default=2048, ge=64, description="model window (prompt + new tokens)")
     tokenizer: str | None = Field(default=None, description="tokenizer for the window check; None = the "
                                   "local model folder when there is one, else a character estimate")
-    prompt: Literal["auto", "paper", "citing"] = Field(
+    prompt: Literal["auto", "paper", "citing", "vera-summary"] = Field(
         default="auto", description="paper: CCRS Figure 1's prompt; citing: the same, asking for a [i] "
         "citation after each statement and GroUSE's refusal sentence when no passage answers (what GroUSE "
         "faithfulness, positive acceptance and negative rejection check; the extractive reader cites its "
-        "sentences' passages); auto: citing when the run's judges include grouse, else paper")
+        "sentences' passages); vera-summary: VERA's summarisation prompt (the passages, then the query to "
+        "answer with a summary; top_p 0.01 sent beside the temperature); auto: citing when the run's "
+        "judges include grouse, else paper")
 
     @property
     def prompt_style(self) -> str:

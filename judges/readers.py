@@ -15,7 +15,16 @@ PROMPT_VERSION = "fig1-v2"
 # Reader prompt styles (ReaderConfig.prompt) and the version each records: `citing` is Figure 1's prompt
 # asking for GroUSE's grounded-answer conventions, which its faithfulness, positive acceptance and negative
 # rejection check (a [i] after each statement; its refusal sentence when no passage answers).
-PROMPT_VERSIONS = {"paper": PROMPT_VERSION, "citing": f"{PROMPT_VERSION}-citing"}
+# `vera-summary` is not Figure 1: VERA's summarisation prompt (vera-paper section 5.1 and appendix Figure 2:
+# the retrieved passages, then the query to be answered with a summarised response; no answer tags), in
+# our own words; with the sampling settings of section 5.1 (READER_SAMPLING).
+PROMPT_VERSIONS = {"paper": PROMPT_VERSION, "citing": f"{PROMPT_VERSION}-citing",
+                   "vera-summary": "vera-summary-v1"}
+# Sampling settings a prompt style brings with it, sent beside the reader's temperature: VERA section 5.1
+# answers with temperature 0 and top_p 0.01 (OpenAI-compatible servers, vLLM too, take top_p).
+READER_SAMPLING: dict[str, dict[str, float]] = {"vera-summary": {"top_p": 0.01}}
+# Styles whose prompt asks for the answer between <answer> tags.
+TAGGED_STYLES = frozenset({"paper", "citing"})
 REFUSAL_SENTENCE = "No document seems to precisely answer your question"  # GroUSE's, written verbatim
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
 _STOPWORDS = frozenset(
@@ -30,7 +39,10 @@ _STOPWORDS = frozenset(
 def generation_prompt(question: str, chunks: list[str], style: str = "paper") -> str:
     """Paper Figure 1's layout and inputs in the same order (instruction, context, question, output rule).
     style `citing`: the passages numbered from 1 in rank order (the numbering GroUSE's judge shows), and
-    the citation and refusal conventions asked for before the output rule."""
+    the citation and refusal conventions asked for before the output rule. style `vera-summary`: VERA's
+    construct instead (vera_summary_prompt)."""
+    if style == "vera-summary":
+        return vera_summary_prompt(question, chunks)
     if style != "citing":
         contents = " ".join(f"<content>{chunk}</content>" for chunk in chunks)
         return (
@@ -49,9 +61,24 @@ def generation_prompt(question: str, chunks: list[str], style: str = "paper") ->
     )
 
 
-def extract_answer(response: str) -> tuple[str, bool]:
+def vera_summary_prompt(question: str, chunks: list[str]) -> str:
+    """VERA's summarisation prompt (section 5.1, appendix Figure 2): the retrieved passages first, in rank
+    order, then the query with the request for a summarised response. Our wording; the reply is the
+    answer as it stands (no tags)."""
+    passages = "\n".join(f"- {chunk}" for chunk in chunks)
+    return (
+        f"Passages:\n{passages}\n\n"
+        "Drawing on the passages above, reply to the query below with a summary that answers it.\n"
+        f"Query: {question}"
+    )
+
+
+def extract_answer(response: str, style: str = "paper") -> tuple[str, bool]:
     """(answer, tagged). The text of the first <answer> tag (an unclosed tag runs to the end); an untagged
-    reply is kept whole and reported as untagged."""
+    reply is kept whole and reported as untagged. A style whose prompt asks for no tags (vera-summary):
+    the whole reply, reported as tagged (it is in the form asked for)."""
+    if style not in TAGGED_STYLES:
+        return (response or "").strip(), True
     match = _ANSWER.search(response or "")
     if match and match.group(1).strip():
         return match.group(1).strip(), True
@@ -87,7 +114,8 @@ def reader_request(reader: ReaderConfig, prompt: str) -> ChatRequest:
     if not reader.model:
         raise ValueError(f"reader {reader.name!r} of kind 'llm' needs a model")
     return ChatRequest(model=reader.model, messages=[{"role": "user", "content": prompt}],
-                       temperature=reader.temperature, max_tokens=reader.max_tokens)
+                       temperature=reader.temperature, max_tokens=reader.max_tokens,
+                       extra_body=dict(READER_SAMPLING.get(reader.prompt_style, {})))
 
 
 def _terms(text: str) -> set[str]:

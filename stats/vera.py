@@ -6,14 +6,16 @@
   root) and percentile interval.
 - convergence: standard error and interval width as B grows (nested prefixes of one draw of max(B)
   resamples), with the first B after which the SE changes by less than `tol` (relative).
-- topicality: positive vs negative query sets on one repository; bootstrap distributions of both means,
-  the distribution of their difference, its percentile interval and a verdict.
+- compare_query_sets: N query sets on one repository (section 3.4 / 5.2, Table 3: an on-topic, a
+  minority-topic and an unrelated set), given in the order expected from most to least topical; each
+  set's bootstrap distribution of means, the distribution of every pair's difference (earlier minus
+  later set), its percentile interval and a verdict, and whether the sets' means fall in the given order.
 Reuses stats/bootstrap.py's draw when n equals the number of observations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,15 +52,26 @@ class ConvergenceReport:
 
 
 @dataclass(frozen=True)
-class TopicalityResult:
-    positive: BootstrapStats
-    negative: BootstrapStats
+class SetDifference:
+    """One pair of query sets: the set expected to score higher minus the one expected lower."""
+
+    higher: str
+    lower: str
     diff_mean: float
     diff_low: float
     diff_high: float
     p_not_greater: float  # share of bootstrap differences <= 0 (one-sided)
     separated: bool  # difference interval entirely above 0
     verdict: str
+
+
+@dataclass(frozen=True)
+class QuerySetComparison:
+    sets: dict[str, BootstrapStats]  # in the order given (expected most to least topical)
+    pairs: tuple[SetDifference, ...]  # every pair (i < j) of that order
+    ranking: tuple[str, ...]  # the sets by bootstrap mean, highest first
+    expected_order_holds: bool  # the bootstrap means fall strictly in the order given (a tie breaks it)
+    expected_order_separated: bool  # and every neighbouring pair of that order is separated
 
 
 def _values(scores: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -137,26 +150,41 @@ def convergence(scores, b_values: Sequence[int], rng: np.random.Generator, n: in
                              tol, int(n if n is not None else _values(scores).size))
 
 
-def topicality(positive, negative, b: int, rng: np.random.Generator, n: int | None = None,
-               confidence: float = 0.95) -> TopicalityResult:
-    """Contrast an on-topic query set with off-topic controls on the same repository (higher = more
-    topical). Both sets are resampled independently with the same n and B."""
-    pos_vals, neg_vals = _values(positive), _values(negative)
-    pos_means = bootstrap_samples(pos_vals, b, rng, n)
-    neg_means = bootstrap_samples(neg_vals, b, rng, n)
-    pos = summarize_means(pos_vals, pos_means, n or pos_vals.size, confidence)
-    neg = summarize_means(neg_vals, neg_means, n or neg_vals.size, confidence)
-    diff = pos_means - neg_means
+def compare_query_sets(sets: Mapping[str, Sequence[float] | np.ndarray], b: int, rng: np.random.Generator,
+                       n: int | None = None, confidence: float = 0.95) -> QuerySetComparison:
+    """Contrast query sets on the same repository (higher = more topical), given in the order expected
+    from most to least topical (e.g. on-topic, minority topic, unrelated). Every set is resampled
+    independently with the same n and B (in the order given, from one stream); the pair differences are
+    taken between those same resamples."""
+    if len(sets) < 2:
+        raise StatsInputError(f"comparing query sets needs at least two sets, got {len(sets)}")
+    if not 0 < confidence < 1:
+        raise StatsInputError(f"confidence must be in (0, 1), got {confidence}")
+    names = list(sets)
+    values = [_values(sets[name]) for name in names]
+    means = np.stack([bootstrap_samples(v, b, rng, n) for v in values])  # (sets, B)
+    stats = {name: summarize_means(v, m, n or v.size, confidence)
+             for name, v, m in zip(names, values, means)}
+    first, second = np.triu_indices(len(names), k=1)
+    diffs = means[first] - means[second]  # (pairs, B)
     tail = (1.0 - confidence) / 2.0 * 100.0
-    low, high = np.percentile(diff, [tail, 100.0 - tail])
-    separated = bool(low > 0)
+    lows, highs = np.percentile(diffs, [tail, 100.0 - tail], axis=1)
+    not_greater = (diffs <= 0).mean(axis=1)
+    pairs = tuple(
+        SetDifference(names[i], names[j], float(d.mean()), float(lo), float(hi), float(p), bool(lo > 0),
+                      _verdict(names[i], names[j], float(d.mean()), float(lo), float(hi), confidence))
+        for i, j, d, lo, hi, p in zip(first, second, diffs, lows, highs, not_greater))
+    centre = means.mean(axis=1)
+    neighbours = [p for p in pairs if names.index(p.lower) == names.index(p.higher) + 1]
+    return QuerySetComparison(stats, pairs, tuple(names[i] for i in np.argsort(-centre, kind="stable")),
+                              bool(np.all(np.diff(centre) < 0)), all(p.separated for p in neighbours))
+
+
+def _verdict(higher: str, lower: str, diff: float, low: float, high: float, confidence: float) -> str:
     level = f"{confidence:.0%}"
-    if separated:
-        verdict = (f"on-topic: positive mean exceeds negative by {diff.mean():.3f} "
-                   f"({level} interval {low:.3f} to {high:.3f}, excludes 0)")
-    elif high < 0:
-        verdict = f"inverted: negative queries score higher ({level} interval {low:.3f} to {high:.3f})"
-    else:
-        verdict = f"not separated: {level} interval of the difference {low:.3f} to {high:.3f} contains 0"
-    return TopicalityResult(pos, neg, float(diff.mean()), float(low), float(high), float((diff <= 0).mean()),
-                            separated, verdict)
+    if low > 0:
+        return (f"separated: {higher} exceeds {lower} by {diff:.3f} ({level} interval {low:.3f} to "
+                f"{high:.3f}, excludes 0)")
+    if high < 0:
+        return f"inverted: {lower} scores higher than {higher} ({level} interval {low:.3f} to {high:.3f})"
+    return f"not separated: {level} interval of {higher} - {lower} is {low:.3f} to {high:.3f}, contains 0"

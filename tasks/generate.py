@@ -123,7 +123,7 @@ def generate_llm(client: LLMClient, item: GenerationItem) -> dict[str, Any]:
             chunks = chunks[:-1]  # the estimate was short: apply the same policy, one more chunk
         except LLMRequestError as exc:
             return {**_failed(item, prompt, len(chunks), exc), "_transport": True}
-    answer, tagged = extract_answer(result.text)
+    answer, tagged = extract_answer(result.text, item.reader.prompt_style)
     return _row(item, prompt=prompt, response_raw=result.text, answer=answer, tagged=tagged,
                 n_chunks_used=len(chunks), n_chunks_truncated=len(item.chunks) - len(chunks),
                 chunk_ids=item.chunk_ids[: len(chunks)], prompt_tokens=result.prompt_tokens,

@@ -462,6 +462,36 @@ def build_retrieval_index(
     return IndexOutputs(layout.passages, layout.chunks, layout.index_dir, stages, counts)
 
 
+def retrieve_texts(
+    run_dir: Path,
+    dataset: DatasetConfig,
+    chunking: ChunkingConfig,
+    embedder: EmbedderConfig,
+    index: IndexConfig,
+    retrieval: RetrievalConfig,
+    texts: list[str],
+    top_k: int,
+    progress: bool = True,
+) -> dict[str, list[list[Hit]]]:
+    """A run's own retrievers on query texts of the caller's (not the dataset's questions): the index
+    stages as the run builds them (finished ones reused), the queries embedded by the run's embedder when
+    a method needs vectors, then each configured method's top-k per text, by method name. VERA topicality
+    (pipelines/tools/vera.py) retrieves its query sets through it."""
+    if not texts:
+        raise ValueError("retrieve_texts: no query texts")
+    built = build_retrieval_index(run_dir, dataset, chunking, embedder, index, retrieval, progress=progress)
+    methods = [retrieval_method(name) for name in retrieval.retrievers]
+    vectors = None
+    if any(method.needs_vectors for method in methods):
+        vectors = embed_texts(embedder, texts, "query", "embed queries", progress)
+    search = retrieval.model_copy(update={"top_k": top_k})
+    n_actors = min(search.max_parallel, _n_shards(len(texts), search.query_shard_size))
+    with actor_pool(SearcherActor, n_actors, index, str(built.index_dir)) as pool:
+        return {method.name: search_with_ray(pool, method, texts, vectors if method.needs_vectors else None,
+                                             search, progress)
+                for method in methods}
+
+
 def preflight_index(index: IndexConfig) -> None:
     """Before any work: the index service answers (OpenSearch), else a clear error naming its address."""
     check_index_reachable(index)

@@ -1,5 +1,6 @@
 """`ccrs vera` tools: the VERA suite over a run's generations plus the cross-encoder aggregate, bootstrap
-statistics with a convergence report, and repository topicality (positive vs negative queries).
+statistics with a convergence report, repository topicality (N query sets through the run's own retrievers,
+section 3.4 / 5.2) and the section 5.1 experiment (perfectly relevant vs irrelevant contexts from qrels).
 
 Scoring goes through the generic judge stage function (tasks/judge.py `judge_suite` with the registered
 "vera" suite: cache, Ray fan-out, context fitted to the judge's window); `ccrs run` with
@@ -8,7 +9,12 @@ Outputs (RunLayout(RUN_DIR).vera_dir): judgments.parquet (every metric of every 
 status/reason/usage, the tasks.judge judgments frame; vera_aggregate rows carry the logit in `detail`),
 scores.parquet (long format query_id, system, metric, score of the scored rows: vera_faithfulness,
 vera_retrieval_recall, vera_retrieval_precision, vera_answer_relevance, and vera_aggregate (sigmoid) when a
-trained cross-encoder is named) and bootstrap.json. Topicality writes topicality.json where asked.
+trained cross-encoder is named) and bootstrap.json. Topicality and qrels write their report (and the judged
+scores beside it) where asked.
+
+Topicality and qrels answer with VERA's summarisation prompt (reader prompt `vera-summary`, temperature 0,
+top_p 0.01, section 5.1) through the generate stage function, judge with the "vera" suite through the judge
+stage function, and compare query sets with stats.vera.compare_query_sets.
 
 The aggregate is OFF by default: no trained cross-encoder ships as a package here (the paper's
 ms-marco-MiniLM-L-12-v2 lives on the model hub, which is not reachable), and an untrained head is noise.
@@ -19,28 +25,33 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import Judgment, Metric, Sample, get_suite
 from judges.vera import SUITE, UNTRAINED_DEMO_HEAD, VERA_METRICS, CrossEncoderAggregator, enrich_answer
-from stats.vera import bootstrap_metric, convergence, topicality
+from retrievers.config import DatasetConfig
+from stats.vera import bootstrap_metric, compare_query_sets, convergence
 from infra.models import default_tokenizer
 from pipelines.config import RESOURCE_ROOT
 from tasks import generate as generate_stage
 from tasks import judge as judge_stage
+from tasks.fanout import progress_bar
 from tasks.layout import RunLayout
 
 DEFAULT_NEGATIVE = RESOURCE_ROOT / "configs" / "vera" / "offtopic-queries.yaml"
-QUERY_SETS = ("positive", "negative")  # on-topic queries and their contrastive (off-topic) controls
-TOPICALITY_SYSTEM = "topicality"
+# The paper's three query sets (section 5.2, Table 3) for the BioASQ sample repository, most topical first.
+DEFAULT_SETS = RESOURCE_ROOT / "configs" / "vera" / "topicality-sets.yaml"
+TOPICALITY_SYSTEM = "topicality"  # the system of a scores file written before the sets had retrievers
+QRELS_SYSTEM = "qrels"
+COSINE_METRIC = "mean_hit_cosine"
 AGGREGATE = "vera_aggregate"
 DEMO_AGGREGATE = "vera_aggregate_untrained"  # the untrained demo head's scores: noise, read by no goal tree
 AGGREGATE_OFF = ("VERA aggregate off: no trained cross-encoder named (pass --cross-encoder PATH to a local "
@@ -83,11 +94,18 @@ def score_samples(samples: list[Sample], failed: list[dict], judge: JudgeConfig,
                   base_url: str, cross_encoder: CrossEncoder = None,
                   progress: bool = False) -> tuple[pd.DataFrame, dict]:
     """Every selected VERA metric of every sample through the judge stage function (failed generations as
-    failed rows), plus the aggregate when a cross-encoder is named: (judgments frame, stage stats)."""
+    failed rows), plus the aggregate when a cross-encoder is named: (judgments frame, stage stats).
+    `progress`: a bar counting judgments (samples x metrics), as the judge stage moves it."""
     suite = get_suite(SUITE)
-    judgments, stats = judge_stage.judge_suite(suite, samples, judge, client_cfg, base_url, progress)
-    judgments += judge_stage.failed_generation_judgments(suite, failed, judge)
     metrics = suite.selected_metrics(judge)
+    bar = progress_bar(len(samples) * len(metrics), f"judge {SUITE}", "judgment") if progress else None
+    try:
+        judgments, stats = judge_stage.judge_suite(suite, samples, judge, client_cfg, base_url,
+                                                   bar if bar is not None else False)
+    finally:
+        if bar is not None:
+            bar.close()
+    judgments += judge_stage.failed_generation_judgments(suite, failed, judge)
     if cross_encoder:
         judgments += aggregate_judgments(samples, failed, judgments, cross_encoder, judge)
         metrics = (*metrics, aggregate_metric(cross_encoder))
@@ -184,7 +202,203 @@ def run_vera(run_dir: str | Path, judge: JudgeConfig, client_cfg: ClientConfig, 
             "aggregate": aggregate_metric(cross_encoder) or AGGREGATE_OFF, "out_dir": str(out)}
 
 
-# --- topicality --------------------------------------------------------------------------------------
+# --- answering and judging query sets (topicality, the section 5.1 experiment) ------------------------
+
+@dataclass(frozen=True)
+class Ask:
+    """One query to answer from given passages, in a named query set (a system: the retriever)."""
+
+    query_id: str
+    query_set: str
+    system: str
+    question: str
+    ground_truth: str
+    passages: tuple[str, ...]
+    passage_ids: tuple[str, ...]
+
+
+def vera_reader(model: str, max_tokens: int = 512, context_window: int = 2048) -> ReaderConfig:
+    """The reader of VERA's experiments: its summarisation prompt (judges/readers.py `vera-summary`, top_p
+    0.01) at temperature 0 (section 5.1)."""
+    return ReaderConfig(name="vera-summary", model=model, prompt="vera-summary", temperature=0.0,
+                        max_tokens=max_tokens, context_window=context_window)
+
+
+def answer_asks(asks: list[Ask], reader: ReaderConfig, client_cfg: ClientConfig, base_url: str,
+                progress: bool = False) -> tuple[list[Sample], list[dict]]:
+    """Each ask answered by the reader (tasks.generate, its passages fitted to the reader's window): judge
+    samples, and the failed generations as {query_id, system, error}."""
+    budget = reader.context_window - reader.max_tokens
+    tokenizer = reader.tokenizer or default_tokenizer(reader.model)
+    items = [generate_stage.GenerationItem(a.query_id, a.system, a.system, reader, a.question,
+                                           list(a.passages), list(a.passage_ids), budget, tokenizer)
+             for a in asks]
+    rows, _ = generate_stage.generate_all(items, client_cfg, base_url, progress)
+    by_key = {(row["system"], row["query_id"]): row for row in rows}
+    samples, failed = [], []
+    for ask, item in zip(asks, items):
+        row = by_key[(ask.system, ask.query_id)]
+        if row["status"] != "ok":
+            failed.append({"query_id": ask.query_id, "system": ask.system, "error": row["error"]})
+            continue
+        samples.append(Sample(ask.query_id, ask.system, ask.question, str(row["answer"] or ""),
+                              ask.ground_truth, item.chunks[: row["n_chunks_used"]]))
+    return samples, failed
+
+
+def judged_set_scores(asks: list[Ask], samples: list[Sample], failed: list[dict], judge: JudgeConfig,
+                      client_cfg: ClientConfig, base_url: str, progress: bool = False) -> pd.DataFrame:
+    """The VERA metrics of the answered asks (the judge stage function), long format: query_id, query_set,
+    set_order (the sets' order of first appearance in `asks`), system, metric, score (None where not
+    computable), status, reason."""
+    frame, _ = score_samples(samples, failed, judge, client_cfg, base_url, None, progress)
+    sets = {a.query_id: a.query_set for a in asks}
+    order = {name: i for i, name in enumerate(dict.fromkeys(a.query_set for a in asks))}
+    frame = frame[["query_id", "system", "metric", "score", "status", "reason"]].copy()
+    frame.insert(1, "query_set", frame["query_id"].map(sets))
+    frame.insert(2, "set_order", frame["query_set"].map(order).astype(int))
+    return frame.reset_index(drop=True)
+
+
+def set_order(scores: pd.DataFrame) -> list[str]:
+    """The query sets in their declared order (`set_order`), else in order of first appearance."""
+    if "set_order" in scores:
+        pairs = scores[["query_set", "set_order"]].drop_duplicates().sort_values("set_order", kind="stable")
+        return pairs["query_set"].tolist()
+    return list(dict.fromkeys(scores["query_set"]))
+
+
+def compare_sets_from_scores(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed: int = 0,
+                             confidence: float = 0.95) -> dict:
+    """Per system and metric: every query set's bootstrap mean and interval, every pair's difference
+    (earlier set minus later, interval, separated or not), the sets ranked by mean, and whether the means
+    follow the declared order (`expected_order_holds`) with every neighbouring pair separated
+    (`expected_order_separated`). A set without a finite score of a metric (e.g. retrieval recall of
+    queries without ground truth) is listed under `sets_without_scores`; fewer than two sets with scores:
+    not computable, with the reason. One seeded stream per (system, metric)."""
+    order, metric_rank = set_order(scores), {m: i for i, m in enumerate(VERA_METRICS)}
+    if "system" not in scores:
+        scores = scores.assign(system=TOPICALITY_SYSTEM)
+    out: dict = {}
+    for s_index, (system, rows) in enumerate(sorted(scores.groupby("system"), key=lambda kv: kv[0])):
+        metrics = sorted(set(rows["metric"]), key=lambda m: (metric_rank.get(m, len(metric_rank)), m))
+        per_metric = {metric: _compare_metric(rows[rows["metric"] == metric], order, b, n, confidence,
+                                              np.random.SeedSequence([seed, s_index, m_index]))
+                      for m_index, metric in enumerate(metrics)}
+        out[system] = {**_order_summary(per_metric), "metrics": per_metric}
+    return out
+
+
+def _compare_metric(rows: pd.DataFrame, order: list[str], b: int, n: int | None, confidence: float,
+                    seed: np.random.SeedSequence) -> dict:
+    values = {name: _finite(rows.loc[rows["query_set"] == name, "score"]) for name in order}
+    scored = {name: v for name, v in values.items() if v.size}
+    entry: dict = {"n_scored": {name: int(v.size) for name, v in values.items()},
+                   "sets_without_scores": [name for name in order if name not in scored]}
+    if len(scored) < 2:
+        scored_names = sorted(scored) or "none"
+        return {**entry, "computable": False,
+                "reason": f"fewer than two query sets have a finite score (scored: {scored_names})"}
+    result = compare_query_sets(scored, b, np.random.default_rng(seed), n, confidence)
+    return {**entry, "computable": True, "sets": {k: _jsonable(asdict(v)) for k, v in result.sets.items()},
+            "pairs": [_jsonable(asdict(p)) for p in result.pairs], "ranking": list(result.ranking),
+            "expected_order": list(scored), "expected_order_holds": result.expected_order_holds,
+            "expected_order_separated": result.expected_order_separated}
+
+
+def _order_summary(per_metric: dict) -> dict:
+    computable = {m: e for m, e in per_metric.items() if e["computable"]}
+    return {"order_holds": [m for m, e in computable.items() if e["expected_order_holds"]],
+            "order_separated": [m for m, e in computable.items() if e["expected_order_separated"]],
+            "order_broken": [m for m, e in computable.items() if not e["expected_order_holds"]],
+            "not_computable": [m for m, e in per_metric.items() if not e["computable"]]}
+
+
+def _finite(values: pd.Series) -> np.ndarray:
+    array = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    return array[np.isfinite(array)]
+
+
+def _jsonable(tree):
+    if isinstance(tree, dict):
+        return {k: _jsonable(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [_jsonable(v) for v in tree]
+    if isinstance(tree, float) and not math.isfinite(tree):
+        return None
+    return tree
+
+
+# --- topicality (sections 3.4 and 5.2) -------------------------------------------------------------------
+
+class QuerySetSpec(BaseModel):
+    """One query set of configs/vera/topicality-sets.yaml: its queries come from exactly one source."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    topic: str = Field(default="", description="what the set is, in words (reported)")
+    run_dataset: bool = Field(default=False, description="the run config's dataset questions")
+    dataset: str | None = Field(default=None, description="BioASQ JSON / rag-mini-bioasq path")
+    queries: str | None = Field(default=None, description="YAML list of query strings (no ground truth)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> QuerySetSpec:
+        given = [k for k in ("run_dataset", "dataset", "queries") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(f"query set {self.name!r}: give exactly one of run_dataset, dataset, queries "
+                             f"(got {given or 'none'})")
+        return self
+
+
+class QuerySetsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sets: list[QuerySetSpec] = Field(min_length=2, description="most to least topical")
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> QuerySetsFile:
+        names = [s.name for s in self.sets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"query set names must be unique, got {names}")
+        return self
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    name: str
+    topic: str
+    source: str
+    texts: tuple[str, ...]
+    ground_truths: tuple[str, ...]  # "" where the query has none
+
+
+def load_query_sets(path: str | Path, run_dataset: DatasetConfig, limit: int | None = None) -> list[QuerySet]:
+    """The sets of a sets file, in its order; each capped at `limit` queries (its first ones)."""
+    path = Path(path)
+    try:
+        spec = QuerySetsFile.model_validate(yaml.safe_load(path.read_text()) or {})
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {exc}") from None
+    except ValidationError as exc:
+        raise ValueError(f"{path}: invalid query sets:\n{exc}") from None
+    return [_query_set(s, path.parent, run_dataset, limit) for s in spec.sets]
+
+
+def _query_set(spec: QuerySetSpec, base: Path, run_dataset: DatasetConfig, limit: int | None) -> QuerySet:
+    from retrievers.loaders import load_dataset
+
+    if spec.queries:
+        texts = load_negative_queries(base / spec.queries)[:limit]
+        return QuerySet(spec.name, spec.topic, str(base / spec.queries), tuple(texts), ("",) * len(texts))
+    dataset = run_dataset if spec.run_dataset else DatasetConfig(path=str(base / spec.dataset))
+    queries = load_dataset(dataset).queries
+    cap = min(x for x in (limit, dataset.limit if spec.run_dataset else None, queries.num_rows)
+              if x is not None)
+    texts = queries.column("text").to_pylist()[:cap]
+    truths = [str(t or "") for t in queries.column("answer").to_pylist()[:cap]]
+    return QuerySet(spec.name, spec.topic, dataset.path, tuple(texts), tuple(truths))
+
 
 def load_negative_queries(path: str | Path = DEFAULT_NEGATIVE) -> list[str]:
     data = yaml.safe_load(Path(path).read_text())
@@ -194,143 +408,191 @@ def load_negative_queries(path: str | Path = DEFAULT_NEGATIVE) -> list[str]:
     return list(queries)
 
 
-def repository_hits(corpus_path: str | Path, queries: list[str], k: int = 5,
-                    work_dir: str | Path | None = None) -> list[list]:
-    """Per query its top-k kNN chunks (retrievers' Hit: text, score) in the repository: the BioASQ corpus
-    indexed with the embedded index and MiniLM embeddings, through the retrieval library (retrievers/)."""
-    import pyarrow as pa
-
-    from retrievers.config import EmbedderConfig, IndexConfig
-    from retrievers.embedders import load_embedder
-    from retrievers.indexes import build_embedded, open_embedded
-    from retrievers.loaders import load_bioasq_json
-
-    dataset = load_bioasq_json(Path(corpus_path))
-    passages = dataset.passages
-    chunks = pa.table({"chunk_id": passages.column("doc_id"), "doc_id": passages.column("doc_id"),
-                       "text": passages.column("text")})
-    embedder = load_embedder(EmbedderConfig())
-    vectors = embedder.embed_passages(chunks.column("text").to_pylist())
-    index_cfg = IndexConfig()
-    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
-        build_embedded(index_cfg, chunks, vectors, Path(tmp) / "index")
-        index = open_embedded(index_cfg, Path(tmp) / "index")
-        return index.search_knn(embedder.embed_queries(queries), k)
+Hits = dict[str, list[list]]  # retriever name -> per query its top-k hits (retrievers.types.Hit)
 
 
-def repository_relevance(corpus_path: str | Path, queries: list[str], k: int = 5,
-                         work_dir: str | Path | None = None) -> np.ndarray:
-    """Per query: mean cosine of its top-k kNN chunks in the repository (the cosine method)."""
-    hits = repository_hits(corpus_path, queries, k, work_dir)
-    return np.array([np.mean([h.score for h in row]) if row else 0.0 for row in hits])
+def run_retriever_hits(config, run_dir: str | Path, texts: list[str], k: int, progress: bool = False) -> Hits:
+    """The query texts through the run config's own retrievers (its dataset as the repository, its
+    chunking, embedder, index backend and retrieval methods; tasks.retrieval_stages.retrieve_texts), the
+    index stages of `run_dir` reused when the run built them."""
+    from tasks.retrieval_stages import retrieve_texts
+
+    return retrieve_texts(Path(run_dir), config.dataset, config.chunking, config.embedder, config.index,
+                          config.retrieval, texts, k, progress)
 
 
-def topicality_samples(corpus_path: str | Path, positive: list[str], negative: list[str],
-                       positive_truth: list[str], reader: ReaderConfig, client_cfg: ClientConfig,
-                       base_url: str, k: int = 5, progress: bool = False) -> tuple[list[Sample], list[dict]]:
-    """VERA section 3.4's retrieval and answering step: each query's top-k repository chunks, an answer by
-    the reader LLM (tasks.generate), as judge samples; query ids "positive-<i>" / "negative-<i>".
-    Positives carry their ground truth (retrieval recall needs it); off-topic queries have none."""
-    queries = positive + negative
-    ids = [f"{QUERY_SETS[0]}-{i}" for i in range(len(positive))] + \
-          [f"{QUERY_SETS[1]}-{i}" for i in range(len(negative))]
-    truths = list(positive_truth) + [""] * len(negative)
-    hits = repository_hits(corpus_path, queries, k)
-    budget = reader.context_window - reader.max_tokens
-    tokenizer = reader.tokenizer or default_tokenizer(reader.model)
-    items = [generate_stage.GenerationItem(qid, TOPICALITY_SYSTEM, "knn", reader, question,
-                                           [h.text for h in row], [h.chunk_id for h in row], budget,
-                                           tokenizer)
-             for qid, question, row in zip(ids, queries, hits)]
-    rows, _ = generate_stage.generate_all(items, client_cfg, base_url, progress)
-    by_id = {row["query_id"]: row for row in rows}
-    samples, failed = [], []
-    for item, truth in zip(items, truths):
-        row = by_id[item.query_id]
-        if row["status"] != "ok":
-            failed.append({"query_id": item.query_id, "system": TOPICALITY_SYSTEM, "error": row["error"]})
+def topicality_asks(sets: list[QuerySet], hits: Hits) -> list[Ask]:
+    """One ask per (retriever, query): its top-k hits as the passages; query ids "<set>/<i>"."""
+    queries = [(qs.name, i, text, truth) for qs in sets
+               for i, (text, truth) in enumerate(zip(qs.texts, qs.ground_truths))]
+    asks = []
+    for retriever, rows in hits.items():
+        if len(rows) != len(queries):
+            raise ValueError(f"retriever {retriever}: {len(rows)} hit lists for {len(queries)} queries")
+        asks += [Ask(f"{name}/{i}", name, retriever, text, truth, tuple(h.text for h in row),
+                     tuple(h.chunk_id for h in row))
+                 for (name, i, text, truth), row in zip(queries, rows)]
+    return asks
+
+
+def hit_score_frame(sets: list[QuerySet], hits: Hits) -> pd.DataFrame:
+    """The cosine method (ours, no LLM): per (dense retriever, query) the mean score of its top-k hits
+    (the cosine of normalized embeddings), in the judged scores' long format (metric COSINE_METRIC)."""
+    names = [(qs.name, i) for qs in sets for i in range(len(qs.texts))]
+    order = {qs.name: i for i, qs in enumerate(sets)}
+    rows = [{"query_id": f"{name}/{i}", "query_set": name, "set_order": order[name], "system": retriever,
+             "metric": COSINE_METRIC, "score": float(np.mean([h.score for h in row])) if row else None,
+             "status": "ok" if row else "failed", "reason": None if row else "no hit"}
+            for retriever, per_query in hits.items() for (name, i), row in zip(names, per_query)]
+    return pd.DataFrame(rows)
+
+
+def topicality_report(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed: int = 0,
+                      confidence: float = 0.95, sets: list[QuerySet] | None = None, **meta) -> dict:
+    """VERA section 3.4 / 5.2 on judged (or hit) scores: per retriever and metric the query sets compared
+    (compare_sets_from_scores); `sets` describes where each set's queries came from."""
+    order = set_order(scores)
+    described = {qs.name: {"topic": qs.topic, "source": qs.source} for qs in sets or []}
+    counts = scores.groupby("query_set")["query_id"].nunique()
+    return {"b": b, "n": n, "seed": seed, "confidence": confidence, **meta,
+            "sets": [{"name": name, "n_queries": int(counts.get(name, 0)), **described.get(name, {})}
+                     for name in order],
+            "systems": compare_sets_from_scores(scores, b, n, seed, confidence)}
+
+
+# --- the section 5.1 experiment: perfectly relevant vs irrelevant contexts from qrels ---------------------
+
+PERFECTLY_RELEVANT, IRRELEVANT = "perfectly_relevant", "irrelevant"
+QRELS_UNITS = ("pair", "query")
+
+
+class QrelsError(ValueError):
+    """A qrels, queries or corpus file that cannot be read; the message names the file and line."""
+
+
+def read_qrels(path: str | Path) -> pd.DataFrame:
+    """TREC qrels: one judgment per line, `query_id iteration doc_id grade` (whitespace separated, the
+    grade an integer); blank lines skipped. Columns query_id, doc_id, grade, in file order."""
+    rows = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        fields = line.split()
+        if not fields:
             continue
-        answer = str(row["answer"] or "")
-        samples.append(Sample(item.query_id, TOPICALITY_SYSTEM, item.question, answer, truth,
-                              item.chunks[: row["n_chunks_used"]]))
-    return samples, failed
+        if len(fields) != 4 or not _is_int(fields[3]):
+            raise QrelsError(f"{path}:{number}: expected 'query_id iteration doc_id grade' with an integer "
+                             f"grade, got {line.strip()[:80]!r}")
+        rows.append((fields[0], fields[2], int(fields[3])))
+    if not rows:
+        raise QrelsError(f"{path}: no judgments")
+    frame = pd.DataFrame(rows, columns=["query_id", "doc_id", "grade"])
+    return frame.drop_duplicates(["query_id", "doc_id"], keep="last").reset_index(drop=True)
 
 
-def judged_topicality_scores(samples: list[Sample], failed: list[dict], judge: JudgeConfig,
-                             client_cfg: ClientConfig, base_url: str, progress: bool = False) -> pd.DataFrame:
-    """The VERA LLM metrics of the topicality samples (the judge stage function): long format
-    query_id, query_set, metric, score (None where not computable), status, reason."""
-    frame, _ = score_samples(samples, failed, judge, client_cfg, base_url, None, progress)
-    frame = frame[["query_id", "metric", "score", "status", "reason"]].copy()
-    frame.insert(1, "query_set", frame["query_id"].str.rsplit("-", n=1).str[0])
-    return frame.reset_index(drop=True)
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
 
 
-def topicality_from_scores(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed: int = 0,
-                           confidence: float = 0.95) -> dict:
-    """VERA section 3.4's comparison on judged scores (columns query_set, metric, score): per metric, the
-    bootstrap distributions of the positive and negative sets' means and of their difference, its interval
-    and a verdict. A metric without a finite score in either set is reported not computable. One seeded
-    stream per metric (SeedSequence([seed, i]))."""
-    unknown = set(scores["query_set"]) - set(QUERY_SETS)
-    if unknown:
-        raise ValueError(f"query_set must be one of {QUERY_SETS}, got {sorted(unknown)}")
-    order = {m: i for i, m in enumerate(VERA_METRICS)}
-    metrics = sorted(set(scores["metric"]), key=lambda m: (order.get(m, len(order)), m))
-    out: dict = {}
-    for i, metric in enumerate(metrics):
-        rows = scores[scores["metric"] == metric]
-        sets = {name: _finite(rows.loc[rows["query_set"] == name, "score"]) for name in QUERY_SETS}
-        entry: dict = {f"n_{name}": int(values.size) for name, values in sets.items()}
-        empty = [name for name, values in sets.items() if values.size == 0]
-        if empty:
-            entry.update(computable=False, reason=f"no finite {metric} score for the {' and '.join(empty)} "
-                                                  "queries")
-        else:
-            rng = np.random.default_rng(np.random.SeedSequence([seed, i]))
-            result = topicality(sets["positive"], sets["negative"], b, rng, n, confidence)
-            entry.update(computable=True, **_jsonable(asdict(result)))
-        out[metric] = entry
+def read_tsv(path: str | Path, keep: set[str] | None = None, columns: int = 2) -> dict[str, list[str]]:
+    """id -> the other fields of a tab-separated file (MS MARCO's collection.tsv and queries.tsv: `id<TAB>
+    text`; a queries file may add `<TAB>ground truth`); read line by line, only ids in `keep` kept."""
+    out: dict[str, list[str]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            fields = line.rstrip("\n").split("\t")
+            if not line.strip():
+                continue
+            if not 2 <= len(fields) <= columns:
+                raise QrelsError(f"{path}:{number}: expected {'2' if columns == 2 else f'2 to {columns}'} "
+                                 f"tab-separated fields, got {len(fields)}")
+            if keep is None or fields[0] in keep:
+                out[fields[0]] = fields[1:]
     return out
 
 
-def _finite(values: pd.Series) -> np.ndarray:
-    array = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
-    return array[np.isfinite(array)]
+def load_qrels_texts(queries_path: str | Path, corpus_path: str | Path, qrels: pd.DataFrame
+                     ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
+    """({query_id: (text, ground truth or "")}, {doc_id: passage text}) for the ids the qrels name, from
+    TSV files (MS MARCO layout) or a dataset the loaders read (BioASQ JSON, rag-mini-bioasq)."""
+    from retrievers.loaders import load_dataset
+
+    qids, docids = set(qrels["query_id"]), set(qrels["doc_id"])
+    if Path(queries_path).suffix == ".tsv":
+        queries = {k: (v[0], v[1] if len(v) > 1 else "") for k, v in read_tsv(queries_path, qids, 3).items()}
+    else:
+        table = load_dataset(DatasetConfig(path=str(queries_path))).queries.to_pandas()
+        queries = {str(r.query_id): (str(r.text), str(r.answer or "")) for r in table.itertuples()
+                   if str(r.query_id) in qids}
+    if Path(corpus_path).suffix == ".tsv":
+        corpus = {k: v[0] for k, v in read_tsv(corpus_path, docids).items()}
+    else:
+        table = load_dataset(DatasetConfig(path=str(corpus_path))).passages.to_pandas()
+        corpus = {str(r.doc_id): str(r.text) for r in table.itertuples() if str(r.doc_id) in docids}
+    return queries, corpus
 
 
-def topicality_summary(per_metric: dict) -> dict:
-    """Which metrics separate the on-topic from the off-topic queries (difference interval above 0)."""
-    computable = {m: e for m, e in per_metric.items() if e["computable"]}
-    return {"separated": [m for m, e in computable.items() if e["separated"]],
-            "not_separated": [m for m, e in computable.items() if not e["separated"]],
-            "not_computable": [m for m, e in per_metric.items() if not e["computable"]]}
+@dataclass(frozen=True)
+class QrelsAsks:
+    asks: list[Ask]
+    relevant_grade: int
+    dropped: dict[str, int]  # judgments left out, by reason (counted, never silent)
 
 
-def llm_topicality_report(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed: int = 0,
-                          confidence: float = 0.95, **meta) -> dict:
-    per_metric = topicality_from_scores(scores, b, n, seed, confidence)
-    return {"method": "llm", "b": b, "n": n, "seed": seed, "confidence": confidence, **meta,
-            "n_positive": int(scores.loc[scores.query_set == "positive", "query_id"].nunique()),
-            "n_negative": int(scores.loc[scores.query_set == "negative", "query_id"].nunique()),
-            **topicality_summary(per_metric), "metrics": per_metric}
+def qrels_asks(qrels: pd.DataFrame, queries: dict[str, tuple[str, str]], corpus: dict[str, str],
+               unit: str = "pair", k: int = 5, limit: int | None = None, relevant_grade: int | None = None,
+               seed: int = 0) -> QrelsAsks:
+    """The section 5.1 contexts. "Perfectly relevant": judgments at `relevant_grade` (default: the file's
+    highest grade; TREC DL's 3); "irrelevant": judgments at grade 0. unit `pair` (the paper's query-passage
+    pairs): one ask per judgment, its one passage as the context; unit `query`: one ask per query and
+    condition, its first k judged passages of that grade (qrels order). `limit`: at most that many asks
+    per condition, drawn with a seeded generator (the paper sampled 500). Judgments whose query or passage
+    text is missing are dropped and counted."""
+    if unit not in QRELS_UNITS:
+        raise ValueError(f"unit must be one of {QRELS_UNITS}, got {unit!r}")
+    top = int(qrels["grade"].max()) if relevant_grade is None else relevant_grade
+    if top <= 0:
+        raise QrelsError(f"no relevant grade: the highest grade is {top}; the experiment needs grade > 0 "
+                         "judgments for its perfectly relevant contexts")
+    known = qrels["query_id"].isin(list(queries)) & qrels["doc_id"].isin(list(corpus))
+    dropped = {"query text missing": int((~qrels["query_id"].isin(list(queries))).sum()),
+               "passage text missing": int((qrels["query_id"].isin(list(queries))
+                                            & ~qrels["doc_id"].isin(list(corpus))).sum())}
+    usable = qrels[known]
+    rng = np.random.default_rng(seed)
+    asks = []
+    for condition, grade in ((PERFECTLY_RELEVANT, top), (IRRELEVANT, 0)):
+        rows = usable[usable["grade"] == grade]
+        groups = ([((q, d), [d]) for q, d in zip(rows["query_id"], rows["doc_id"])] if unit == "pair" else
+                  [((q,), list(g["doc_id"])[:k]) for q, g in rows.groupby("query_id", sort=False)])
+        if limit is not None and len(groups) > limit:
+            groups = [groups[i] for i in sorted(rng.choice(len(groups), size=limit, replace=False))]
+        for key, docs in groups:
+            text, truth = queries[key[0]]
+            asks.append(Ask(f"{condition}/{'/'.join(key)}", condition, QRELS_SYSTEM, text, truth,
+                            tuple(corpus[d] for d in docs), tuple(docs)))
+    if not any(a.query_set == PERFECTLY_RELEVANT for a in asks):
+        raise QrelsError(f"no usable judgment at grade {top} (dropped: {dropped})")
+    return QrelsAsks(asks, top, {k: v for k, v in dropped.items() if v})
 
 
-def topicality_report(corpus_path: str | Path, positive: list[str], negative: list[str], b: int = 500,
-                      n: int | None = None, seed: int = 0, k: int = 5, confidence: float = 0.95) -> dict:
-    """The cosine method (ours, no LLM): per-query repository relevance (mean kNN cosine) of on-topic
-    (positive) and off-topic (negative) queries, bootstrap distributions compared, verdict with intervals."""
-    scores = repository_relevance(corpus_path, positive + negative, k)
-    pos, neg = scores[: len(positive)], scores[len(positive):]
-    result = topicality(pos, neg, b, np.random.default_rng(seed), n, confidence)
-    return {"method": "cosine", "metric": f"mean kNN cosine of the top-{k} chunks (all-MiniLM-L6-v2)", "k": k,
-            "b": b, "n": n, "seed": seed, "n_positive": len(positive), "n_negative": len(negative),
-            **_jsonable(asdict(result))}
+def qrels_report(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed: int = 0,
+                 confidence: float = 0.95, **meta) -> dict:
+    """Paper Tables 1-2: per metric the mean over the perfectly relevant and over the irrelevant contexts
+    (with n), and the bootstrap difference between them (compare_sets_from_scores)."""
+    compared = compare_sets_from_scores(scores, b, n, seed, confidence)[QRELS_SYSTEM]
+    table = {}
+    for metric, entry in compared["metrics"].items():
+        rows = scores[scores["metric"] == metric]
+        table[metric] = {condition: {"mean": _mean_or_none(rows.loc[rows["query_set"] == condition, "score"]),
+                                     "n": entry["n_scored"].get(condition, 0)}
+                         for condition in (PERFECTLY_RELEVANT, IRRELEVANT)}
+        if entry["computable"]:
+            table[metric]["difference"] = entry["pairs"][0]
+    return {"b": b, "n": n, "seed": seed, "confidence": confidence, **meta,
+            "n_asks": {c: int(scores.loc[scores["query_set"] == c, "query_id"].nunique())
+                       for c in (PERFECTLY_RELEVANT, IRRELEVANT)},
+            "metrics": table}
 
 
-def _jsonable(tree):
-    if isinstance(tree, dict):
-        return {k: _jsonable(v) for k, v in tree.items()}
-    if isinstance(tree, float) and not math.isfinite(tree):
-        return None
-    return tree
+def _mean_or_none(values: pd.Series) -> float | None:
+    finite = _finite(values)
+    return float(finite.mean()) if finite.size else None

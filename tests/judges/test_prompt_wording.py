@@ -60,9 +60,9 @@ def test_no_template_copies_a_paper_sentence():
 def test_the_reader_prompt_copies_no_paper_sentence():
     if not SEEDS.is_dir():
         pytest.skip(f"no paper texts at {SEEDS} (the shared seeds folder is not part of a CI checkout)")
-    from judges.readers import generation_prompt
+    from judges.readers import PROMPT_VERSIONS, generation_prompt
 
     papers = {p.name: ngrams(p.read_text()) for p in sorted(SEEDS.glob("*.txt"))}
-    grams = {gram for style in ("paper", "citing")
+    grams = {gram for style in PROMPT_VERSIONS
              for gram in ngrams(generation_prompt("{question}", ["chunk_1", "chunk_2"], style))}
     assert not [(name, g) for name, paper in papers.items() for g in sorted(grams & paper)]

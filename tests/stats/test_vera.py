@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 
 from stats.errors import StatsInputError
-from stats.vera import bootstrap_metric, bootstrap_samples, convergence, summarize_means, topicality
+from stats.vera import (
+    bootstrap_metric,
+    bootstrap_samples,
+    compare_query_sets,
+    convergence,
+    summarize_means,
+)
 
 
 def test_bootstrap_metric_matches_theory():
@@ -54,13 +60,50 @@ def test_convergence_report():
     assert all(w > 0 for w in rep.ci_width)
 
 
-def test_topicality_verdicts():
+def test_three_query_sets_in_their_declared_order():
+    """Every resample mean of {0.6, 0.8, 1.0} is >= 0.6, of {0.4, 0.5} in [0.4, 0.5], of {0, 0.2} <= 0.2:
+    each pair is separated, in the order given (on-topic > minority > unrelated, section 5.2)."""
+    sets = {"on-topic": [0.8, 0.6, 1.0], "minority": [0.4, 0.5], "unrelated": [0.0, 0.2]}
+    r = compare_query_sets(sets, 500, np.random.default_rng(0))
+    assert list(r.sets) == ["on-topic", "minority", "unrelated"] and r.ranking == tuple(sets)
+    assert r.expected_order_holds and r.expected_order_separated
+    assert [(p.higher, p.lower) for p in r.pairs] == [("on-topic", "minority"), ("on-topic", "unrelated"),
+                                                      ("minority", "unrelated")]
+    assert all(p.separated and p.p_not_greater == 0.0 and p.verdict.startswith("separated") for p in r.pairs)
+    on_minority = r.pairs[0]
+    assert 0.1 <= on_minority.diff_low <= on_minority.diff_mean <= on_minority.diff_high <= 0.6
+    # the pair differences are taken between the same resamples the set statistics summarise
+    assert on_minority.diff_mean == pytest.approx(r.sets["on-topic"].mean - r.sets["minority"].mean)
+    # the sets are drawn in the order given from the one stream
+    rng = np.random.default_rng(0)
+    first = bootstrap_samples(sets["on-topic"], 500, rng)
+    assert r.sets["on-topic"].mean == pytest.approx(first.mean())
+    assert r.sets["minority"].mean == pytest.approx(bootstrap_samples(sets["minority"], 500, rng).mean())
+
+
+def test_an_order_that_breaks_or_does_not_separate_is_reported():
     rng = np.random.default_rng(4)
-    pos, neg = rng.normal(0.7, 0.1, 40).clip(0, 1), rng.normal(0.3, 0.1, 40).clip(0, 1)
-    r = topicality(pos, neg, 1000, np.random.default_rng(0), n=30)
-    assert r.separated and r.diff_low > 0 and r.verdict.startswith("on-topic") and r.p_not_greater == 0.0
-    same = topicality(pos, pos[::-1], 1000, np.random.default_rng(0))
-    assert not same.separated and same.verdict.startswith("not separated")
+    high, low = rng.normal(0.7, 0.1, 40).clip(0, 1), rng.normal(0.3, 0.1, 40).clip(0, 1)
+    r = compare_query_sets({"minority": low, "on-topic": high}, 1000, np.random.default_rng(0), n=30)
+    (pair,) = r.pairs
+    assert not r.expected_order_holds and not r.expected_order_separated and r.ranking == ("on-topic",
+                                                                                           "minority")
+    assert pair.diff_high < 0 and pair.verdict.startswith("inverted") and pair.p_not_greater == 1.0
+    assert r.sets["on-topic"].n == 30 and r.sets["on-topic"].n_observed == 40
+    same = compare_query_sets({"a": high, "b": high[::-1]}, 1000, np.random.default_rng(0))
+    assert not same.pairs[0].separated and same.pairs[0].verdict.startswith("not separated")
+    assert not same.expected_order_separated
+    tied = compare_query_sets({"a": [0.0, 0.0], "b": [0.0, 0.0]}, 100, np.random.default_rng(0))
+    assert not tied.expected_order_holds  # equal means are not "a > b"
+
+
+def test_comparing_needs_two_sets_and_a_valid_confidence():
+    with pytest.raises(StatsInputError, match="two sets"):
+        compare_query_sets({"a": [1.0]}, 10, np.random.default_rng(0))
+    with pytest.raises(StatsInputError, match="confidence"):
+        compare_query_sets({"a": [1.0], "b": [0.0]}, 10, np.random.default_rng(0), confidence=1.0)
+    with pytest.raises(StatsInputError, match="finite"):
+        compare_query_sets({"a": [1.0], "b": [float("nan")]}, 10, np.random.default_rng(0))
 
 
 def test_bad_inputs():

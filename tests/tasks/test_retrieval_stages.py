@@ -239,3 +239,24 @@ def test_opensearch_down_mid_run_keeps_finished_stages_and_the_rerun_rebuilds(
     assert reused["ingest"] and reused["chunk"] and not reused["index"]
     retrieved = pd.read_parquet(rerun.retrieved_path)
     assert retrieved.query_id.nunique() == 4 and set(retrieved.retriever) == {"bm25"}
+
+
+def test_retrieve_texts_searches_other_queries_with_the_runs_own_retrievers(run_dir, first, first_retrieved):
+    """VERA topicality's path: texts that are not the dataset's questions go through the run's index and
+    methods (index stages reused); a dataset question gets exactly the retrieve stage's top-k."""
+    from tasks.retrieval_stages import retrieve_texts
+
+    question = pq.read_table(first.queries_path).slice(0, 1).to_pylist()[0]
+    texts = [question["text"], "Who won the 1998 FIFA World Cup final?"]
+    manifest = (run_dir / "index" / "_STAGE.json").read_text()
+    hits = retrieve_texts(run_dir, DatasetConfig(path=str(SAMPLE)), ChunkingConfig(), EmbedderConfig(),
+                          IndexConfig(), RetrievalConfig(), texts, 3, progress=False)
+    assert (run_dir / "index" / "_STAGE.json").read_text() == manifest  # the run's index, not a new one
+    assert list(hits) == ["bm25", "knn"] and all(len(rows) == 2 for rows in hits.values())
+    for retriever, rows in hits.items():
+        expected = first_retrieved[(first_retrieved.query_id == question["query_id"])
+                                   & (first_retrieved.retriever == retriever)].head(3)
+        assert [h.chunk_id for h in rows[0]] == expected["chunk_id"].tolist()
+        assert len(rows[1]) == 3
+    # the off-topic query is farther from the repository than the question (cosine of the k-NN hits)
+    assert hits["knn"][1][0].score < hits["knn"][0][0].score

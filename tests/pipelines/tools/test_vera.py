@@ -1,30 +1,46 @@
+import importlib.util
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
-from judges.config import ClientConfig, JudgeConfig, ReaderConfig
+from judges.config import ClientConfig, JudgeConfig, VeraOptions
 from judges.vera import UNTRAINED_DEMO_HEAD
 from pipelines.cli import main
+from pipelines.tools import vera as vera_tool
 from pipelines.tools.vera import (
     AGGREGATE,
     AGGREGATE_OFF,
+    DEFAULT_SETS,
     DEMO_AGGREGATE,
+    IRRELEVANT,
+    PERFECTLY_RELEVANT,
+    QrelsError,
     aggregate_metric,
+    answer_asks,
     bootstrap_report,
-    judged_topicality_scores,
-    llm_topicality_report,
-    load_negative_queries,
+    compare_sets_from_scores,
+    hit_score_frame,
+    judged_set_scores,
+    load_qrels_texts,
+    load_query_sets,
     load_samples,
+    qrels_asks,
+    qrels_report,
+    read_qrels,
     run_vera,
-    topicality_from_scores,
+    topicality_asks,
     topicality_report,
-    topicality_samples,
+    vera_reader,
 )
-from stats.vera import topicality
+from retrievers.config import DatasetConfig
+from retrievers.types import Hit
 from tasks.layout import RunLayout
-from tests.conftest import BIOASQ_SAMPLE
+from tests.conftest import BIOASQ_SAMPLE, REPO
+from tests.fakes import FakeLLMClient
 
 
 def test_bootstrap_report_per_system_metric():
@@ -85,70 +101,270 @@ def test_the_aggregate_is_off_by_default_and_the_demo_head_has_its_own_name():
     assert aggregate_metric(UNTRAINED_DEMO_HEAD) == DEMO_AGGREGATE != AGGREGATE
 
 
-def test_topicality_on_small_bioasq_repository(tmp_path):
-    data = json.loads(BIOASQ_SAMPLE.read_text())
-    data["questions"] = data["questions"][:4]
-    corpus = tmp_path / "small.json"
-    corpus.write_text(json.dumps(data))
-    positive = [q["body"] for q in data["questions"]]
-    negative = load_negative_queries()[:4]
-    report = topicality_report(corpus, positive, negative, b=200, seed=0, k=3)
-    assert report["method"] == "cosine" and report["n_positive"] == 4
-    assert report["positive"]["mean"] > report["negative"]["mean"]
-    assert isinstance(report["verdict"], str)
-    assert report["diff_low"] <= report["diff_mean"] <= report["diff_high"]
+SAMPLE_DIR = REPO / "data" / "bioasq-sample"
+QRELS = REPO / "data" / "vera-bioasq" / "qrels.txt"
+TWO_METRICS = VeraOptions(metrics=["faithfulness", "retrieval_recall"], max_reasks=0)
+
+
+def in_process(monkeypatch, llm) -> None:
+    """The generate and judge stage functions ask `llm` in this process instead of from Ray tasks."""
+    from tasks import generate as generate_stage
+    from tasks import judge as judge_stage
+    from tasks.fanout import FanOutReport
+
+    def here(fn, items, *args, **kwargs):
+        return [fn(llm, item) for item in items], FanOutReport(items=len(items))
+
+    monkeypatch.setattr(generate_stage, "fan_out_report", here)
+    monkeypatch.setattr(judge_stage, "fan_out_report", here)
+
+
+def fake_reply(supported):
+    """Reader: one sentence (a failure where the query says so); judge: one statement, and a Yes /
+    [Supported by Context] verdict exactly where `supported(prompt)`."""
+    from judges.client import LLMRequestError
+
+    def reply(request):
+        prompt = request.messages[-1]["content"]
+        if prompt.startswith("Passages:"):
+            if "fails?" in prompt:
+                return LLMRequestError("HTTP 500 from the reader")
+            return "A summary of the passages."
+        if "<ground_truth>" in prompt:
+            label = "[Supported by Context]" if supported(prompt) else "[Not Supported by Context]"
+            return f"1. Checked. {label}"
+        if "Verdict" in prompt:
+            return f"1. Explanation: checked. Verdict: {'Yes' if supported(prompt) else 'No'}"
+        return "1. The passages say something."
+
+    return reply
+
+
+def query_set(name, texts, truth=""):
+    return vera_tool.QuerySet(name, f"{name} queries", "test", tuple(texts), (truth,) * len(texts))
+
+
+def test_the_default_query_sets_are_the_papers_three():
+    """Section 5.2, Table 3: an on-topic set (the repository's own questions), a minority-topic set
+    (colorectal cancer questions of other BioASQ batches) and an unrelated set, in that order."""
+    sets = load_query_sets(DEFAULT_SETS, DatasetConfig(path=str(SAMPLE_DIR), limit=8))
+    assert [s.name for s in sets] == ["on-topic", "minority-colorectal", "unrelated"]
+    on_topic, minority, unrelated = sets
+    sample = json.loads(BIOASQ_SAMPLE.read_text())["questions"]
+    assert list(on_topic.texts) == [q["body"] for q in sample[:8]] and all(on_topic.ground_truths)
+    assert len(minority.texts) == 29 and all(minority.ground_truths)
+    assert not set(minority.texts) & {q["body"] for q in sample}
+    assert all(re.search(r"colorectal|\bcolon\b|\brectal\b", t, re.IGNORECASE) for t in minority.texts)
+    assert len(unrelated.texts) == 20 and not any(unrelated.ground_truths)
+    capped = load_query_sets(DEFAULT_SETS, DatasetConfig(path=str(SAMPLE_DIR)), limit=2)
+    assert [len(s.texts) for s in capped] == [2, 2, 2]
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    ([{"name": "a", "run_dataset": True, "queries": "q.yaml"}, {"name": "b", "run_dataset": True}],
+     "exactly one of"),
+    ([{"name": "a", "run_dataset": True}], "at least 2"),
+    ([{"name": "a", "run_dataset": True}, {"name": "a", "queries": "q.yaml"}], "unique"),
+    ([{"name": "a", "run_dataset": True}, {"name": "b", "file": "q.yaml"}], "Extra inputs"),
+])
+def test_a_bad_query_sets_file_is_refused_with_its_reason(tmp_path, sets, message):
+    path = tmp_path / "sets.yaml"
+    path.write_text(yaml.safe_dump({"sets": sets}))
+    with pytest.raises(ValueError, match=message):
+        load_query_sets(path, DatasetConfig(path=str(SAMPLE_DIR)))
+
+
+def test_the_minority_set_and_the_qrels_are_rebuilt_from_the_scripts_sources():
+    """data/vera-bioasq/qrels.txt is what build.py makes from data/bioasq-sample (seeded draw)."""
+    script = REPO / "data" / "vera-bioasq" / "build.py"
+    spec = importlib.util.spec_from_file_location("build_vera_bioasq", script)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    assert "\n".join(build.qrels_lines(SAMPLE_DIR)) + "\n" == QRELS.read_text()
+    assert build.minority_share(SAMPLE_DIR) == (59, 685)  # the topic's share of the repository (README)
+
+
+def test_topicality_end_to_end_without_a_server(monkeypatch):
+    """Three sets through two retrievers' hits: every answer from VERA's summarisation prompt (top 3
+    passages in rank order, temperature 0, top_p 0.01), judged with two VERA metrics, compared per
+    retriever and metric; the minority set's contexts support half its answers, so on-topic (all) >
+    minority (half) > unrelated (none). A failed generation is a counted failed row, not a dropped one."""
+    sets = [query_set("on-topic", ["q0?", "q1?"], "Truth one."),
+            query_set("minority", ["m0?", "m1?"], "Truth two."),
+            query_set("unrelated", ["u0?", "u1?", "fails?"])]
+    texts = [t for s in sets for t in s.texts]
+    good = {"q0?", "q1?", "m0?"}
+
+    def hits_for(retriever):
+        return [[Hit(f"{retriever}-{q}-{r}", "d", 1.0 / r,
+                     f"{'GOOD' if q in good else 'bad'} passage {r} for {q}") for r in (1, 2, 3)]
+                for q in texts]
+
+    llm = FakeLLMClient(fake_reply(lambda prompt: "GOOD passage" in prompt))
+    in_process(monkeypatch, llm)
+    asks = topicality_asks(sets, {"bm25": hits_for("bm25"), "knn": hits_for("knn")})
+    assert len(asks) == 2 * 7 and asks[0].query_id == "on-topic/0" and asks[0].passage_ids[0] == "bm25-q0?-1"
+    samples, failed = answer_asks(asks, vera_reader("m", 32), ClientConfig(), "http://unused/v1")
+    assert len(samples) == 12 and [f["query_id"] for f in failed] == ["unrelated/2", "unrelated/2"]
+    readers = [r for r in llm.requests if r.messages[-1]["content"].startswith("Passages:")]
+    assert len(readers) == 14
+    assert all(r.temperature == 0.0 and r.extra_body == {"top_p": 0.01} for r in readers)
+    prompt = readers[0].messages[-1]["content"]
+    assert prompt.index("passage 1 for q0?") < prompt.index("passage 2") < prompt.index("passage 3")
+    judge = JudgeConfig(model="m", cache=False, vera=TWO_METRICS)
+    scores = judged_set_scores(asks, samples, failed, judge, ClientConfig(), "http://unused/v1")
+    assert len(scores) == 14 * 2 and set(scores.system) == {"bm25", "knn"}
+    assert scores.groupby("query_set")["set_order"].first().to_dict() == {"on-topic": 0, "minority": 1,
+                                                                          "unrelated": 2}
+    assert (scores.loc[scores.query_id == "unrelated/2", "status"] == "failed").all()
+    report = topicality_report(scores, b=300, seed=1, sets=sets)
+    json.dumps(report, allow_nan=False)
+    assert [(s["name"], s["n_queries"]) for s in report["sets"]] == [("on-topic", 2), ("minority", 2),
+                                                                     ("unrelated", 3)]
+    bm25 = report["systems"]["bm25"]
+    faith = bm25["metrics"]["vera_faithfulness"]
+    assert {k: v["observed_mean"] for k, v in faith["sets"].items()} == {"on-topic": 1.0, "minority": 0.5,
+                                                                         "unrelated": 0.0}
+    assert faith["n_scored"] == {"on-topic": 2, "minority": 2, "unrelated": 2}  # the failed one: no score
+    assert faith["expected_order_holds"] and faith["ranking"] == ["on-topic", "minority", "unrelated"]
+    pairs = {(p["higher"], p["lower"]): p for p in faith["pairs"]}
+    assert set(pairs) == {("on-topic", "minority"), ("on-topic", "unrelated"), ("minority", "unrelated")}
+    assert pairs[("on-topic", "unrelated")]["separated"]
+    assert pairs[("on-topic", "unrelated")]["diff_low"] == 1.0
+    assert not pairs[("on-topic", "minority")]["separated"]  # {1, 1} vs {1, 0}: a resample can tie
+    recall = bm25["metrics"]["vera_retrieval_recall"]  # needs a ground truth: the unrelated set has none
+    assert recall["computable"] and recall["sets_without_scores"] == ["unrelated"]
+    assert [(p["higher"], p["lower"]) for p in recall["pairs"]] == [("on-topic", "minority")]
+    assert bm25["order_holds"] == ["vera_faithfulness", "vera_retrieval_recall"]
+    knn = report["systems"]["knn"]["metrics"]["vera_faithfulness"]["sets"]  # its own stream, same data
+    assert [v["observed_mean"] for v in knn.values()] == [v["observed_mean"] for v in faith["sets"].values()]
+
+
+def test_the_cosine_method_compares_the_mean_hit_scores():
+    sets = [query_set("on-topic", ["a", "b"]), query_set("unrelated", ["c", "d"])]
+    scores = [[0.9, 0.7], [0.8, 0.8], [0.2, 0.1], [0.3, 0.1]]
+    hits = {"knn": [[Hit("c", "d", s, "t") for s in row] for row in scores]}
+    frame = hit_score_frame(sets, hits)
+    assert frame.score.tolist() == pytest.approx([0.8, 0.8, 0.15, 0.2])
+    entry = topicality_report(frame, b=200, sets=sets)["systems"]["knn"]["metrics"]["mean_hit_cosine"]
+    assert entry["expected_order_separated"]
+    assert entry["pairs"][0]["diff_mean"] == pytest.approx(0.625, abs=0.05)
+
+
+def test_topicality_cli_reads_judged_scores(tmp_path, capsys):
+    assert main(["vera", "topicality"]) == 2  # method llm by default: needs an endpoint or scores
+    assert "--llm-base-url" in capsys.readouterr().err
+    values = {"on-topic": [0.9, 0.7, 0.8], "minority": [0.5, 0.6], "unrelated": [0.1, 0.3]}
+    frame = pd.DataFrame([(f"{s}/{i}", s, order, "bm25", "vera_answer_relevance", v)
+                          for order, (s, vs) in enumerate(values.items()) for i, v in enumerate(vs)],
+                         columns=["query_id", "query_set", "set_order", "system", "metric", "score"])
+    scores, out = tmp_path / "t.scores.parquet", tmp_path / "t.json"
+    frame.to_parquet(scores)
+    assert main(["vera", "topicality", "--scores", str(scores), "--b", "200", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "retriever bm25" in printed and "holds, separated" in printed and f"wrote {out}" in printed
+    report = json.loads(out.read_text())
+    assert report["systems"]["bm25"]["order_separated"] == ["vera_answer_relevance"]
+    # a scores file of the two-set version (positive/negative, no retriever) still reads, in file order
+    old = judged([(f"{s}-{i}", s, "vera_faithfulness", v) for s, vs in (("positive", [1.0, 1.0]),
+                                                                         ("negative", [0.0, 0.0]))
+                  for i, v in enumerate(vs)])
+    entry = compare_sets_from_scores(old, b=100)["topicality"]["metrics"]["vera_faithfulness"]
+    assert entry["expected_order"] == ["positive", "negative"] and entry["expected_order_separated"]
 
 
 def judged(rows):
     return pd.DataFrame(rows, columns=["query_id", "query_set", "metric", "score"])
 
 
-def test_topicality_from_llm_metric_scores_per_metric():
-    """The statistic of the paper's method on judged scores, without an LLM: each metric's positive and
-    negative scores go through stats.vera.topicality with one seeded stream per metric."""
-    def rows_of(query_set, metric, values):
-        return [(f"{query_set}-{i}", query_set, metric, v) for i, v in enumerate(values)]
+# --- the section 5.1 experiment on qrels ------------------------------------------------------------------
 
-    rows = rows_of("positive", "vera_retrieval_precision", [0.8, 0.6, 1.0])
-    rows += rows_of("negative", "vera_retrieval_precision", [0.0, 0.2])
-    rows += rows_of("positive", "vera_faithfulness", [1.0, 0.5, 0.5])
-    rows += rows_of("negative", "vera_faithfulness", [0.5, 1.0])
-    rows += [("positive-0", "positive", "vera_retrieval_recall", 0.5),
-             ("negative-0", "negative", "vera_retrieval_recall", None)]  # off-topic: no ground truth
-    out = topicality_from_scores(judged(rows), b=400, seed=3)
-    assert list(out) == ["vera_faithfulness", "vera_retrieval_recall", "vera_retrieval_precision"]
-    precision = out["vera_retrieval_precision"]
-    assert precision["computable"] and precision["n_positive"] == 3 and precision["n_negative"] == 2
-    # every resample of {0.8, 0.6, 1.0} has mean >= 0.6, every one of {0, 0.2} <= 0.2: separated
-    assert precision["positive"]["observed_mean"] == pytest.approx(0.8)
-    assert precision["negative"]["observed_mean"] == pytest.approx(0.1)
-    assert precision["separated"] and precision["diff_low"] >= 0.4 and precision["p_not_greater"] == 0.0
-    stream = np.random.default_rng(np.random.SeedSequence([3, 2]))  # precision is the third metric
-    expected = topicality([0.8, 0.6, 1.0], [0.0, 0.2], 400, stream)
-    assert precision["diff_mean"] == pytest.approx(expected.diff_mean)
-    assert not out["vera_faithfulness"]["separated"]
-    recall = out["vera_retrieval_recall"]
-    assert not recall["computable"] and "negative" in recall["reason"]
-    report = llm_topicality_report(judged(rows), b=400, seed=3)
+def test_read_qrels_of_the_shipped_file_and_a_bad_line(tmp_path):
+    qrels = read_qrels(QRELS)
+    assert len(qrels) == 319 and set(qrels.grade) == {0, 1} and qrels.query_id.nunique() == 32
+    bad = tmp_path / "bad.txt"
+    bad.write_text("q1 0 d1 1\n\nq2 0 d2\n")
+    with pytest.raises(QrelsError, match=r"bad.txt:3: expected 'query_id iteration doc_id grade'"):
+        read_qrels(bad)
+    bad.write_text("q1 0 d1 high\n")
+    with pytest.raises(QrelsError, match="integer"):
+        read_qrels(bad)
+
+
+def test_qrels_texts_from_the_sample_and_from_msmarco_style_tsv_agree(tmp_path):
+    qrels = read_qrels(QRELS)
+    queries, corpus = load_qrels_texts(SAMPLE_DIR, SAMPLE_DIR, qrels)
+    assert set(queries) == set(qrels.query_id) and set(corpus) == set(qrels.doc_id)  # all in the repository
+    assert all(text and truth for text, truth in queries.values())
+
+    def flat(text):
+        return " ".join(text.split())
+
+    kept = sorted(queries)[:3]
+    (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{flat(queries[q][0])}\t{flat(queries[q][1])}\n"
+                                                  for q in kept) + "other\tnot judged\n")
+    (tmp_path / "collection.tsv").write_text("".join(f"{d}\t{flat(t)}\n" for d, t in corpus.items()))
+    tsv_queries, tsv_corpus = load_qrels_texts(tmp_path / "queries.tsv", tmp_path / "collection.tsv", qrels)
+    assert tsv_queries == {q: tuple(map(flat, queries[q])) for q in kept}
+    assert tsv_corpus == {d: flat(t) for d, t in corpus.items()}
+    (tmp_path / "broken.tsv").write_text("only-an-id\n")
+    with pytest.raises(QrelsError, match="broken.tsv:1"):
+        load_qrels_texts(tmp_path / "queries.tsv", tmp_path / "broken.tsv", qrels)
+
+
+def test_qrels_asks_by_pair_and_by_query():
+    qrels = read_qrels(QRELS)
+    queries, corpus = load_qrels_texts(SAMPLE_DIR, SAMPLE_DIR, qrels)
+    pairs = qrels_asks(qrels, queries, corpus)
+    relevant = [a for a in pairs.asks if a.query_set == PERFECTLY_RELEVANT]
+    assert pairs.relevant_grade == 1 and pairs.dropped == {}
+    assert len(relevant) == (qrels.grade == 1).sum()
+    assert len(pairs.asks) - len(relevant) == (qrels.grade == 0).sum()
+    first = relevant[0]
+    qid, doc = first.query_id.split("/")[1:]
+    assert first.passages == (corpus[doc],) and (first.question, first.ground_truth) == queries[qid]
+    per_query = qrels_asks(qrels, queries, corpus, unit="query", k=3)
+    assert sum(a.query_set == IRRELEVANT for a in per_query.asks) == 32
+    assert all(1 <= len(a.passages) <= 3 for a in per_query.asks)
+    drawn = qrels_asks(qrels, queries, corpus, limit=10, seed=1)
+    assert sum(a.query_set == IRRELEVANT for a in drawn.asks) == 10
+    assert drawn == qrels_asks(qrels, queries, corpus, limit=10, seed=1)
+    missing = qrels_asks(qrels, queries, {d: t for d, t in corpus.items() if d != doc})
+    assert missing.dropped == {"passage text missing": int((qrels.doc_id == doc).sum())}
+    with pytest.raises(QrelsError, match="no usable judgment at grade 2"):
+        qrels_asks(qrels, queries, corpus, relevant_grade=2)
+    with pytest.raises(ValueError, match="unit"):
+        qrels_asks(qrels, queries, corpus, unit="document")
+
+
+def test_the_relevant_vs_irrelevant_experiment_without_a_server(monkeypatch, tmp_path, capsys):
+    """Two queries, their relevant and their irrelevant passages (unit query, k 2): the fake judge backs
+    an answer exactly where the context holds a relevant passage; the report gives the PR and IR means
+    per metric (Tables 1-2) and their bootstrap difference; the CLI prints them from the saved scores."""
+    qrels = read_qrels(QRELS)
+    qrels = qrels[qrels.query_id.isin(qrels.query_id.unique()[:2])]
+    queries, corpus = load_qrels_texts(SAMPLE_DIR, SAMPLE_DIR, qrels)
+    built = qrels_asks(qrels, queries, corpus, unit="query", k=2)
+    relevant = [corpus[d][:40] for d in qrels.loc[qrels.grade == 1, "doc_id"]]
+    in_process(monkeypatch, FakeLLMClient(fake_reply(lambda prompt: any(r in prompt for r in relevant))))
+    samples, failed = answer_asks(built.asks, vera_reader("m", 32, 8192), ClientConfig(), "http://unused/v1")
+    judge = JudgeConfig(model="m", cache=False, context_window=8192, vera=TWO_METRICS)
+    scores = judged_set_scores(built.asks, samples, failed, judge, ClientConfig(), "http://unused/v1")
+    report = qrels_report(scores, b=200, unit="query")
     json.dumps(report, allow_nan=False)
-    assert report["method"] == "llm" and report["n_positive"] == 3 and report["n_negative"] == 2
-    assert (report["separated"], report["not_separated"], report["not_computable"]) == (
-        ["vera_retrieval_precision"], ["vera_faithfulness"], ["vera_retrieval_recall"])
-    with pytest.raises(ValueError, match="query_set"):
-        topicality_from_scores(judged([("q", "maybe", "vera_faithfulness", 1.0)]))
-
-
-def test_topicality_cli_methods(tmp_path, capsys):
-    assert main(["vera", "topicality"]) == 2  # method llm by default: needs an endpoint or scores
+    faith = report["metrics"]["vera_faithfulness"]
+    assert faith[PERFECTLY_RELEVANT] == {"mean": 1.0, "n": 2} and faith[IRRELEVANT] == {"mean": 0.0, "n": 2}
+    assert faith["difference"]["higher"] == PERFECTLY_RELEVANT and faith["difference"]["diff_mean"] == 1.0
+    assert report["n_asks"] == {PERFECTLY_RELEVANT: 2, IRRELEVANT: 2}
+    scores_file = tmp_path / "q.scores.parquet"
+    scores.to_parquet(scores_file)
+    assert main(["vera", "qrels", "--qrels", str(QRELS)]) == 2  # needs an endpoint, or scores
     assert "--llm-base-url" in capsys.readouterr().err
-    rows = [(f"{s}-{i}", s, "vera_answer_relevance", v) for s, values in
-            (("positive", [0.9, 0.7, 0.8]), ("negative", [0.1, 0.3])) for i, v in enumerate(values)]
-    scores = tmp_path / "topicality.scores.parquet"
-    judged(rows).to_parquet(scores)
-    out = tmp_path / "topicality.json"
-    assert main(["vera", "topicality", "--scores", str(scores), "--b", "200", "--out", str(out)]) == 0
-    report = json.loads(out.read_text())
-    assert report["method"] == "llm" and report["separated"] == ["vera_answer_relevance"]
+    assert main(["vera", "qrels", "--qrels", str(QRELS), "--scores", str(scores_file), "--b", "100",
+                 "--out", str(tmp_path / "q.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "2 perfectly relevant (PR), 2 irrelevant (IR)" in printed
+    assert re.search(r"vera_faithfulness\s+1\.000 \(2\)\s+0\.000 \(2\)\s+\+1\.000", printed)
 
 
 def test_the_paper_preset_sets_n_50_and_b_500_unless_given():
@@ -165,25 +381,41 @@ def test_the_paper_preset_sets_n_50_and_b_500_unless_given():
     assert settings(preset="paper", b=2000) == (2000, 50)
 
 
+
 @pytest.mark.llm
-def test_llm_topicality_on_real_bioasq_questions(llm_endpoint, judge_cache_dir, tmp_path):
-    """The paper's method end to end: retrieve, answer with the reader LLM, judge with the VERA metrics."""
+def test_llm_topicality_three_sets_through_the_runs_retriever(llm_endpoint, judge_cache_dir, tmp_path,
+                                                             monkeypatch, capsys):
+    """The paper's method end to end on the real stack, through the CLI: three query sets of 2 queries
+    (the default sets file) retrieved by the run config's BM25 over a 4-question BioASQ repository,
+    answered with VERA's summarisation prompt by the served model, judged with two VERA metrics,
+    compared pairwise per metric."""
+    monkeypatch.setenv("CCRS_HOME", str(tmp_path / "home"))
     data = json.loads(BIOASQ_SAMPLE.read_text())
-    data["questions"] = data["questions"][:2]
-    corpus = tmp_path / "small.json"
-    corpus.write_text(json.dumps(data))
-    positive = [q["body"] for q in data["questions"]]
-    truths = [q["ideal_answer"][0] if isinstance(q["ideal_answer"], list) else q["ideal_answer"]
-              for q in data["questions"]]
-    negative = load_negative_queries()[:2]
-    reader = ReaderConfig(name="topicality", model=llm_endpoint.judge_model, max_tokens=96)
-    client = ClientConfig(max_concurrency=4, timeout_s=120)
-    samples, failed = topicality_samples(corpus, positive, negative, truths, reader, client,
-                                         llm_endpoint.base_url, k=3)
-    assert len(samples) + len(failed) == 4
-    scores = judged_topicality_scores(samples, failed, JudgeConfig(model=llm_endpoint.judge_model), client,
-                                      llm_endpoint.base_url)
-    assert set(scores.query_set) == {"positive", "negative"} and len(scores) == 4 * 4
-    report = llm_topicality_report(scores, b=100)
-    json.dumps(report, allow_nan=False)
-    assert "vera_retrieval_recall" in report["not_computable"]  # off-topic queries have no ground truth
+    data["questions"] = data["questions"][:4]
+    repository = tmp_path / "repository.json"
+    repository.write_text(json.dumps(data))
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "vera-topicality", "dataset": {"path": str(repository)},
+        "chunking": {"chunk_tokens": 128, "overlap_tokens": 25}, "retrieval": {"retrievers": ["bm25"]},
+        "readers": [{"name": "r", "kind": "llm", "model": llm_endpoint.judge_model, "max_tokens": 32}],
+        "judge": {"model": llm_endpoint.judge_model,
+                  "vera": {"metrics": ["faithfulness", "retrieval_recall"], "max_tokens": 96,
+                           "max_statements": 2}},
+        "client": {"max_concurrency": 4, "timeout_s": 120}}))
+    out = tmp_path / "topicality.json"
+    assert main(["vera", "topicality", "--config", str(config), "--run-dir", str(tmp_path / "run"),
+                 "--llm-base-url", llm_endpoint.base_url, "--limit", "2", "--k", "3", "--b", "200",
+                 "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [(s["name"], s["n_queries"]) for s in report["sets"]] == [
+        ("on-topic", 2), ("minority-colorectal", 2), ("unrelated", 2)]
+    assert report["reader_prompt"] == "vera-summary-v1" and list(report["systems"]) == ["bm25"]
+    scores = pd.read_parquet(out.with_suffix(".scores.parquet"))
+    assert len(scores) == 6 * 2 and set(scores.query_set) == {"on-topic", "minority-colorectal", "unrelated"}
+    unrelated_recall = scores[(scores.query_set == "unrelated") & (scores.metric == "vera_retrieval_recall")]
+    assert unrelated_recall.score.isna().all()  # no ground truth
+    metrics = report["systems"]["bm25"]["metrics"]
+    assert set(metrics) == {"vera_faithfulness", "vera_retrieval_recall"}
+    assert all(entry["computable"] or entry["reason"] for entry in metrics.values())
+    assert "retriever bm25" in capsys.readouterr().out
