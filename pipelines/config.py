@@ -35,7 +35,6 @@ def unit_tests_path(tests: str) -> Path:
     return RESOURCE_ROOT / path
 
 
-
 class ConfigError(ValueError):
     """A run configuration that cannot be used; the message names the file and the offending key."""
 
