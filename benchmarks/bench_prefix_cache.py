@@ -2,6 +2,12 @@
 prefix cache, and computed, for each prompt layout x routing, side by side in one run.
 
     .venv/bin/python benchmarks/bench_prefix_cache.py --questions 2 --json prefix.json
+    .venv/bin/python benchmarks/bench_prefix_cache.py --routing-check 2   # the routing claim alone, minutes
+
+`--routing-check N`: two replicas behind PrefixCacheAffinityRouter, N real BioASQ contexts x 3 questions
+sent one after the other; prints each prompt's tokens served from the prefix cache (the first prompt of a
+context computed, the two after it routed to the replica that holds it and served from its cache). This was
+a test until issue 34: two vLLM replicas on CI's two cores took 269 s, restarting them under load ~14 min.
 
 Proportions of the paper's setup (CCRS paper section 4): per question, 2 retrievers x top-20 chunks of
 ~300 tokens (a ~6,000-token context), 3 readers -> 6 samples, 5 CCRS metrics -> 30 judge prompts, 24 of
@@ -10,7 +16,7 @@ snippets cut into 300-token pieces by the judge's tokenizer); per question, "bm2
 term overlap and "knn" by overlap relative to chunk length; the three readers are the extractive
 baseline with 1, 2 and 3 sentences (no generation: the judge stage is what is measured).
 
-The judge stage itself (tasks/judge.py judge_suite: the fan-out, shards, client) judges them against the
+The judge stage itself (tasks/judge.py JudgeSession: the fan-out, shards, client) judges them against the
 CPU stack: Ray Serve LLM + vLLM (CPU build), SmolLM2-135M-Instruct with an 8,192-token window, two
 replicas, prefix caching on, usage.prompt_tokens_details reported. Layouts (v1 templates):
 `paper` = each construct's inputs in the paper's order after its own intro; `context-first` =
@@ -90,6 +96,9 @@ def serving_config(router: str, port: int):
     model.cpus_per_replica = 0.5  # two replicas on a 2-core box: fractional logical CPUs
     model.request_router = router
     model.engine_kwargs["max_model_len"] = WINDOW
+    # Two engines on two cores answer Serve's health checks late; at Ray Serve LLM's 10 s / 10 s three late
+    # answers restart a replica, which costs minutes on CPU and slows the other (docs/testing.md)
+    model.health_check_period_s, model.health_check_timeout_s = 30.0, 120.0
     return cfg
 
 
@@ -132,13 +141,12 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 def judge_layout(samples, shared_prefix: bool, prefix_order: bool, base_url: str, concurrency: int):
     from judges.config import ClientConfig
-    from judges.suite import get_suite
-    from tasks.judge import judge_suite
+    from tasks.judge import JudgeSession
 
     judge = judge_config(shared_prefix)
     client = ClientConfig(max_concurrency=concurrency, seed=0, prefix_order=prefix_order)
     started = time.perf_counter()
-    judgments, stats = judge_suite(get_suite("ccrs"), samples, judge, client, base_url, progress=False)
+    judgments, stats = JudgeSession.of("ccrs", judge, client, base_url).judge_samples(samples)
     wall = time.perf_counter() - started
     prompt = sum(j.prompt_tokens for j in judgments)
     cached = sum(j.prefix_cached_tokens for j in judgments)
@@ -147,6 +155,48 @@ def judge_layout(samples, shared_prefix: bool, prefix_order: bool, base_url: str
             "failed": sum(j.status == "failed" for j in judgments),
             "context_chunks_mean": round(sum(j.n_context_chunks for j in judgments if j.metric != "QR")
                                          / max(1, sum(j.metric != "QR" for j in judgments)), 1)}
+
+
+ROUTING_QUESTIONS = ("Summarize the passage.", "Name one entity in it.", "Is it about a disease?")
+
+
+def routing_check(n_contexts: int, port: int) -> dict:
+    """Two replicas behind PrefixCacheAffinityRouter, `n_contexts` real BioASQ contexts of three questions
+    each, sent one after the other: each context's first prompt is computed, the next two are routed to
+    the replica that holds it and served from its prefix cache (vLLM's counts)."""
+    import httpx
+
+    from infra.serving import start_serve_app, stop_serve_app
+
+    questions = json.loads(BIOASQ.read_text())["questions"][:n_contexts]
+    contexts = ["\n".join(s["text"] for s in q["snippets"])[:2500] for q in questions]
+    cfg = serving_config("prefix_affinity", port)
+    model = cfg.models[0]
+    started = time.perf_counter()
+    url = start_serve_app(cfg)
+    print(f"[routing check] 2 replicas, router prefix_affinity: up in {time.perf_counter() - started:.0f}s",
+          flush=True)
+    rows = []
+    try:
+        for index, context in enumerate(contexts):
+            for question in ROUTING_QUESTIONS:
+                body = {"model": model.model_id, "max_tokens": 2, "temperature": 0,
+                        "messages": [{"role": "user", "content": context + "\n\n" + question}]}
+                usage = httpx.post(f"{url}/chat/completions", json=body, timeout=300).json()["usage"]
+                cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+                rows.append({"context": index, "question": question, "prompt_tokens": usage["prompt_tokens"],
+                             "cached_tokens": cached})
+                print(f"  context {index} {question!r}: {cached}/{usage['prompt_tokens']} prompt tokens "
+                      "from the prefix cache", flush=True)
+    finally:
+        stop_serve_app()
+    followers = [r for r in rows if r["question"] != ROUTING_QUESTIONS[0]]
+    firsts = [r for r in rows if r["question"] == ROUTING_QUESTIONS[0]]
+    return {"rows": rows,
+            "first_cached_share": round(sum(r["cached_tokens"] for r in firsts)
+                                        / max(1, sum(r["prompt_tokens"] for r in firsts)), 3),
+            "followers_cached_share": round(sum(r["cached_tokens"] for r in followers)
+                                            / max(1, sum(r["prompt_tokens"] for r in followers)), 3)}
 
 
 def ratios(layouts: dict[str, dict]) -> dict[str, dict]:
@@ -166,9 +216,23 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--routing-check", type=int, metavar="N", help="only the routing check: N contexts "
+                        "x 3 questions on two replicas behind PrefixCacheAffinityRouter (a few minutes)")
     args = parser.parse_args()
 
     import ray
+
+    if args.routing_check:
+        try:
+            figures = routing_check(args.routing_check, args.port)
+        finally:
+            ray.shutdown()
+        first, after = figures["first_cached_share"], figures["followers_cached_share"]
+        print(f"prompt tokens from the prefix cache: first prompt of a context {first:.0%}, the two after it "
+              f"{after:.0%}")
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2))
+        return 0
     from transformers import AutoTokenizer
 
     from infra.models import prepare_local_models

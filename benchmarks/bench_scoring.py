@@ -51,14 +51,14 @@ def prepare(config, base_url: str):
     """Samples: retrieval and generation through the pipeline's own stages (reused when already done)."""
     import pandas as pd
 
+    from retrievers.config import RetrievalSpec
     from tasks.generate import run_generation
     from tasks.judge import load_samples
     from tasks.retrieval_stages import run_retrieval
 
     run_dir = config.resolved_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
-    retrieval = run_retrieval(run_dir, config.dataset, config.chunking, config.embedder, config.index,
-                              config.retrieval)
+    retrieval = run_retrieval(run_dir, RetrievalSpec.of(config))
     generation = run_generation(run_dir, retrieval.queries_path, retrieval.retrieved_path, config.readers,
                                 config.client, base_url, config.retrieval.top_k)
     queries = pd.read_parquet(retrieval.queries_path)
@@ -86,14 +86,14 @@ def judge_both(config, base_url: str, samples, from_argmax: bool = False) -> dic
     """The CCRS suite over the same samples in both modes: {mode: (judgments frame, seconds, requests)}.
     `from_argmax`: one expected pass; the integer scores are its argmax marks (no second pass)."""
     from judges.suite import get_suite
-    from tasks.judge import judge_suite, judgments_frame
+    from tasks.judge import JudgeSession, judgments_frame
 
     suite = get_suite("ccrs")
     out = {}
     for mode in (("expected",) if from_argmax else MODES):
         judge = config.judge.model_copy(update={"scoring": mode, "cache": False})
         started = time.perf_counter()
-        judgments, stats = judge_suite(suite, samples, judge, config.client, base_url, progress=True)
+        judgments, stats = JudgeSession.of(suite, judge, config.client, base_url).judge_samples(samples, True)
         seconds = time.perf_counter() - started
         frame = judgments_frame(judgments, metric_order=suite.selected_metrics(judge))
         out[mode] = (frame, seconds, int(frame["attempts"].sum()))

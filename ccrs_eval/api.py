@@ -34,6 +34,7 @@ def compute_stats(scores: pd.DataFrame | str | Path, *, scale: tuple[float, floa
     hypotheses) for scores you already have: a DataFrame (or a Parquet/CSV/JSONL path), long (query_id,
     system, metric, score) or wide (query_id, system, one column per metric); `scale=(1, 5)` maps marks
     onto [0, 1]. Raises stats.errors.StatsInputError (one line) on bad scores."""
+    from pipelines.extensions import verdict_sections
     from tasks.reduce import reduce_user_scores
     from tasks.report import read_scores_file
 
@@ -41,5 +42,5 @@ def compute_stats(scores: pd.DataFrame | str | Path, *, scale: tuple[float, floa
     folder = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="ccrs-stats-"))
     title = Path(scores).name if isinstance(scores, (str, Path)) else "your scores"
     result, _, verdict = reduce_user_scores(frame, folder, scale=scale, hypotheses_path=hypotheses, b=b,
-                                            seed=seed, alpha=alpha, title=title)
+                                            seed=seed, alpha=alpha, title=title, sections=verdict_sections())
     return StatsResult(result, verdict, folder)

@@ -214,3 +214,80 @@ def shutdown_ray() -> None:
 
         if ray.is_initialized():
             ray.shutdown()
+
+
+# --- what the cluster cannot place (a Serve app or a stage waiting for resources) --------------------------
+
+def _shown(resource: str) -> bool:
+    """The resources a cluster is sized by, not Ray's per-node and per-placement-group bookkeeping."""
+    return not (resource.startswith("node:") or "_group_" in resource or resource == "object_store_memory")
+
+
+def _amount(resource: str, value: float) -> str:
+    return f"{value / 2**30:.1f} GiB" if resource == "memory" else f"{value:g}"
+
+
+def _bundle(bundle: dict[str, float]) -> str:
+    shown = sorted((k, v) for k, v in bundle.items() if _shown(k) and v)
+    return "{" + ", ".join(f"{k}: {_amount(k, v)}" for k, v in shown) + "}"
+
+
+def _requests(demands: list) -> list[str]:
+    """`count x {resources}` per request shape; a request for bookkeeping resources only (an actor waiting
+    for its placement group's bundle, which the group's own demand already shows) is left out."""
+    return [f"{r.count} x {_bundle(r.bundle)}" for demand in demands for r in demand.bundles_by_count
+            if _bundle(r.bundle) != "{}"]
+
+
+def _free(names: set[str], usage: dict) -> list[str]:
+    out = []
+    for name in sorted(names):
+        total, used = (usage[name].total, usage[name].used) if name in usage else (0.0, 0.0)
+        out.append(f"{name} {_amount(name, total - used)} of {_amount(name, total)}")
+    return out
+
+
+def describe_pending_demand(status) -> str:
+    """One line from an autoscaler `ClusterStatus` (ray.autoscaler.v2.schema): the demand Ray cannot place
+    (tasks and actors, placement groups) and the free amount of each resource it asks for (CPU and GPU
+    always); '' when nothing waits."""
+    demands = status.resource_demands
+    tasks, groups = _requests(demands.ray_task_actor_demand), _requests(demands.placement_group_demand)
+    if not (tasks or groups):
+        return ""
+    asked = {k for demand in demands.ray_task_actor_demand + demands.placement_group_demand
+             for r in demand.bundles_by_count for k, v in r.bundle.items() if _shown(k) and v}
+    usage = {u.resource_name: u for u in status.cluster_resource_usage}
+    parts = ([f"tasks/actors {', '.join(tasks)}"] if tasks else []) + (
+        [f"placement groups {', '.join(groups)}"] if groups else [])
+    free = _free(asked | ({"CPU", "GPU"} & set(usage)), usage)
+    return f"pending demand: {'; '.join(parts)}; free: {', '.join(free)}"
+
+
+def demand_shapes(status) -> list[dict[str, float]]:
+    """The resources of each request shape Ray cannot place now (tasks, actors, placement-group bundles),
+    as describe_pending_demand shows them: a stage compares them with what its own tasks ask for."""
+    demands = status.resource_demands
+    return [{k: float(v) for k, v in r.bundle.items() if _shown(k) and v}
+            for demand in demands.ray_task_actor_demand + demands.placement_group_demand
+            for r in demand.bundles_by_count]
+
+
+def read_pending_demand() -> tuple[str, list[dict[str, float]]]:
+    """(describe_pending_demand's line, demand_shapes) of the Ray cluster this process joined, from the GCS
+    as `ray status` reads it; ('', []) when nothing waits or Ray cannot say."""
+    import ray
+
+    try:
+        from ray.autoscaler.v2.sdk import get_cluster_status
+
+        status = get_cluster_status(ray.get_runtime_context().gcs_address)
+        return describe_pending_demand(status), demand_shapes(status)
+    except Exception:  # noqa: BLE001 - a report for the user, never a reason to fail a run
+        return "", []
+
+
+def pending_demand() -> str:
+    """What the Ray cluster this process joined cannot place now, in one line (describe_pending_demand);
+    '' when nothing waits or Ray cannot say."""
+    return read_pending_demand()[0]

@@ -58,6 +58,10 @@ class ServedModel(_Strict):
         "prefix_affinity: PrefixCacheAffinityRouter, requests sharing a prefix go to the same replica")
     request_router_kwargs: dict[str, Any] = Field(default_factory=dict, description="initialize_state "
                                                   "arguments of the router, e.g. imbalanced_threshold")
+    # Ray Serve LLM's defaults are 10 s and 10 s, and three missed checks restart a replica: on a CPU box
+    # where several vLLM engines share two cores a busy replica can miss them and be restarted (minutes each).
+    health_check_period_s: float | None = Field(default=None, gt=0, description="Serve health check period")
+    health_check_timeout_s: float | None = Field(default=None, gt=0, description="Serve health check timeout")
 
 
     @model_validator(mode="after")
@@ -146,6 +150,9 @@ def llm_config_kwargs(model: ServedModel, profile: str) -> dict[str, Any]:
     deployment: dict[str, Any] = {"autoscaling_config": autoscaling}
     if model.max_ongoing_requests:
         deployment["max_ongoing_requests"] = model.max_ongoing_requests
+    for option in ("health_check_period_s", "health_check_timeout_s"):
+        if getattr(model, option) is not None:
+            deployment[option] = getattr(model, option)
     router = ROUTERS[model.request_router]
     if router:
         deployment["request_router_config"] = {"request_router_class": router,
@@ -182,9 +189,13 @@ def connect_ray(cfg: ServingConfig, start_if_missing: bool = True) -> bool:
 
 # --- public API -------------------------------------------------------------------------------------
 
-def start_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False) -> str:
+def start_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False,
+                    announce: Callable[[str], None] | None = None) -> str:
     """Deploy (or find) the app and wait until every model answers; returns the OpenAI base URL.
 
+    What the cluster cannot place while the app waits (its pending demand and free resources) is told to
+    `announce` (default: a note on the console) after WAIT_REPORT_AFTER_S; at `ready_timeout_s` the app is
+    removed again and a TimeoutError says, in one line, what it waited for.
     `owned_elsewhere=True` (e.g. a test-session fixture) keeps `stop_serve_app()` without a config from
     stopping this app; only `stop_serve_app(cfg)` does."""
     if cfg.profile == "external":
@@ -198,20 +209,100 @@ def start_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False) -> str:
 
     connect_ray(cfg)
     serve.start(http_options={"host": cfg.host, "port": cfg.port})
-    started = time.monotonic()
-    serve.run(build_app(cfg), name=cfg.app_name, route_prefix="/", blocking=False)
+    deadline = time.monotonic() + cfg.ready_timeout_s
+    # Not serve.run(): it waits, with no time limit, until the app runs, so an app the cluster cannot place
+    # would hang there and ready_timeout_s would never fire.
+    serve.run_many([serve.RunTarget(build_app(cfg), name=cfg.app_name, route_prefix="/")],
+                   wait_for_applications_running=False)
     if not owned_elsewhere:
         _STARTED_HERE[cfg.app_name] = cfg
-    remaining = max(1.0, cfg.ready_timeout_s - (time.monotonic() - started))
     try:
-        wait_until_ready(url, remaining, cfg.model_ids())
-        _smoke_request(url, cfg.model_ids(), remaining)
-    except TimeoutError as exc:
-        raise TimeoutError(
-            f"Serve app '{cfg.app_name}' not ready within ready_timeout_s={cfg.ready_timeout_s:.0f}s: {exc}. "
-            "Check `ccrs serve status` and the Ray logs."
-        ) from exc
+        wait_for_app(cfg, url, deadline, announce or _note)
+    except TimeoutError:
+        _delete_app(cfg)  # an app left waiting would take the resources whenever they free up
+        raise
     return url
+
+
+WAIT_REPORT_AFTER_S = 20.0  # demand unplaced after this long waits for resources (placing takes seconds)
+WAIT_REPORT_EVERY_S = 60.0
+POLL_S = 2.0
+CHAT_TIMEOUT_S = 20.0  # a request to a replica Ray has not placed hangs: short, so the report stays timely
+
+
+def _note(text: str) -> None:
+    from infra.console import say
+
+    say(f"serving: {text}", err=True)
+
+
+def wait_for_app(cfg: ServingConfig, url: str, deadline: float, announce: Callable[[str], None]) -> None:
+    """Until every model is listed by the app's /models and has answered one chat request, tell what the
+    cluster cannot place (after WAIT_REPORT_AFTER_S, again when it changes, at most once a minute);
+    TimeoutError at the deadline, in one line."""
+    started, told, told_at = deadline - cfg.ready_timeout_s, "", 0.0
+    unproven = list(cfg.model_ids())
+    while True:
+        detail = _not_answering(url, unproven, deadline)
+        if not unproven:
+            return
+        waiting = ray_runtime.pending_demand()
+        now = time.monotonic()
+        if waiting and waiting != told and now - started >= WAIT_REPORT_AFTER_S \
+                and now - told_at >= (WAIT_REPORT_EVERY_S if told else 0.0):
+            announce(f"waiting for resources: {waiting}")
+            told, told_at = waiting, now
+        if now > deadline:
+            raise TimeoutError(_not_ready(cfg, waiting, detail))
+        time.sleep(POLL_S)
+
+
+def _not_answering(url: str, unproven: list[str], deadline: float) -> str:
+    """Once /models lists every model of `unproven`, one tiny chat per model (/models can list a model
+    before its engine takes requests: the ingress lists its configured models), each bounded by the
+    deadline; the models that answered leave `unproven`. Returns why the rest are not proven yet."""
+    served, detail = served_models(url, timeout_s=10.0)
+    if served is None:
+        return detail
+    if missing := sorted(set(unproven) - set(served)):
+        return f"models served {served}, waiting for {missing}"
+    for model in list(unproven):
+        answer = _chat_status(url, model, max(1.0, min(CHAT_TIMEOUT_S, deadline - time.monotonic())))
+        if answer != "200":
+            return f"model {model} did not answer a chat request ({answer})"
+        unproven.remove(model)
+    return ""
+
+
+def _chat_status(url: str, model: str, timeout_s: float) -> str:
+    import httpx
+
+    body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2,
+            "temperature": 0.0}
+    try:
+        return str(httpx.post(f"{url}/chat/completions", json=body, timeout=timeout_s).status_code)
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+
+
+def _not_ready(cfg: ServingConfig, waiting: str, detail: str) -> str:
+    head = f"Serve app '{cfg.app_name}' not ready within ready_timeout_s={cfg.ready_timeout_s:g}s"
+    if not waiting:
+        return f"{head}: {detail}. Check `ccrs serve status` and the Ray logs."
+    asks = f"; this app asks for {cpu_app_cpus(cfg):g} logical CPUs" if cfg.profile == "cpu" else ""
+    return (f"{head}: waiting for resources the cluster does not have free ({waiting}{asks}); give the "
+            "cluster more (sizing a head: docs/cluster.md) or ask for less")
+
+
+SERVE_REPLICA_CPUS = 1.0  # Serve's default per replica: the ingress's, and the LLM server's replica actor
+
+
+def cpu_app_cpus(cfg: ServingConfig) -> float:
+    """The logical CPUs a CPU-profile app holds at `min_replicas`: per replica, a placement group of the
+    replica actor's CPU (Ray Serve LLM adds it to the engine's bundle) and `cpus_per_replica`; plus the
+    OpenAI ingress (the request router asks for none). docs/cluster.md sizes a head with it."""
+    replicas = sum((SERVE_REPLICA_CPUS + m.cpus_per_replica) * m.min_replicas for m in cfg.models)
+    return replicas + SERVE_REPLICA_CPUS
 
 
 @contextmanager
@@ -225,31 +316,12 @@ def llm_endpoint(cfg: ServingConfig, keep: bool = False, shutdown_ray: bool = Fa
     if deploys and announce is not None:
         announce(f"starting the {cfg.profile} Serve app on port {cfg.port} (minutes on CPU)")
     try:
-        yield start_serve_app(cfg)
+        yield start_serve_app(cfg, announce=announce)
     finally:
         if deploys and not keep:
             stop_serve_app()
             if shutdown_ray:
                 ray_runtime.shutdown_ray()
-
-
-def _smoke_request(url: str, model_ids: list[str], timeout_s: float) -> None:
-    """/models can list a model before its engine takes requests; one tiny chat per model proves it."""
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    for model in model_ids:
-        body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 2,
-                "temperature": 0.0}
-        while True:
-            try:
-                if httpx.post(f"{url}/chat/completions", json=body, timeout=60.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"model {model} did not answer a chat request")
-            time.sleep(2.0)
 
 
 def stop_serve_app(cfg: ServingConfig | None = None) -> None:

@@ -10,27 +10,13 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from judges import suite as js
 from judges import templates
 from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.em import exact_match
 from judges.parsers import ParsedScore, parse_integer_mark
 from judges.scoring import ExpectedMark, expected_mark
-from judges.suite import (
-    EMPTY_REASON,
-    Count,
-    Judgment,
-    JudgeSuite,
-    Metric,
-    Parsed,
-    Sample,
-    Unit,
-    Usage,
-    ask,
-    detail_json,
-    neutralize,
-    user_request,
-)
 
 SUITE = "ccrs"
 # Canonical input order of the shared-prefix layout: the long context first, so that CC, ID, AC and IR
@@ -45,12 +31,12 @@ EM_COMBINED = frozenset({"AC"})  # AC = lambda * EM + (1 - lambda) * LLM
 SCALE = (0, 100)  # every CCRS metric's mark: the parser's range, the JSON schema's, the score's (normalize)
 
 
-def _metric(name: str, inputs: tuple[str, ...], description: str) -> Metric:
+def _metric(name: str, inputs: tuple[str, ...], description: str) -> js.Metric:
     reads = ("exact_answers",) if name in EM_COMBINED else ()  # EM's synonyms
-    return Metric(SUITE, name, SCALE, inputs, (f"{name.lower()}.txt",), description, reads=reads)
+    return js.Metric(SUITE, name, SCALE, inputs, (f"{name.lower()}.txt",), description, reads=reads)
 
 
-CCRS_METRICS: dict[str, Metric] = {
+CCRS_METRICS: dict[str, js.Metric] = {
     "CC": _metric("CC", ("context", "response"),
                   "Contextual Coherence: consistency of the response with the context"),
     "QR": _metric("QR", ("question", "response"), "Question Relevance: how directly the response answers"),
@@ -94,7 +80,7 @@ def _parse_labels(section: str) -> dict[str, str]:
 @lru_cache(maxsize=4096)
 def _neutral_chunk(chunk: str) -> str:
     """A chunk appears in up to 4 prompts of each of 3 readers, planned one after another."""
-    return neutralize(chunk)
+    return js.neutralize(chunk)
 
 
 def render_input(name: str, value: str | list[str], common: dict[str, str]) -> str:
@@ -108,7 +94,7 @@ def render_input(name: str, value: str | list[str], common: dict[str, str]) -> s
             f'<chunk rank="{i}">\n{_neutral_chunk(chunk)}\n</chunk>' for i, chunk in enumerate(chunks, 1)
         )
     else:
-        body = neutralize(str(value))
+        body = js.neutralize(str(value))
     return f"{label}:\n<{tag}>\n{body}\n</{tag}>"
 
 
@@ -120,7 +106,7 @@ def _output_instruction(cfg: JudgeConfig, common: dict[str, str]) -> str | None:
     return None
 
 
-def render_prompt(spec: Metric, values: dict[str, Any], cfg: JudgeConfig) -> str:
+def render_prompt(spec: js.Metric, values: dict[str, Any], cfg: JudgeConfig) -> str:
     """The user message for one construct. Default layout: intro, inputs in the paper's order, task.
     Shared-prefix layout: generic intro and inputs in CANONICAL_ORDER first, the construct's text last.
     The untrusted-data preamble is there only in versions that have one (v1, not paper)."""
@@ -187,7 +173,7 @@ def combine_ac(em: float, llm_score: float, ac_lambda: float) -> float:
     return ac_lambda * em + CCRS_METRICS["AC"].normalize(llm_score, weight=1.0 - ac_lambda)
 
 
-def sample_em(sample: Sample, cfg: JudgeConfig) -> float:
+def sample_em(sample: js.Sample, cfg: JudgeConfig) -> float:
     references = [sample.ground_truth]
     if cfg.ccrs.em_use_exact_answer_synonyms:
         references += sample.exact_answers
@@ -204,36 +190,36 @@ def reply_tokens(cfg: JudgeConfig) -> int:
     return max(cfg.ccrs.max_tokens, 96) if _expects_json(cfg) else cfg.ccrs.max_tokens
 
 
-def sample_values(sample: Sample, context: list[str]) -> dict[str, Any]:
+def sample_values(sample: js.Sample, context: list[str]) -> dict[str, Any]:
     return {"question": sample.question, "response": sample.response, "ground_truth": sample.ground_truth,
             "context": context}
 
 
-def build_request(spec: Metric, sample: Sample, context: list[str], cfg: JudgeConfig) -> ChatRequest:
+def build_request(spec: js.Metric, sample: js.Sample, context: list[str], cfg: JudgeConfig) -> ChatRequest:
     return prompt_request(render_prompt(spec, sample_values(sample, context), cfg), cfg)
 
 
 def prompt_request(prompt: str, cfg: JudgeConfig) -> ChatRequest:
     """The one place a rendered CCRS prompt becomes a request: what `plan` keys the cache on is what
     `build_request` sends."""
-    request = user_request(cfg.model, prompt, reply_tokens(cfg), sampling_extra(cfg))
+    request = js.user_request(cfg.model, prompt, reply_tokens(cfg), sampling_extra(cfg))
     if cfg.scoring == "expected":
         request.top_logprobs = cfg.expected.top_logprobs
     return request
 
 
-def parser(spec: Metric, cfg: JudgeConfig):
-    def parse(text: str | None) -> Parsed:
+def parser(spec: js.Metric, cfg: JudgeConfig):
+    def parse(text: str | None) -> js.Parsed:
         parsed = parse_score(text, expect_json=_expects_json(cfg), scale=spec.scale,
                              lenient=cfg.ccrs.lenient_parse)
-        return Parsed(parsed.score is not None, parsed.score, parsed.reason)
+        return js.Parsed(parsed.score is not None, parsed.score, parsed.reason)
 
     return parse
 
 
-def judgment(spec: Metric, sample: Sample, cfg: JudgeConfig, llm_score: int | None, status: str,
-             reason: str | None, raw: str | None, usage: Usage, expected: ExpectedMark | None = None
-             ) -> Judgment:
+def judgment(spec: js.Metric, sample: js.Sample, cfg: JudgeConfig, llm_score: int | None, status: str,
+             reason: str | None, raw: str | None, usage: js.Usage, expected: ExpectedMark | None = None
+             ) -> js.Judgment:
     """`score` from the expected mark where there is one, else from the integer (`scoring` says which)."""
     em = sample_em(sample, cfg) if spec.name in EM_COMBINED else None
     mark: float | None = llm_score
@@ -244,9 +230,9 @@ def judgment(spec: Metric, sample: Sample, cfg: JudgeConfig, llm_score: int | No
     score = spec.normalize(mark)
     if mark is not None and spec.name in EM_COMBINED:
         score = combine_ac(em or 0.0, mark, cfg.ccrs.ac_lambda)
-    j = Judgment.of(sample, spec, status=status, prompt_version=cfg.ccrs.prompt_version,
-                    judge_model=cfg.model, usage=usage, score=score, llm_score=llm_score, em=em,
-                    reason=reason, raw=raw, scoring=scoring)
+    j = js.Judgment.of(sample, spec, status=status, prompt_version=cfg.ccrs.prompt_version,
+                       judge_model=cfg.model, usage=usage, score=score, llm_score=llm_score, em=em,
+                       reason=reason, raw=raw, scoring=scoring)
     if expected is not None:
         j.llm_score_expected, j.score_mass = expected.value, expected.mass
         j.detail = expected_detail(expected)
@@ -256,20 +242,20 @@ def judgment(spec: Metric, sample: Sample, cfg: JudgeConfig, llm_score: int | No
 def expected_detail(expected: ExpectedMark) -> str | None:
     walk = expected.distribution
     if walk is None:
-        return detail_json(fallback=expected.reason)
-    return detail_json(fallback=expected.reason, expansions=walk.expansions,
-                       off_scale=round(walk.off_scale, 4), unseen=round(walk.unseen, 4),
-                       unresolved=round(walk.unresolved, 4),
-                       marks={str(k): round(v, 4) for k, v in sorted(walk.probabilities.items())})
+        return js.detail_json(fallback=expected.reason)
+    return js.detail_json(fallback=expected.reason, expansions=walk.expansions,
+                          off_scale=round(walk.off_scale, 4), unseen=round(walk.unseen, 4),
+                          unresolved=round(walk.unresolved, 4),
+                          marks={str(k): round(v, 4) for k, v in sorted(walk.probabilities.items())})
 
 
-def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatRequest,
-                 cfg: JudgeConfig) -> Judgment:
+def run_judgment(client: LLMClient, spec: js.Metric, sample: js.Sample, request: ChatRequest,
+                 cfg: JudgeConfig) -> js.Judgment:
     """Ask, parse, re-ask at most cfg.max_reasks times; a failure is recorded with raw text and reason.
     `attempts` counts the asks (1 + re-asks); the client's transport retries are not counted there."""
-    usage = Usage()
-    answer = ask(client, request, parser(spec, cfg),
-                 lambda reason: reask_message(reason, cfg, _expects_json(cfg)), cfg.max_reasks, usage)
+    usage = js.Usage()
+    answer = js.ask(client, request, parser(spec, cfg),
+                    lambda reason: reask_message(reason, cfg, _expects_json(cfg)), cfg.max_reasks, usage)
     if not answer.ok:
         return judgment(spec, sample, cfg, None, "failed", answer.reason, answer.raw, usage)
     expected = None
@@ -279,13 +265,13 @@ def run_judgment(client: LLMClient, spec: Metric, sample: Sample, request: ChatR
     return judgment(spec, sample, cfg, answer.value, "ok", None, answer.raw, usage, expected)
 
 
-def empty_judgment(spec: Metric, sample: Sample, cfg: JudgeConfig) -> Judgment:
-    j = judgment(spec, sample, cfg, None, "empty_response", EMPTY_REASON, None, Usage())
+def empty_judgment(spec: js.Metric, sample: js.Sample, cfg: JudgeConfig) -> js.Judgment:
+    j = judgment(spec, sample, cfg, None, "empty_response", js.EMPTY_REASON, None, js.Usage())
     j.score, j.em = 0.0, (0.0 if spec.name in EM_COMBINED else None)
     return j
 
 
-class CcrsSuite(JudgeSuite):
+class CcrsSuite(js.JudgeSuite):
     """One request per (sample, metric): each is cached and checkpointed on its own."""
 
     name = SUITE
@@ -307,7 +293,7 @@ class CcrsSuite(JudgeSuite):
         if judge.ccrs.shared_prefix:
             _require_shared_prefix_layout(judge, load_template(judge.ccrs.prompt_version, "_common.txt"))
 
-    def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
+    def plan(self, sample: js.Sample, judge: JudgeConfig, seed: int, count: js.Count) -> list[js.Unit]:
         from judges.readers import fit_chunks
 
         units = []
@@ -318,22 +304,23 @@ class CcrsSuite(JudgeSuite):
                                 chunks, self.window_budget(judge), count)
             # plan=None: the rendered prompt is not kept (unit_request renders it again where it is sent);
             # keeping every prompt of a paper-scale run took ~15 KB a unit, gigabytes in the driver.
-            units.append(Unit(SUITE, sample, (name,), None, len(fitted.chunks), fitted.n_truncated))
+            units.append(js.Unit(SUITE, sample, (name,), None, len(fitted.chunks), fitted.n_truncated))
         return units
 
-    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
-                 count: Count | None) -> list[Judgment]:
+    def evaluate(self, client: LLMClient, unit: js.Unit, judge: JudgeConfig,
+                 count: js.Count | None) -> list[js.Judgment]:
         return [run_judgment(client, CCRS_METRICS[unit.metrics[0]], unit.sample, unit_request(unit, judge),
                              judge)]
 
-    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
+    def not_judged(self, sample: js.Sample, judge: JudgeConfig, status: str,
+                   reason: str) -> list[js.Judgment]:
         if status == "empty_response":
             return [empty_judgment(CCRS_METRICS[name], sample, judge)
                     for name in self.selected_metrics(judge)]
-        return [judgment(CCRS_METRICS[name], sample, judge, None, status, reason, None, Usage())
+        return [judgment(CCRS_METRICS[name], sample, judge, None, status, reason, None, js.Usage())
                 for name in self.selected_metrics(judge)]
 
-    def single_request(self, unit: Unit, judge: JudgeConfig) -> ChatRequest:
+    def single_request(self, unit: js.Unit, judge: JudgeConfig) -> ChatRequest:
         """Every CCRS unit is one call (re-asks aside): its request, rendered again from the unit."""
         return unit_request(unit, judge)
 
@@ -345,7 +332,7 @@ class CcrsSuite(JudgeSuite):
         return '{"score": 50}' if judge.structured_output else "50"
 
 
-def unit_request(unit: Unit, judge: JudgeConfig) -> ChatRequest:
+def unit_request(unit: js.Unit, judge: JudgeConfig) -> ChatRequest:
     """The request a planned CCRS unit sends: its metric's prompt over the sample's first
     `n_context_chunks` chunks (the ones the truncation policy kept when the unit was planned)."""
     spec = CCRS_METRICS[unit.metrics[0]]

@@ -7,6 +7,7 @@ errors by kind and circuit openings, for the per-stage failure report.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import threading
@@ -22,6 +23,9 @@ import httpx
 from judges.config import ClientConfig
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+# request fields of vLLM's own that OpenAI's API (and most hosted APIs) reject; sent only for
+# `ChatRequest.continue_final` (`scoring: expected`'s continuation requests)
+VLLM_ONLY_FIELDS = ("continue_final_message", "add_generation_prompt")
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -356,6 +360,32 @@ class LLMClient:
             cached_tokens=cached_prompt_tokens(usage),
             logprobs=_token_logprobs(choice.get("logprobs")),
         )
+
+
+PROBE_SCHEMA = {"type": "object", "properties": {"legs": {"type": "integer", "minimum": 0, "maximum": 100}},
+                "required": ["legs"], "additionalProperties": False}
+
+
+def response_format_refusal(client: LLMClient, model: str) -> str | None:
+    """One tiny request with OpenAI's `response_format` (a JSON schema, as a judge's score schema): None
+    where the endpoint answers in the schema, else why not (its HTTP error, or a reply outside the schema).
+    An endpoint that is down (transport error, 5xx) raises LLMRequestError: that is no refusal."""
+    question = [{"role": "user", "content": "How many legs has a cat?"}]
+    schema = {"type": "json_schema", "json_schema": {"name": "probe", "schema": PROBE_SCHEMA}}
+    try:
+        result = client.chat(ChatRequest(model, question, max_tokens=24,
+                                         extra_body={"response_format": schema}))
+    except LLMRequestError as exc:
+        if exc.status_code is None or exc.status_code >= 500:
+            raise
+        return " ".join(str(exc).split())[:200]
+    try:
+        reply = json.loads(result.text)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict) or type(reply.get("legs")) is not int:
+        return f"it answered outside the schema: {result.text[:80]!r}"
+    return None
 
 
 def cached_prompt_tokens(usage: Mapping[str, Any]) -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -49,6 +50,10 @@ class ClientConfig(_Strict):
     batch_samples: int = Field(default=2000, ge=1, description="judge stages plan, judge and write this many "
                                "(question, system) samples at a time (whole questions): the driver's memory "
                                "is bounded by a batch, not by the run; a written batch is never asked again")
+    schedule_timeout_s: float = Field(default=600.0, gt=0, description="how long the fan-out's Ray tasks may "
+                                      "wait for resources the cluster cannot give them (Ray reports their "
+                                      "demand unplaced and none of them finishes) before the run stops in "
+                                      "one line; a task that runs, however slowly, never counts")
 
 
 class ReaderConfig(_Strict):
@@ -246,6 +251,29 @@ class EndpointSystemConfig(_Strict):
                                     "environment variable (or secrets file entry) holding its value")
 
 
+IF_ACCEPTED = "if_accepted"  # judge.structured_output: decided by the endpoint's answer to one probe
+
+
+@dataclass(frozen=True)
+class JudgeProfile:
+    """Named judge defaults for a kind of endpoint: JudgeConfig settings that replace a config's."""
+
+    name: str
+    settings: dict[str, Any]
+    summary: str
+
+
+# A judge at an endpoint the user names, with no config of theirs: a hosted API, TGI, a shared vLLM, ...
+# Integer marks need nothing beyond OpenAI's chat completions (no log-probabilities, none of vLLM's own
+# request fields); a JSON schema goes only through OpenAI's `response_format`, where the endpoint accepts it.
+# The window is the paper judge's (8,192 tokens; every current hosted judge has at least that), not the
+# CPU demo's 2,048.
+OPENAI_COMPATIBLE_JUDGE = JudgeProfile(
+    "openai-compatible", {"scoring": "integer", "structured_output": IF_ACCEPTED, "context_window": 8192},
+    "integer marks, an 8,192-token window, no vLLM-only request field, structured output only through "
+    "OpenAI's response_format where the endpoint accepts it")
+
+
 # The CCRS settings that JudgeConfig kept at its top level before they moved under `ccrs:`.
 FORMER_TOP_LEVEL_CCRS_KEYS = tuple(CcrsOptions.model_fields)
 
@@ -268,8 +296,10 @@ class JudgeConfig(_Strict):
                              "file entry) holding the key of the judge's own endpoint (with base_url)")
     max_reasks: int = Field(default=2, ge=0, description="re-asks of CCRS and GroUSE (VERA and RAGChecker "
                             "set their own)")
-    structured_output: bool = Field(default=False, description="CCRS and GroUSE: a JSON schema constrains "
-                                    "the reply")
+    structured_output: bool | Literal["if_accepted"] = Field(
+        default=False, description="CCRS and GroUSE: a JSON schema constrains the reply (OpenAI's "
+        "response_format); if_accepted: on where the judge endpoint accepts it, probed once before judging "
+        "(tasks.judge.fit_judge), else free-text marks")
     context_window: int = Field(default=2048, ge=64)
     tokenizer: str | None = None
     cache: bool = True

@@ -17,24 +17,11 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from judges import suite as js
 from judges import templates
 from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.readers import FittedPrompt, fit_chunks
-from judges.suite import (
-    Count,
-    Judgment,
-    JudgeSuite,
-    Metric,
-    Parsed,
-    Sample,
-    Unit,
-    Usage,
-    ask,
-    detail_json,
-    neutralize,
-    user_request,
-)
 
 SUITE = "grouse"
 
@@ -45,34 +32,28 @@ _COMPLETENESS_INPUTS = ("context", "question", "ground_truth", "response")
 _FAITHFULNESS_INPUTS = ("context", "ground_truth", "response")
 
 
-def _judged(name: str, inputs: tuple[str, ...], scale: tuple[int, int], description: str) -> Metric:
-    return Metric(SUITE, name, scale, inputs, (f"{name}.txt",), description)
+def _judged(name: str, inputs: tuple[str, ...], scale: tuple[int, int], description: str) -> js.Metric:
+    return js.Metric(SUITE, name, scale, inputs, (f"{name}.txt",), description)
 
 
-def _derived(name: str, description: str) -> Metric:
-    return Metric(SUITE, name, (0, 1), (), (), description, judged=False)
+def _derived(name: str, description: str) -> js.Metric:
+    return js.Metric(SUITE, name, (0, 1), (), (), description, judged=False)
 
 
-GROUSE_METRICS: dict[str, Metric] = {
-    "answer_relevancy": _judged("answer_relevancy", _ANSWERS, (1, 5),
-                                "Answer relevancy: the answer addresses the question "
-                                "(null: it declines to answer)"),
-    "completeness": _judged("completeness", _COMPLETENESS_INPUTS, (1, 5),
-                            "Completeness: the answer covers what the references hold "
-                            "(null: they hold no answer)"),
-    "usefulness": _judged("usefulness", _ANSWERS, (0, 1),
-                          "Usefulness: a refusal that adds useful related information "
-                          "(null unless a refusal)"),
-    "faithfulness": _judged("faithfulness", _FAITHFULNESS_INPUTS, (0, 1),
-                            "Faithfulness: every fact is supported by its cited reference "
-                            "(null: bare refusal)"),
-    "positive_acceptance": _derived("positive_acceptance",
-                                    "Positive acceptance: answers when the references hold an answer "
-                                    "(derived, Table 6)"),
-    "negative_rejection": _derived("negative_rejection",
-                                   "Negative rejection: refuses when the references hold no answer "
-                                   "(derived, Table 6)"),
-}
+GROUSE_METRICS: dict[str, js.Metric] = {metric.name: metric for metric in (
+    _judged("answer_relevancy", _ANSWERS, (1, 5),
+            "Answer relevancy: the answer addresses the question (null: it declines to answer)"),
+    _judged("completeness", _COMPLETENESS_INPUTS, (1, 5),
+            "Completeness: the answer covers what the references hold (null: they hold no answer)"),
+    _judged("usefulness", _ANSWERS, (0, 1),
+            "Usefulness: a refusal that adds useful related information (null unless a refusal)"),
+    _judged("faithfulness", _FAITHFULNESS_INPUTS, (0, 1),
+            "Faithfulness: every fact is supported by its cited reference (null: bare refusal)"),
+    _derived("positive_acceptance",
+             "Positive acceptance: answers when the references hold an answer (derived, Table 6)"),
+    _derived("negative_rejection",
+             "Negative rejection: refuses when the references hold no answer (derived, Table 6)"),
+)}
 METRIC_ORDER = tuple(GROUSE_METRICS)
 # The metrics that read what only an answer written to GroUSE's conventions holds: a [i] citation after each
 # statement (faithfulness) and the prescribed refusal sentence (positive acceptance, negative rejection). On
@@ -165,12 +146,12 @@ def layout_of(version: str) -> Layout:
 def render_references(references: list[str]) -> str:
     if not references:
         return "<references>\n(no documents were retrieved)\n</references>"
-    body = "\n".join(f'<reference index="{i}">\n{neutralize(r)}\n</reference>'
+    body = "\n".join(f'<reference index="{i}">\n{js.neutralize(r)}\n</reference>'
                      for i, r in enumerate(references, 1))
     return f"<references>\n{body}\n</references>"
 
 
-def _metric_skeleton(spec: Metric, layout: Layout) -> str:
+def _metric_skeleton(spec: js.Metric, layout: Layout) -> str:
     low, high = spec.scale
     values = f"<integer {low}-{high}" + (" or null>" if spec.name in _NULLABLE else ">")
     parts = [f'"{key}": {layout.placeholders[kind]}' for key, kind in layout.keys[spec.name]]
@@ -184,7 +165,7 @@ def _per_answer(one: str, layout: Layout) -> str:
     return "{" + ", ".join(f'"{answer}": {one}' for answer in layout.answers) + "}"
 
 
-def json_skeleton(spec: Metric, layout: Layout) -> str:
+def json_skeleton(spec: js.Metric, layout: Layout) -> str:
     return _per_answer(_metric_skeleton(spec, layout), layout)
 
 
@@ -195,7 +176,7 @@ def one_prompt_skeleton(layout: Layout) -> str:
     return _per_answer(one, layout)
 
 
-def shown_inputs(spec: Metric, layout: Layout) -> list[str]:
+def shown_inputs(spec: js.Metric, layout: Layout) -> list[str]:
     """The sample blocks of a prompt ("question", "context") in the order they are shown."""
     shown = [name for name in spec.inputs if name in ("question", "context")]
     if layout.question_everywhere:
@@ -203,21 +184,21 @@ def shown_inputs(spec: Metric, layout: Layout) -> list[str]:
     return shown
 
 
-def _sample_block(name: str, sample: Sample, common: dict[str, str]) -> str:
+def _sample_block(name: str, sample: js.Sample, common: dict[str, str]) -> str:
     if name == "question":
-        return f"{common['question_heading']}\n<question>\n{neutralize(sample.question)}\n</question>"
+        return f"{common['question_heading']}\n<question>\n{js.neutralize(sample.question)}\n</question>"
     return f"{common['references_heading']}\n{render_references(sample.context)}"
 
 
-def _answer_blocks(sample: Sample, common: dict[str, str], layout: Layout) -> list[str]:
+def _answer_blocks(sample: js.Sample, common: dict[str, str], layout: Layout) -> list[str]:
     """The expected answer (`ground_truth`) as answer 1 and the graded `response` as answer 2; or, where
     the layout grades one answer (no ground truth), the response alone."""
     texts = {"answer_1": sample.ground_truth, "answer_2": sample.response, "answer": sample.response}
-    return [f"{common[f'{answer}_heading']}\n<{answer}>\n{neutralize(texts[answer])}\n</{answer}>"
+    return [f"{common[f'{answer}_heading']}\n<{answer}>\n{js.neutralize(texts[answer])}\n</{answer}>"
             for answer in layout.answers]
 
 
-def render_prompt(spec: Metric, sample: Sample, prompt_version: str) -> str:
+def render_prompt(spec: js.Metric, sample: js.Sample, prompt_version: str) -> str:
     """Task introduction (citation format), [untrusted-data preamble, v1], [the two answers to grade,
     paper], metric instructions, JSON format, the sample blocks (`shown_inputs`), the two answers: the
     expected answer (`ground_truth`) as answer 1, the graded `response` as answer 2; the `context` chunks
@@ -233,7 +214,7 @@ def render_prompt(spec: Metric, sample: Sample, prompt_version: str) -> str:
     return "\n\n".join(blocks)
 
 
-def render_one_prompt(sample: Sample, prompt_version: str) -> str:
+def render_one_prompt(sample: js.Sample, prompt_version: str) -> str:
     """The one-prompt variant (GroUSE Table 3, "all metrics with one prompt"): the task introduction, the
     four judged metrics' instructions in pipeline order, one JSON format for all of them, the question, the
     references, the answers."""
@@ -250,7 +231,7 @@ def render_one_prompt(sample: Sample, prompt_version: str) -> str:
     return "\n\n".join(blocks)
 
 
-def reask_message(spec: Metric, reason: str, prompt_version: str) -> str:
+def reask_message(spec: js.Metric, reason: str, prompt_version: str) -> str:
     text = load_template(prompt_version, "_common.txt")["reask"]
     low, high = spec.scale
     allowed = f"an integer from {low} to {high}" + (" or null" if spec.name in _NULLABLE else "")
@@ -297,7 +278,7 @@ def _graded_object(text: str | None, layout: Layout) -> tuple[dict | None, str |
     return obj[layout.graded], None
 
 
-def parse_mark(text: str | None, spec: Metric, layout: Layout) -> ParsedMark:
+def parse_mark(text: str | None, spec: js.Metric, layout: Layout) -> ParsedMark:
     """The reply must be one JSON object (a surrounding ``` fence is tolerated) holding the graded answer's
     object (`answer_2`; `answer` where one answer is graded) with a `score` that is an integer within the
     metric's scale, or null where the metric is nullable. Where the layout asks for a per-sentence
@@ -308,7 +289,7 @@ def parse_mark(text: str | None, spec: Metric, layout: Layout) -> ParsedMark:
     return _metric_mark(second, spec, layout)
 
 
-def _metric_mark(second: dict, spec: Metric, layout: Layout) -> ParsedMark:
+def _metric_mark(second: dict, spec: js.Metric, layout: Layout) -> ParsedMark:
     if "score" not in second:
         return ParsedMark(False, reason=f"{layout.graded} without a score field")
     mark = _check_value(second, spec, layout)
@@ -355,7 +336,7 @@ def sentence_analysis_problem(analysis: Any) -> str | None:
     return None
 
 
-def _check_value(second: dict, spec: Metric, layout: Layout) -> ParsedMark:
+def _check_value(second: dict, spec: js.Metric, layout: Layout) -> ParsedMark:
     value = second["score"]
     justification = second.get("justification")
     justification = justification if isinstance(justification, str) else None
@@ -376,7 +357,7 @@ def _check_value(second: dict, spec: Metric, layout: Layout) -> ParsedMark:
     return ParsedMark(True, value, None, justification, details)
 
 
-def _metric_schema(spec: Metric, layout: Layout) -> dict[str, Any]:
+def _metric_schema(spec: js.Metric, layout: Layout) -> dict[str, Any]:
     low, high = spec.scale
     score = {"type": ["integer", "null"] if spec.name in _NULLABLE else "integer", "minimum": low,
              "maximum": high}
@@ -391,7 +372,7 @@ def _metric_schema(spec: Metric, layout: Layout) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties)}
 
 
-def score_schema(spec: Metric, layout: Layout) -> dict[str, Any]:
+def score_schema(spec: js.Metric, layout: Layout) -> dict[str, Any]:
     return _answers_schema(_metric_schema(spec, layout), layout)
 
 
@@ -407,13 +388,13 @@ def _answers_schema(one: dict[str, Any], layout: Layout) -> dict[str, Any]:
 
 # --- one metric ---------------------------------------------------------------------------------------
 
-def reply_tokens(spec: Metric, judge: JudgeConfig) -> int:
+def reply_tokens(spec: js.Metric, judge: JudgeConfig) -> int:
     """The reply budget of one metric's call: faithfulness has its own (a per-sentence analysis)."""
     grouse = judge.grouse
     return grouse.faithfulness_max_tokens if spec.name == "faithfulness" else grouse.max_tokens
 
 
-def build_request(spec: Metric, sample: Sample, judge: JudgeConfig) -> ChatRequest:
+def build_request(spec: js.Metric, sample: js.Sample, judge: JudgeConfig) -> ChatRequest:
     """The first request of one judged metric; `reply_tokens` new tokens at most (`ask` lowers it so that
     prompt + reply fit the judge window)."""
     version = judge.grouse.prompt_version
@@ -423,27 +404,27 @@ def build_request(spec: Metric, sample: Sample, judge: JudgeConfig) -> ChatReque
                                      "json_schema": {"name": f"grouse_{spec.name}",
                                                      "schema": score_schema(spec, layout_of(version))}}}
     prompt = render_prompt(spec, sample, version)
-    return user_request(judge.model, prompt, reply_tokens(spec, judge), extra)
+    return js.user_request(judge.model, prompt, reply_tokens(spec, judge), extra)
 
 
-def _parser(spec: Metric, layout: Layout):
-    def parse(text: str | None) -> Parsed:
+def _parser(spec: js.Metric, layout: Layout):
+    def parse(text: str | None) -> js.Parsed:
         mark = parse_mark(text, spec, layout)
-        return Parsed(mark.ok, mark, mark.reason)
+        return js.Parsed(mark.ok, mark, mark.reason)
 
     return parse
 
 
-def judge_metric(client: LLMClient, spec: Metric, sample: Sample, judge: JudgeConfig,
-                 count: Count | None = None) -> Judgment:
+def judge_metric(client: LLMClient, spec: js.Metric, sample: js.Sample, judge: JudgeConfig,
+                 count: js.Count | None = None) -> js.Judgment:
     """Ask, parse, re-ask at most judge.max_reasks times with a stricter instruction (the shared `ask`);
     a failure keeps the last raw reply and the reason. `count` (prompt -> tokens) fits the reply budget
     to judge.context_window."""
-    usage = Usage()
+    usage = js.Usage()
     version = judge.grouse.prompt_version
-    answer = ask(client, build_request(spec, sample, judge), _parser(spec, layout_of(version)),
-                 lambda reason: reask_message(spec, reason, version), judge.max_reasks, usage,
-                 window=judge.context_window, count=count)
+    answer = js.ask(client, build_request(spec, sample, judge), _parser(spec, layout_of(version)),
+                    lambda reason: reask_message(spec, reason, version), judge.max_reasks, usage,
+                    window=judge.context_window, count=count)
     if answer.ok:
         mark: ParsedMark = answer.value
         return _judgment(sample, spec.name, judge, mark.value, "ok", None, answer.raw, mark.justification,
@@ -451,7 +432,7 @@ def judge_metric(client: LLMClient, spec: Metric, sample: Sample, judge: JudgeCo
     return _judgment(sample, spec.name, judge, None, "failed", answer.reason, answer.raw, None, usage)
 
 
-def one_prompt_request(sample: Sample, judge: JudgeConfig) -> ChatRequest:
+def one_prompt_request(sample: js.Sample, judge: JudgeConfig) -> ChatRequest:
     """The one call of the one-prompt variant; its reply budget is the four calls' budgets together."""
     grouse, version = judge.grouse, judge.grouse.prompt_version
     extra = {}
@@ -460,24 +441,24 @@ def one_prompt_request(sample: Sample, judge: JudgeConfig) -> ChatRequest:
                                      "json_schema": {"name": "grouse_all_metrics",
                                                      "schema": one_prompt_schema(layout_of(version))}}}
     budget = grouse.max_tokens * (len(JUDGED_METRICS) - 1) + grouse.faithfulness_max_tokens
-    return user_request(judge.model, render_one_prompt(sample, version), budget, extra)
+    return js.user_request(judge.model, render_one_prompt(sample, version), budget, extra)
 
 
-def judge_in_one_prompt(client: LLMClient, sample: Sample, judge: JudgeConfig,
-                        count: Count | None = None) -> list[Judgment]:
+def judge_in_one_prompt(client: LLMClient, sample: js.Sample, judge: JudgeConfig,
+                        count: js.Count | None = None) -> list[js.Judgment]:
     """The four judged metrics from one call (re-asked as a whole while any metric's part is unusable).
     The call's tokens are recorded on the answer-relevancy judgment, so that the run's sums stay right."""
-    usage = Usage()
+    usage = js.Usage()
     version = judge.grouse.prompt_version
 
-    def parse(text: str | None) -> Parsed:
+    def parse(text: str | None) -> js.Parsed:
         marks, reason = parse_all_marks(text, layout_of(version))
-        return Parsed(marks is not None, marks, reason)
+        return js.Parsed(marks is not None, marks, reason)
 
-    answer = ask(client, one_prompt_request(sample, judge), parse,
-                 lambda reason: one_prompt_reask(reason, version), judge.max_reasks, usage,
-                 window=judge.context_window, count=count)
-    usages = [usage] + [Usage() for _ in JUDGED_METRICS[1:]]
+    answer = js.ask(client, one_prompt_request(sample, judge), parse,
+                    lambda reason: one_prompt_reask(reason, version), judge.max_reasks, usage,
+                    window=judge.context_window, count=count)
+    usages = [usage] + [js.Usage() for _ in JUDGED_METRICS[1:]]
     if not answer.ok:
         return [_judgment(sample, name, judge, None, "failed", answer.reason, answer.raw, None, used)
                 for name, used in zip(JUDGED_METRICS, usages)]
@@ -486,20 +467,21 @@ def judge_in_one_prompt(client: LLMClient, sample: Sample, judge: JudgeConfig,
             for name, used in zip(JUDGED_METRICS, usages)]
 
 
-def _judgment(sample: Sample, metric: str, judge: JudgeConfig, mark: int | None, status: str,
-              reason: str | None, raw: str | None, justification: str | None, usage: Usage) -> Judgment:
+def _judgment(sample: js.Sample, metric: str, judge: JudgeConfig, mark: int | None, status: str,
+              reason: str | None, raw: str | None, justification: str | None, usage: js.Usage) -> js.Judgment:
     """`llm_score` is the raw mark (1-5, 0/1) or None (null: not applicable); `score` its [0, 1] value.
     status: ok (the judge or the derivation gave the mark), skipped (not applicable: not asked), failed
     (no usable reply after the re-asks, or a request/upstream failure), empty_response."""
     spec = GROUSE_METRICS[metric]
-    detail = detail_json(justification=justification) if justification is not None else None
-    return Judgment.of(sample, spec, status=status, prompt_version=judge.grouse.prompt_version,
-                       judge_model=judge.model, usage=usage, score=spec.normalize(mark), llm_score=mark,
-                       reason=reason, raw=raw, detail=detail)
+    detail = js.detail_json(justification=justification) if justification is not None else None
+    return js.Judgment.of(sample, spec, status=status, prompt_version=judge.grouse.prompt_version,
+                          judge_model=judge.model, usage=usage, score=spec.normalize(mark), llm_score=mark,
+                          reason=reason, raw=raw, detail=detail)
 
 
-def _not_asked(sample: Sample, metric: str, judge: JudgeConfig, status: str, reason: str | None) -> Judgment:
-    return _judgment(sample, metric, judge, None, status, reason, None, None, Usage())
+def _not_asked(sample: js.Sample, metric: str, judge: JudgeConfig, status: str,
+               reason: str | None) -> js.Judgment:
+    return _judgment(sample, metric, judge, None, status, reason, None, None, js.Usage())
 
 
 # --- the pipeline (Figure 4) --------------------------------------------------------------------------
@@ -514,8 +496,8 @@ def derive_acceptance(relevancy: int | None, completeness: int | None) -> tuple[
     return (None, 0) if completeness is None else (None, None)
 
 
-def evaluate_sample(client: LLMClient, sample: Sample, judge: JudgeConfig,
-                    count: Count | None = None) -> list[Judgment]:
+def evaluate_sample(client: LLMClient, sample: js.Sample, judge: JudgeConfig,
+                    count: js.Count | None = None) -> list[js.Judgment]:
     """The six judgments of one sample, in METRIC_ORDER, with at most four judge calls: relevancy and
     completeness always; usefulness only when the answer declines to answer (null relevancy);
     faithfulness unless the answer is a bare refusal (null relevancy and null usefulness). PA and NR are
@@ -541,7 +523,7 @@ def evaluate_sample(client: LLMClient, sample: Sample, judge: JudgeConfig,
             *derived_judgments(sample, relevancy, completeness, judge)]
 
 
-def usefulness_gate(relevancy: Judgment) -> tuple[str, str] | None:
+def usefulness_gate(relevancy: js.Judgment) -> tuple[str, str] | None:
     """None where the pipeline asks usefulness (the answer declines: null relevancy), else the status and
     reason it records without asking."""
     if relevancy.status == "failed":
@@ -551,7 +533,7 @@ def usefulness_gate(relevancy: Judgment) -> tuple[str, str] | None:
     return "skipped", "answer gives a response: not applicable"
 
 
-def faithfulness_gate(relevancy: Judgment, usefulness: Judgment) -> tuple[str, str] | None:
+def faithfulness_gate(relevancy: js.Judgment, usefulness: js.Judgment) -> tuple[str, str] | None:
     """None where the pipeline asks faithfulness, else (status, reason): a bare refusal (null relevancy
     and null usefulness) has no information to check."""
     if (relevancy.status == "ok" and relevancy.llm_score is None and usefulness.status == "ok"
@@ -560,7 +542,7 @@ def faithfulness_gate(relevancy: Judgment, usefulness: Judgment) -> tuple[str, s
     return None
 
 
-def as_pipeline(judgments: list[Judgment], sample: Sample, judge: JudgeConfig) -> list[Judgment]:
+def as_pipeline(judgments: list[js.Judgment], sample: js.Sample, judge: JudgeConfig) -> list[js.Judgment]:
     """What the conditional pipeline would have recorded, from the six judgments of an `ask_all` run: a
     call the gates would skip becomes not asked (the same prompt gets the same reply at temperature 0, so
     nothing is asked twice to compare the two protocols)."""
@@ -575,19 +557,19 @@ def as_pipeline(judgments: list[Judgment], sample: Sample, judge: JudgeConfig) -
     return [replaced.get(j.metric, j) for j in judgments]
 
 
-def derived_judgments(sample: Sample, relevancy: Judgment, completeness: Judgment,
-                      judge: JudgeConfig) -> list[Judgment]:
+def derived_judgments(sample: js.Sample, relevancy: js.Judgment, completeness: js.Judgment,
+                      judge: JudgeConfig) -> list[js.Judgment]:
     if relevancy.status == "failed" or completeness.status == "failed":
         return [_not_asked(sample, m, judge, "failed", "derived from a failed relevancy or completeness mark")
                 for m in DERIVED_METRICS]
     values = derive_acceptance(relevancy.llm_score, completeness.llm_score)
-    return [_judgment(sample, m, judge, v, "ok", None, None, None, Usage())
+    return [_judgment(sample, m, judge, v, "ok", None, None, None, js.Usage())
             for m, v in zip(DERIVED_METRICS, values)]
 
 
 # --- the suite -------------------------------------------------------------------------------------
 
-def fit_references(sample: Sample, judge: JudgeConfig, count: Count, budget: int) -> FittedPrompt:
+def fit_references(sample: js.Sample, judge: JudgeConfig, count: js.Count, budget: int) -> FittedPrompt:
     """Drop the lowest-ranked references until the longest judged prompt of the prompt version (the
     `paper` faithfulness prompt is longer than completeness) fits `budget` (the suite's window budget:
     judge.context_window less the reply, judge.grouse.max_tokens, and a chat-template margin)."""
@@ -611,7 +593,7 @@ class GrousePlan:
     references: list[str]
 
 
-class GrouseSuite(JudgeSuite):
+class GrouseSuite(js.JudgeSuite):
     """One unit per sample: the Figure-4 calls depend on each other (usefulness and faithfulness are
     asked or not after relevancy), so a sample is cached and checkpointed as a whole (six judgments)."""
 
@@ -622,13 +604,13 @@ class GrouseSuite(JudgeSuite):
     empty_score = None  # an empty answer is not sent and has no score, never a 0
     metrics = GROUSE_METRICS
 
-    def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
+    def plan(self, sample: js.Sample, judge: JudgeConfig, seed: int, count: js.Count) -> list[js.Unit]:
         fitted = fit_references(sample, judge, count, self.window_budget(judge))
-        return [Unit(SUITE, sample, METRIC_ORDER, GrousePlan(fitted.chunks), len(fitted.chunks),
-                     fitted.n_truncated)]
+        return [js.Unit(SUITE, sample, METRIC_ORDER, GrousePlan(fitted.chunks), len(fitted.chunks),
+                        fitted.n_truncated)]
 
-    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
-                 count: Count | None) -> list[Judgment]:
+    def evaluate(self, client: LLMClient, unit: js.Unit, judge: JudgeConfig,
+                 count: js.Count | None) -> list[js.Judgment]:
         sample = replace(unit.sample, context=list(unit.plan.references))
         judgments = evaluate_sample(client, sample, judge, count)
         for judgment in judgments:
@@ -636,7 +618,8 @@ class GrouseSuite(JudgeSuite):
             judgment.n_context_truncated = unit.n_context_truncated
         return judgments
 
-    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
+    def not_judged(self, sample: js.Sample, judge: JudgeConfig, status: str,
+                   reason: str) -> list[js.Judgment]:
         """Six records without a call (an empty answer: status empty_response; a failed generation:
         failed); no score, never a 0. single_request and reply_estimate: None (the defaults), whether
         usefulness and faithfulness are asked depends on the relevancy reply."""

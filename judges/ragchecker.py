@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from judges import suite as js
 from judges import templates
 from judges.client import LLMClient
 from judges.config import JudgeConfig
@@ -37,34 +38,18 @@ from judges.parsers import (
     parse_numbered,
     verdicts_parser,
 )
-from judges.suite import (
-    EMPTY_REASON,
-    Answer,
-    Count,
-    Judgment,
-    JudgeSuite,
-    Metric,
-    Parsed,
-    Sample,
-    Unit,
-    Usage,
-    ask,
-    detail_json,
-    neutralize,
-    user_request,
-)
 
 SUITE = "ragchecker"
 TEMPLATES = ("claims.txt", "entail.txt")
 
-RAGCHECKER_METRICS: dict[str, Metric] = {
-    "rc_precision": Metric(
+RAGCHECKER_METRICS: dict[str, js.Metric] = {
+    "rc_precision": js.Metric(
         SUITE, "rc_precision", (0, 1), ("response", "ground_truth"), TEMPLATES,
         "RAGChecker-style precision: share of response claims entailed by the ground truth"),
-    "rc_recall": Metric(
+    "rc_recall": js.Metric(
         SUITE, "rc_recall", (0, 1), ("ground_truth", "response"), TEMPLATES,
         "RAGChecker-style recall: share of ground-truth claims entailed by the response"),
-    "rc_faithfulness": Metric(
+    "rc_faithfulness": js.Metric(
         SUITE, "rc_faithfulness", (0, 1), ("response", "context"), TEMPLATES,
         "RAGChecker-style faithfulness: share of response claims entailed by the context"),
 }
@@ -103,12 +88,13 @@ def per_chunk_faithfulness(version: str) -> bool:
 
 
 def claims_prompt(judge: JudgeConfig, text: str) -> str:
-    return load_template(judge.ragchecker.prompt_version, "claims.txt").replace("{text}", neutralize(text))
+    return load_template(judge.ragchecker.prompt_version, "claims.txt").replace("{text}", js.neutralize(text))
 
 
 def entail_prompt(judge: JudgeConfig, reference: str, claims: list[str]) -> str:
     return (load_template(judge.ragchecker.prompt_version, "entail.txt")
-            .replace("{reference}", neutralize(reference)).replace("{claims}", neutralize(numbered(claims))))
+            .replace("{reference}", js.neutralize(reference))
+            .replace("{claims}", js.neutralize(numbered(claims))))
 
 
 def parse_claims(text: str | None, max_claims: int | None) -> list[str] | None:
@@ -119,12 +105,12 @@ def parse_claims(text: str | None, max_claims: int | None) -> list[str] | None:
     return claims or None
 
 
-def claims_parser(max_claims: int | None) -> Callable[[str | None], Parsed]:
-    def parse(text: str | None) -> Parsed:
+def claims_parser(max_claims: int | None) -> Callable[[str | None], js.Parsed]:
+    def parse(text: str | None) -> js.Parsed:
         claims = parse_claims(text, max_claims)
         if claims is None:
-            return Parsed(False, reason="no numbered claim and no NONE")
-        return Parsed(True, claims)
+            return js.Parsed(False, reason="no numbered claim and no NONE")
+        return js.Parsed(True, claims)
 
     return parse
 
@@ -141,7 +127,7 @@ def entailment_share(verdicts: list[bool] | list[str] | None) -> float | None:
 
 
 def entailed_by_any(references: Sequence[str], claims: list[str],
-                    entailed: Callable[[str, list[str]], Answer]) -> Answer:
+                    entailed: Callable[[str, list[str]], js.Answer]) -> js.Answer:
     """Per claim, whether at least one reference entails it: each reference asked on its own, in order,
     until every claim is entailed (no reference: none is). A failed reference fails the whole check."""
     found, raw = [False] * len(claims), None
@@ -150,10 +136,10 @@ def entailed_by_any(references: Sequence[str], claims: list[str],
             break
         answer = entailed(reference, claims)
         if not answer.ok:
-            return Answer(False, None, answer.raw, f"chunk {rank}: {answer.reason}")
+            return js.Answer(False, None, answer.raw, f"chunk {rank}: {answer.reason}")
         found = [was or is_entailed(verdict) for was, verdict in zip(found, answer.value)]
         raw = answer.raw
-    return Answer(True, found, raw, None)
+    return js.Answer(True, found, raw, None)
 
 
 @dataclass(frozen=True)
@@ -166,39 +152,39 @@ class RagCheckerPlan:
     per_chunk: bool = False
 
 
-def _ask(client: LLMClient, judge: JudgeConfig, prompt: str, parse: Callable[[str | None], Parsed],
-         reask: str, usage: Usage, count: Count | None) -> Answer:
-    request = user_request(judge.model, prompt, judge.ragchecker.max_tokens)
-    return ask(client, request, parse, lambda reason: reask, judge.ragchecker.max_reasks, usage,
-               judge.context_window, count)
+def _ask(client: LLMClient, judge: JudgeConfig, prompt: str, parse: Callable[[str | None], js.Parsed],
+         reask: str, usage: js.Usage, count: js.Count | None) -> js.Answer:
+    request = js.user_request(judge.model, prompt, judge.ragchecker.max_tokens)
+    return js.ask(client, request, parse, lambda reason: reask, judge.ragchecker.max_reasks, usage,
+                  judge.context_window, count)
 
 
-def _judgment(sample: Sample, judge: JudgeConfig, metric: str, score: float | None, status: str,
-              reason: str | None, raw: str | None, usage: Usage, **detail: Any) -> Judgment:
+def _judgment(sample: js.Sample, judge: JudgeConfig, metric: str, score: float | None, status: str,
+              reason: str | None, raw: str | None, usage: js.Usage, **detail: Any) -> js.Judgment:
     spec = RAGCHECKER_METRICS[metric]
-    return Judgment.of(sample, spec, status=status, prompt_version=judge.ragchecker.prompt_version,
-                       judge_model=judge.model, usage=usage, score=spec.normalize(score), reason=reason,
-                       raw=raw, detail=detail_json(**detail))
+    return js.Judgment.of(sample, spec, status=status, prompt_version=judge.ragchecker.prompt_version,
+                          judge_model=judge.model, usage=usage, score=spec.normalize(score), reason=reason,
+                          raw=raw, detail=js.detail_json(**detail))
 
 
-def check_sample(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: RagCheckerPlan,
-                 count: Count | None = None) -> list[Judgment]:
+def check_sample(client: LLMClient, judge: JudgeConfig, sample: js.Sample, plan: RagCheckerPlan,
+                 count: js.Count | None = None) -> list[js.Judgment]:
     """The three metrics of one sample, in METRICS order; the sample's usage on the first row only."""
     if not sample.response.strip():
         return [empty_judgment(sample, judge, m) for m in METRICS]
-    cfg, usage = judge.ragchecker, Usage()
+    cfg, usage = judge.ragchecker, js.Usage()
     reply = entail_reply(cfg.prompt_version)
 
-    def claims_of(text: str) -> Answer:
+    def claims_of(text: str) -> js.Answer:
         return _ask(client, judge, claims_prompt(judge, text), claims_parser(cfg.max_claims),
                     "Write the claims as a numbered list, one per line, or NONE.", usage, count)
 
-    def entailed(reference: str, claims: list[str]) -> Answer:
+    def entailed(reference: str, claims: list[str]) -> js.Answer:
         parse = verdicts_parser(len(claims), reply)
         return _ask(client, judge, entail_prompt(judge, reference, claims), parse,
                     reply.reask.format(n=len(claims)), usage, count)
 
-    def entailed_by_context(_: str, claims: list[str]) -> Answer:
+    def entailed_by_context(_: str, claims: list[str]) -> js.Answer:
         return entailed_by_any(plan.chunks, claims, entailed)
 
     response_claims, gt_claims = claims_of(sample.response), claims_of(sample.ground_truth)
@@ -221,16 +207,16 @@ def check_sample(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: Ra
         rows.append((metric, score, "ok" if score is not None else "failed",
                      None if score is not None else verdicts.reason, verdicts.raw,
                      {claims_of_what: list(claims.value), "verdicts": verdicts.value}))
-    nothing = Usage()
+    nothing = js.Usage()
     return [_judgment(sample, judge, metric, score, status, reason, raw, usage if i == 0 else nothing,
                       **detail) for i, (metric, score, status, reason, raw, detail) in enumerate(rows)]
 
 
-def empty_judgment(sample: Sample, judge: JudgeConfig, metric: str) -> Judgment:
-    return _judgment(sample, judge, metric, 0.0, "empty_response", EMPTY_REASON, None, Usage())
+def empty_judgment(sample: js.Sample, judge: JudgeConfig, metric: str) -> js.Judgment:
+    return _judgment(sample, judge, metric, 0.0, "empty_response", js.EMPTY_REASON, None, js.Usage())
 
 
-class RagCheckerSuite(JudgeSuite):
+class RagCheckerSuite(js.JudgeSuite):
     """One unit per sample: the five calls depend on each other (claims first, then entailment), so
     single_request and reply_estimate are None (the defaults)."""
 
@@ -240,7 +226,7 @@ class RagCheckerSuite(JudgeSuite):
     rank = 3
     metrics = RAGCHECKER_METRICS
 
-    def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
+    def plan(self, sample: js.Sample, judge: JudgeConfig, seed: int, count: js.Count) -> list[js.Unit]:
         from judges.readers import fit_chunks
 
         version = judge.ragchecker.prompt_version
@@ -254,7 +240,7 @@ class RagCheckerSuite(JudgeSuite):
                                 list(sample.context), self.window_budget(judge), count)
             plan = RagCheckerPlan(tuple(fitted.chunks), context_text(fitted.chunks))
         dropped = len(sample.context) - len(plan.chunks)
-        return [Unit(SUITE, sample, METRICS, plan, len(plan.chunks), dropped)]
+        return [js.Unit(SUITE, sample, METRICS, plan, len(plan.chunks), dropped)]
 
     def check_config(self, judge: JudgeConfig) -> None:
         """The prompt version exists and its entail.txt declares a known reply and faithfulness check."""
@@ -262,6 +248,6 @@ class RagCheckerSuite(JudgeSuite):
         entail_reply(judge.ragchecker.prompt_version)
         per_chunk_faithfulness(judge.ragchecker.prompt_version)
 
-    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
-                 count: Count | None) -> list[Judgment]:
+    def evaluate(self, client: LLMClient, unit: js.Unit, judge: JudgeConfig,
+                 count: js.Count | None) -> list[js.Judgment]:
         return check_sample(client, judge, unit.sample, unit.plan, count)

@@ -13,8 +13,9 @@ asked k times, as k units that differ only in their `Repeat` (judges/suite.py).
   those chunks in that order, so only their order changes, never which chunks are shown. A unit that shows
   fewer than 2 chunks (QR reads none) is the same unit in every repeat.
 
-`plan_units` is what the judge stage and the cost plan call instead of `suite.plan` (for k = 1 it is
-`suite.plan`), `client_for` the client a unit asks through, `repeated_judgments` copies the records of a
+`plan_units` is what the judge stage calls instead of `suite.plan` (for k = 1 it is `suite.plan`);
+`planned_judge_units` (it, with the judge's own repeats) what the calibration gate and the cost plan count;
+`client_for` the client a unit asks through, `repeated_judgments` copies the records of a
 sample that is not sent (an empty response, a failed generation) once per repeat.
 """
 from __future__ import annotations
@@ -72,6 +73,13 @@ def plan_units(suite: JudgeSuite, sample: Sample, judge: Any, seed: int, count: 
         return [_sampled(suite, unit, seed, r, temperature) for unit in units for r in range(repeats.k)]
     by_repeat = [_perturbed(suite, sample, judge, seed, count, units, r) for r in range(repeats.k)]
     return [repeat[i] for i in range(len(units)) for repeat in by_repeat]
+
+
+def planned_judge_units(suite: JudgeSuite, sample: Sample, judge: Any, seed: int, count: Count) -> list[Unit]:
+    """The units the judge stage asks of one judged sample under `judge`, its `judge.repeats` included: the
+    one count of planned judge calls (at least one a unit) that the calibration gate's stop line and
+    `ccrs plan cost` both make."""
+    return plan_units(suite, sample, judge, seed, count, judge.repeats)
 
 
 def _sampled(suite: JudgeSuite, unit: Unit, seed: int, index: int, temperature: float) -> Unit:

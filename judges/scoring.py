@@ -229,7 +229,7 @@ def probe_expected_support(client: LLMClient, model: str, top_logprobs: int) -> 
     vLLM's `continue_final_message` (continuation requests). An endpoint lacking either (a hosted API, TGI)
     fails here with one line instead of falling back to integers on every judgment."""
     question = [{"role": "user", "content": "Reply with one digit: how many legs has a cat?"}]
-    hint = "set judge.scoring: integer, or judge with a vLLM server"
+    hint = "set judge.scoring: integer (--scoring integer), or judge with a vLLM server"
     try:
         result = client.chat(ChatRequest(model, question, max_tokens=2, top_logprobs=top_logprobs))
     except LLMRequestError as exc:

@@ -390,8 +390,9 @@ class JudgeSuite(ABC):
 SUITE_METHODS = tuple(sorted(name for name, member in vars(JudgeSuite).items()
                              if callable(member) and not name.startswith("_")))
 _SUITES: dict[str, JudgeSuite] = {}
-# A module of judges/ defines a suite when it declares a subclass of JudgeSuite at its top level.
-_DEFINES_SUITE = re.compile(r"^class \w+\(JudgeSuite\)", re.MULTILINE)
+# A module of judges/ defines a suite when it declares a subclass of JudgeSuite at its top level
+# (`JudgeSuite` or, through a module alias, `js.JudgeSuite`).
+_DEFINES_SUITE = re.compile(r"^class \w+\((?:\w+\.)?JudgeSuite\)", re.MULTILINE)
 
 
 def check_prompt_version_exists(suite: JudgeSuite, judge: Any) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from judges import suite as js
 from judges import templates
 from judges.client import LLMClient
 from judges.config import JudgeConfig
@@ -52,21 +53,6 @@ from judges.parsers import (
     parse_numbered,
     split_sentences,
     verdicts_parser,
-)
-from judges.suite import (
-    EMPTY_REASON,
-    Count,
-    Judgment,
-    JudgeSuite,
-    Metric,
-    Parsed,
-    Sample,
-    Unit,
-    Usage,
-    ask,
-    detail_json,
-    neutralize,
-    user_request,
 )
 
 SUITE = "vera"
@@ -99,7 +85,7 @@ def render(version: str, filename: str, **values: str) -> str:
     """The template's task with `{key}` filled; every value but `n` is untrusted text and neutralized."""
     text = load_template(version, filename)["task"]
     for key, value in values.items():
-        text = text.replace("{" + key + "}", neutralize(str(value)) if key != "n" else str(value))
+        text = text.replace("{" + key + "}", js.neutralize(str(value)) if key != "n" else str(value))
     return text
 
 
@@ -125,13 +111,13 @@ def parse_support_labels(text: str | None, expected: int) -> list[bool] | None:
     return labels if len(labels) == expected else None
 
 
-def labels_parser(expected: int) -> Callable[[str | None], Parsed]:
-    def parse(text: str | None) -> Parsed:
+def labels_parser(expected: int) -> Callable[[str | None], js.Parsed]:
+    def parse(text: str | None) -> js.Parsed:
         labels = parse_support_labels(text, expected)
         if labels is None:
-            return Parsed(False, reason=f"expected {expected} lines labelled [Supported by Context] or "
+            return js.Parsed(False, reason=f"expected {expected} lines labelled [Supported by Context] or "
                                         "[Not Supported by Context]")
-        return Parsed(True, labels)
+        return js.Parsed(True, labels)
 
     return parse
 
@@ -151,22 +137,22 @@ class VeraPlan:
     ground_truth_sentences: tuple[str, ...] = ()
 
 
-def answer_sentences(sample: Sample, judge: JudgeConfig) -> list[str]:
+def answer_sentences(sample: js.Sample, judge: JudgeConfig) -> list[str]:
     return split_sentences(sample.response)[: judge.vera.max_statements]
 
 
-def ground_truth_sentences(sample: Sample, judge: JudgeConfig) -> list[str]:
+def ground_truth_sentences(sample: js.Sample, judge: JudgeConfig) -> list[str]:
     return split_sentences(sample.ground_truth)[: judge.vera.max_statements]
 
 
-def make_plan(sample: Sample, judge: JudgeConfig, chunks: Sequence[str]) -> VeraPlan:
+def make_plan(sample: js.Sample, judge: JudgeConfig, chunks: Sequence[str]) -> VeraPlan:
     chunks = tuple(chunks)
     sentences = tuple(s for chunk in chunks for s in split_sentences(chunk))
     return VeraPlan(chunks, context_text(chunks), sentences, tuple(answer_sentences(sample, judge)),
                     tuple(ground_truth_sentences(sample, judge)))
 
 
-def context_prompts(sample: Sample, judge: JudgeConfig, metrics: Sequence[str],
+def context_prompts(sample: js.Sample, judge: JudgeConfig, metrics: Sequence[str],
                     chunks: Sequence[str]) -> list[str]:
     """The prompts of the selected metrics that show the context. The faithfulness statements are not known
     before the judge writes them: the answer's own sentences (or the whole answer) stand in for them."""
@@ -184,15 +170,15 @@ def context_prompts(sample: Sample, judge: JudgeConfig, metrics: Sequence[str],
 
 
 def _request(judge: JudgeConfig, prompt: str):
-    return user_request(judge.model, prompt, judge.vera.max_tokens)
+    return js.user_request(judge.model, prompt, judge.vera.max_tokens)
 
 
 # --- asking and scoring ---------------------------------------------------------------------------------
 
-def _ask(client: LLMClient, judge: JudgeConfig, prompt: str, parse: Callable[[str | None], Parsed],
-         reask: str, usage: Usage, count: Count | None):
-    return ask(client, _request(judge, prompt), parse, lambda reason: reask, judge.vera.max_reasks, usage,
-               judge.context_window, count)
+def _ask(client: LLMClient, judge: JudgeConfig, prompt: str, parse: Callable[[str | None], js.Parsed],
+         reask: str, usage: js.Usage, count: js.Count | None):
+    return js.ask(client, _request(judge, prompt), parse, lambda reason: reask, judge.vera.max_reasks, usage,
+                  judge.context_window, count)
 
 
 def _step(reason: str | None, step: str) -> str:
@@ -201,18 +187,19 @@ def _step(reason: str | None, step: str) -> str:
     return reason if reason.startswith("request failed") else f"{step}: {reason}"
 
 
-def judgment(sample: Sample, judge: JudgeConfig, metric: str, value: float | None, reason: str | None,
-             usage: Usage, raw: str | None = None, **detail: Any) -> Judgment:
+def judgment(sample: js.Sample, judge: JudgeConfig, metric: str, value: float | None, reason: str | None,
+             usage: js.Usage, raw: str | None = None, **detail: Any) -> js.Judgment:
     ok = value is not None and math.isfinite(value)
-    return Judgment.of(sample, VERA_METRICS[metric], status="ok" if ok else "failed",
-                       prompt_version=judge.vera.prompt_version, judge_model=judge.model, usage=usage,
-                       score=VERA_METRICS[metric].normalize(value) if ok else None,
-                       reason=None if ok else (reason or "not computable"), raw=raw,
-                       detail=detail_json(**detail, raw=raw) if detail or raw is not None else None)
+    return js.Judgment.of(sample, VERA_METRICS[metric], status="ok" if ok else "failed",
+                          prompt_version=judge.vera.prompt_version, judge_model=judge.model, usage=usage,
+                          score=VERA_METRICS[metric].normalize(value) if ok else None,
+                          reason=None if ok else (reason or "not computable"), raw=raw,
+                          detail=js.detail_json(**detail, raw=raw) if detail or raw is not None else None)
 
 
-def _verdict_share(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan, metric: str,
-                   statements: list[str], usage: Usage, count: Count | None, **detail: Any) -> Judgment:
+def _verdict_share(client: LLMClient, judge: JudgeConfig, sample: js.Sample, plan: VeraPlan, metric: str,
+                   statements: list[str], usage: js.Usage, count: js.Count | None,
+                   **detail: Any) -> js.Judgment:
     version, n = judge.vera.prompt_version, len(statements)
     prompt = render(version, "verdicts.txt", context=plan.context, statements=numbered(statements))
     reply = verdict_reply(version)
@@ -223,15 +210,17 @@ def _verdict_share(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: 
                     verdicts=answer.value, **detail)
 
 
-def faithfulness(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
-                 count: Count | None = None, embed: Embed | None = None) -> Judgment:
-    metric, usage = "vera_faithfulness", Usage()
+def faithfulness(client: LLMClient, judge: JudgeConfig, sample: js.Sample, plan: VeraPlan,
+                 count: js.Count | None = None, embed: Embed | None = None) -> js.Judgment:
+    metric, usage = "vera_faithfulness", js.Usage()
     prompt = render(judge.vera.prompt_version, "statements.txt", question=sample.question,
                     answer=sample.response)
 
-    def parse(text: str | None) -> Parsed:
+    def parse(text: str | None) -> js.Parsed:
         statements = parse_numbered(text)
-        return Parsed(True, statements) if statements else Parsed(False, reason="no statement in the reply")
+        if not statements:
+            return js.Parsed(False, reason="no statement in the reply")
+        return js.Parsed(True, statements)
 
     answer = _ask(client, judge, prompt, parse, "Write the statements as a numbered list, one per line.",
                   usage, count)
@@ -242,10 +231,10 @@ def faithfulness(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: Ve
     return _verdict_share(client, judge, sample, plan, metric, statements, usage, count)
 
 
-def retrieval_recall(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
-                     count: Count | None = None, embed: Embed | None = None) -> Judgment:
+def retrieval_recall(client: LLMClient, judge: JudgeConfig, sample: js.Sample, plan: VeraPlan,
+                     count: js.Count | None = None, embed: Embed | None = None) -> js.Judgment:
     """Share of the ground truth's sentences the context supports (paper appendix 8.1)."""
-    metric, usage, sentences = "vera_retrieval_recall", Usage(), list(plan.ground_truth_sentences)
+    metric, usage, sentences = "vera_retrieval_recall", js.Usage(), list(plan.ground_truth_sentences)
     if not sentences:
         return judgment(sample, judge, metric, None, "no ground truth sentence to attribute", usage)
     prompt = render(judge.vera.prompt_version, "recall.txt", context=plan.context,
@@ -258,10 +247,10 @@ def retrieval_recall(client: LLMClient, judge: JudgeConfig, sample: Sample, plan
                     supported=answer.value)
 
 
-def answer_grounding(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
-                     count: Count | None = None, embed: Embed | None = None) -> Judgment:
+def answer_grounding(client: LLMClient, judge: JudgeConfig, sample: js.Sample, plan: VeraPlan,
+                     count: js.Count | None = None, embed: Embed | None = None) -> js.Judgment:
     """Share of the answer's sentences inferable from the context (ours; v1's "retrieval recall")."""
-    metric, usage = "vera_answer_grounding", Usage()
+    metric, usage = "vera_answer_grounding", js.Usage()
     if not plan.answer_sentences:
         return judgment(sample, judge, metric, None, "answer has no sentence", usage)
     return _verdict_share(client, judge, sample, plan, metric, list(plan.answer_sentences), usage, count)
@@ -284,19 +273,19 @@ def precision_from_extracted(context_sentences: list[str], extracted: list[str],
     return float((sims.max(axis=1) >= threshold).mean())
 
 
-def retrieval_precision(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
-                        count: Count | None = None, embed: Embed | None = None) -> Judgment:
-    metric, usage = "vera_retrieval_precision", Usage()
+def retrieval_precision(client: LLMClient, judge: JudgeConfig, sample: js.Sample, plan: VeraPlan,
+                        count: js.Count | None = None, embed: Embed | None = None) -> js.Judgment:
+    metric, usage = "vera_retrieval_precision", js.Usage()
     if not plan.context_sentences:
         return judgment(sample, judge, metric, None, "empty context", usage)
     prompt = render(judge.vera.prompt_version, "precision.txt", question=sample.question,
                     context=plan.context)
 
-    def parse(text: str | None) -> Parsed:
+    def parse(text: str | None) -> js.Parsed:
         if INSUFFICIENT in (text or "").lower():
-            return Parsed(True, [])
+            return js.Parsed(True, [])
         items = parse_numbered(text)
-        return Parsed(True, items) if items else Parsed(False, reason="no sentence copied")
+        return js.Parsed(True, items) if items else js.Parsed(False, reason="no sentence copied")
 
     answer = _ask(client, judge, prompt, parse,
                   "Copy the needed sentences, one per line, or write 'Insufficient Information'.", usage,
@@ -326,14 +315,16 @@ def relevance_from_questions(question: str, generated: list[str], embed: Embed, 
     return float(sims.mean())
 
 
-def answer_relevance(client: LLMClient, judge: JudgeConfig, sample: Sample, plan: VeraPlan,
-                     count: Count | None = None, embed: Embed | None = None) -> Judgment:
-    metric, usage, n = "vera_answer_relevance", Usage(), judge.vera.n_questions
+def answer_relevance(client: LLMClient, judge: JudgeConfig, sample: js.Sample, plan: VeraPlan,
+                     count: js.Count | None = None, embed: Embed | None = None) -> js.Judgment:
+    metric, usage, n = "vera_answer_relevance", js.Usage(), judge.vera.n_questions
     prompt = render(judge.vera.prompt_version, "questions.txt", answer=sample.response, n=str(n))
 
-    def parse(text: str | None) -> Parsed:
+    def parse(text: str | None) -> js.Parsed:
         questions = parse_numbered(text)[:n]
-        return Parsed(True, questions) if questions else Parsed(False, reason="no question in the reply")
+        if not questions:
+            return js.Parsed(False, reason="no question in the reply")
+        return js.Parsed(True, questions)
 
     answer = _ask(client, judge, prompt, parse, f"Write {n} questions, numbered, one per line.", usage, count)
     if not answer.ok:
@@ -347,16 +338,16 @@ def answer_relevance(client: LLMClient, judge: JudgeConfig, sample: Sample, plan
 # --- the metric table and the suite ---------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class VeraMetric(Metric):
+class VeraMetric(js.Metric):
     """A VERA metric's declaration: the registry's Metric plus the function that computes it and whether
     it embeds (MiniLM: the embedder is part of the cache key)."""
 
-    compute: Callable[..., Judgment] | None = None
+    compute: Callable[..., js.Judgment] | None = None
     embeds: bool = False
 
 
 def _metric(name: str, inputs: tuple[str, ...], files: tuple[str, ...], description: str,
-            compute: Callable[..., Judgment], embeds: bool = False) -> VeraMetric:
+            compute: Callable[..., js.Judgment], embeds: bool = False) -> VeraMetric:
     return VeraMetric(SUITE, PREFIX + name, (0, 1), inputs, files, description, compute=compute,
                       embeds=embeds)
 
@@ -383,7 +374,7 @@ VERDICT_METRICS = frozenset(name for name, metric in VERA_METRICS.items()
                             if "verdicts.txt" in metric.templates)
 
 
-class VeraSuite(JudgeSuite):
+class VeraSuite(js.JudgeSuite):
     """One unit per sample (every selected metric shares the fitted context). `embed` replaces the MiniLM
     embedder (tests); by default MiniLM is loaded on first use, once per process. single_request and
     reply_estimate: None (the defaults), a unit's calls follow each other (statements, then verdicts)."""
@@ -406,7 +397,7 @@ class VeraSuite(JudgeSuite):
         super().check_config(judge)
         check_templates(judge.vera.prompt_version, self.selected_metrics(judge))
 
-    def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
+    def plan(self, sample: js.Sample, judge: JudgeConfig, seed: int, count: js.Count) -> list[js.Unit]:
         from judges.readers import fit_chunks
 
         metrics = self.selected_metrics(judge)
@@ -418,10 +409,10 @@ class VeraSuite(JudgeSuite):
 
         fitted = fit_chunks(longest, list(chunks), self.window_budget(judge), count)
         plan = make_plan(sample, judge, fitted.chunks)
-        return [Unit(SUITE, sample, metrics, plan, len(fitted.chunks), fitted.n_truncated)]
+        return [js.Unit(SUITE, sample, metrics, plan, len(fitted.chunks), fitted.n_truncated)]
 
-    def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
-                 count: Count | None) -> list[Judgment]:
+    def evaluate(self, client: LLMClient, unit: js.Unit, judge: JudgeConfig,
+                 count: js.Count | None) -> list[js.Judgment]:
         sample = unit.sample
         if not sample.response.strip():
             return [empty_judgment(sample, judge, m) for m in unit.metrics]
@@ -442,10 +433,10 @@ def check_templates(version: str, metrics: Sequence[str]) -> None:
         verdict_reply(version)  # an unknown [reply] fails here, before any call
 
 
-def empty_judgment(sample: Sample, judge: JudgeConfig, metric: str) -> Judgment:
-    return Judgment.of(sample, VERA_METRICS[metric], status="empty_response",
-                       prompt_version=judge.vera.prompt_version, judge_model=judge.model, score=0.0,
-                       reason=EMPTY_REASON)
+def empty_judgment(sample: js.Sample, judge: JudgeConfig, metric: str) -> js.Judgment:
+    return js.Judgment.of(sample, VERA_METRICS[metric], status="empty_response",
+                          prompt_version=judge.vera.prompt_version, judge_model=judge.model, score=0.0,
+                          reason=js.EMPTY_REASON)
 
 
 # --- embedding ----------------------------------------------------------------------------------------

@@ -41,10 +41,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                "GQM goal/question/metric report of a run (JSON, radar, heatmaps, MLflow)"),
     "vera": ("pipelines.vera_cmd",
              "VERA metrics, bootstrap convergence, cross-encoder aggregate, topicality"),
-    "injection-eval": ("pipelines.injection_cmd",
-                       "prompt-injection check: how far injected text moves each CCRS score"),
     "probe": ("pipelines.probe_cmd",
               "judge bias probes (verbosity, order, injection): per-metric paired shifts with CIs and flags"),
+    "injection-eval": ("pipelines.probe_cmd",
+                       "deprecated alias of `ccrs probe --kind injection` (goes in the next release)"),
     "load-test": ("pipelines.load_cmd", "load test of the judge stage at several concurrency levels"),
 }
 

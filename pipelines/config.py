@@ -4,14 +4,31 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializationInfo,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from infra.serving import ServingConfig
 from judges.bias_probes import ProbesConfig
-from judges.config import ClientConfig, EndpointSystemConfig, JudgeConfig, ReaderConfig
+from judges.config import (
+    OPENAI_COMPATIBLE_JUDGE,
+    ClientConfig,
+    EndpointSystemConfig,
+    JudgeConfig,
+    ReaderConfig,
+)
 from judges.suite import get_suite, suites
+from pipelines.extensions.registry import config_blocks
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
 from tasks.layout import PIPELINE_STAGES as STAGES  # noqa: F401 - the --from-stage choices
 
@@ -88,6 +105,39 @@ class RunConfig(_Strict):
                                   description="GQM goal tree reported into the MLflow run; null turns it off")
     probes: ProbesConfig | None = Field(default=None, description="judge bias probes after the judge stage "
                                         "(docs/probes.md); null (the default): none")
+    # the top-level blocks of run extensions that declare one (pipelines/extensions/): {key: block}
+    _extension_blocks: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _registered_extension_blocks(cls, data: Any, handler) -> "RunConfig":
+        """A registered run extension's top-level block (one RunConfig has no field for), validated by the
+        model it declares; any other unknown key is refused as ever (extra="forbid")."""
+        blocks = {}
+        if isinstance(data, dict):
+            declared = {key: model for key, model in config_blocks().items() if key not in cls.model_fields}
+            data = dict(data)
+            for key in declared.keys() & data.keys():
+                value = data.pop(key)
+                try:
+                    blocks[key] = None if value is None else declared[key].model_validate(value)
+                except ValidationError as exc:
+                    raise ValueError(f"{key}: {exc}") from exc
+        config = handler(data)
+        if blocks:
+            config._extension_blocks = blocks
+        return config
+
+    @model_serializer(mode="wrap")
+    def _with_extension_blocks(self, handler, info: SerializationInfo) -> dict[str, Any]:
+        data = handler(self)
+        for key, block in self._extension_blocks.items():
+            data[key] = None if block is None else block.model_dump(mode=info.mode)
+        return data
+
+    def extension_block(self, key: str) -> Any:
+        """The top-level block `key` of a registered run extension (None where the config has none)."""
+        return self._extension_blocks.get(key)
 
     @model_validator(mode="after")
     def _registered_suites_and_metrics(self) -> "RunConfig":
@@ -161,6 +211,19 @@ class RunConfig(_Strict):
     def resolved_run_dir(self, base: Path | None = None) -> Path:
         path = Path(self.run_dir.format(name=self.name))
         return path if path.is_absolute() else (base or Path.cwd()) / path
+
+
+def judge_overrides(config: str | Path | None, judge_base_url: str | None,
+                    scoring: str | None = None) -> dict[str, Any]:
+    """The judge settings a command's options decide (`ccrs run`, `evaluate`, `nightly`, the Python API):
+    a judge at an endpoint the user names with no config of theirs gets the defaults that fit an unknown
+    judge (judges.config.OPENAI_COMPATIBLE_JUDGE) in place of the CPU demo's; `scoring` then wins."""
+    overrides: dict[str, Any] = {}
+    if config is None and judge_base_url:
+        overrides.update({f"judge.{key}": value for key, value in OPENAI_COMPATIBLE_JUDGE.settings.items()})
+    if scoring:
+        overrides["judge.scoring"] = scoring
+    return overrides
 
 
 def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:

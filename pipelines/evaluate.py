@@ -7,6 +7,7 @@ work starts (EvaluationInputError, one line); what fails later is recorded and c
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from infra.process import configure_process
-from pipelines.config import RESOURCE_ROOT, ConfigError, RunConfig, load_config
+from pipelines.config import RESOURCE_ROOT, ConfigError, RunConfig, judge_overrides, load_config
 
 OUTPUTS_NAME = "evaluate-{stem}"  # the run's name (and run folder runs/<name>) when no --run-dir is given
 
@@ -54,10 +55,12 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
                        config: str | Path | None = None, llm_base_url: str | None = None,
                        judge_base_url: str | None = None, judge_model: str | None = None,
                        run_dir: str | Path | None = None, limit: int | None = None,
-                       experiment: str | None = None, hypotheses: str | Path | None = None):
+                       experiment: str | None = None, hypotheses: str | Path | None = None,
+                       scoring: str | None = None, tracking_uri: str | None = None):
     """(RunConfig, Outputs), checked: the outputs' columns and rows, the config, that every selected metric
     has its inputs, and that the hypotheses name the outputs' systems. The hypotheses: `hypotheses`, else
-    those of the given `config`; the default config's are about the built-in systems A-F, so none."""
+    those of the given `config` (the default config names none). One system is a run like any other: its
+    verdict has means and CIs, and says that the HSD and hypotheses need two or more."""
     from judges.suite import get_suite
     from tasks.outputs import OutputsError, check_metric_inputs, read_outputs
 
@@ -77,19 +80,18 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
         overrides["judge.base_url"] = judge_base_url.rstrip("/")
     if judge_model:
         overrides["judge.model"] = judge_model
+    overrides.update(judge_overrides(config, judge_base_url, scoring))
     if experiment:
         overrides["mlflow.experiment"] = experiment
-    if hypotheses is not None or config is None:
-        overrides["stats.hypotheses"] = str(Path(hypotheses).resolve()) if hypotheses is not None else None
+    if tracking_uri:
+        overrides["mlflow.tracking_uri"] = tracking_uri
+    if hypotheses is not None:
+        overrides["stats.hypotheses"] = str(Path(hypotheses).resolve())
     overrides["run_dir"] = str(Path(run_dir).resolve()) if run_dir else "runs/{name}"
     try:
         run_config = load_config(config, overrides)
     except ConfigError as exc:
         raise EvaluationInputError(" ".join(str(exc).split())) from exc
-    if len(outputs.systems) < 2:
-        raise EvaluationInputError(f"the outputs hold one system ({outputs.systems[0]}); the statistics "
-                                   "compare systems: give two or more (a `system` column, or one file per "
-                                   "system)")
     suites = {name: get_suite(name) for name in run_config.judges}
     selected = {name: [suite.metrics[m] for m in suite.selected_metrics(run_config.judge)]
                 for name, suite in suites.items()}
@@ -121,22 +123,25 @@ def evaluate(data: Any, judges: list[str] | None = None, config: str | Path | No
              *, metrics: list[str] | None = None, judge_base_url: str | None = None,
              judge_model: str | None = None, experiment: str | None = None,
              hypotheses: str | Path | None = None, from_stage: str | None = None,
-             verbose: bool = False) -> EvaluationResult:
+             scoring: str | None = None, verbose: bool = False) -> EvaluationResult:
     """Judge the answers in `data` (a path, a list of paths, a DataFrame or a list of dicts; one row = one
     system's answer to one question), compute the statistics, write the verdict and log one MLflow run.
+    `scoring`: judge.scoring (integer or expected); with `judge_base_url` and no `config` the judge gets
+    integer marks and structured output only where the endpoint accepts OpenAI's response_format.
     Third-party log records go to <run dir>/logs/console.log unless `verbose`."""
+    started_at = time.time()
     configure_process()  # the Python API's door: the process settings `ccrs` makes at its start
     run_config, outputs = prepare_evaluation(
         data, judges=judges, metrics=metrics, config=config, llm_base_url=llm_base_url,
         judge_base_url=judge_base_url, judge_model=judge_model, run_dir=run_dir, limit=limit,
-        experiment=experiment, hypotheses=hypotheses)
+        experiment=experiment, hypotheses=hypotheses, scoring=scoring)
     from infra.console import quiet_console
     from pipelines.pipeline import run_evaluation
     from tasks.layout import RunLayout
 
     layout = RunLayout(run_config.resolved_run_dir())
     with quiet_console(layout.console_log, verbose=verbose):
-        result = run_evaluation(run_config, outputs, from_stage=from_stage)
+        result = run_evaluation(run_config, outputs, from_stage=from_stage, started_at=started_at)
     return collect_result(result)
 
 

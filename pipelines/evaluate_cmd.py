@@ -2,14 +2,15 @@
 statistics, verdict, GQM report and MLflow logging of `ccrs run` (no retrieval, no generation).
 
 Exit codes: 0 the verdict is printed; 2 bad input or options (one line, before any work); 1 a failure
-during the run (finished stages are kept, a rerun resumes)."""
+during the run (finished stages are kept, a rerun resumes); 4 no judgment has a score (every one failed:
+the verdict is the failure table, the reasons and the judge's replies; the run is in MLflow)."""
 from __future__ import annotations
 
 import argparse
 import time
 from pathlib import Path
 
-from pipelines.run_cmd import add_judge_endpoint_arguments, comma_list
+from pipelines import options
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> None:
@@ -24,19 +25,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
         "inputs). Without a system column\neach file is one system, named by its stem. Without a question "
         "id, a hash of the question text is used.")
     parser.add_argument("files", nargs="+", type=Path, help="outputs files (.jsonl, .csv, .parquet)")
-    parser.add_argument("--config", help="run config YAML for the judge, statistics and MLflow settings "
-                        "(default: configs/cpu-demo.yaml)")
+    options.add_config(parser)
     parser.add_argument("--run-dir", help="where stage outputs go (default: runs/evaluate-<first file's "
                         "stem>)")
-    parser.add_argument("--judges", type=comma_list, help="comma-separated judge suites, replacing the "
-                        "config's `judges` (see `ccrs metrics`), e.g. ccrs,grouse")
-    parser.add_argument("--metrics", type=comma_list, help="comma-separated CCRS metrics, replacing "
+    parser.add_argument("--judges", type=options.comma_list, help="comma-separated judge suites, replacing "
+                        "the config's `judges` (see `ccrs metrics`), e.g. ccrs,grouse")
+    parser.add_argument("--metrics", type=options.comma_list, help="comma-separated CCRS metrics, replacing "
                         "judge.ccrs.metrics (e.g. QR for outputs without contexts or reference)")
     parser.add_argument("--limit", type=int, help="evaluate only the first N questions")
-    parser.add_argument("--experiment", help="MLflow experiment (default: the config's mlflow.experiment)")
-    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint for the judge "
-                        "instead of deploying the Serve app")
-    add_judge_endpoint_arguments(parser)
+    options.add_tracking(parser)
+    options.add_endpoint(parser)
+    options.add_judge(parser)
     parser.add_argument("--hypotheses", type=Path, help="pre-registered hypotheses about your systems (YAML, "
                         "see configs/hypotheses; default: those of --config, none without it)")
     parser.add_argument("--from-stage", choices=("judge", "reduce", "track"),
@@ -59,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     from infra.console import say
     from pipelines.evaluate import EvaluationInputError
     from pipelines.pipeline import run_evaluation
-    from pipelines.run_cmd import adhoc_tags, report_result, run_guarded
+    from pipelines.tools.run_outcome import adhoc_tags, outcome_code, report_result, run_guarded
     from tasks.layout import RunLayout
 
     try:
@@ -67,15 +66,15 @@ def main(args: argparse.Namespace) -> int:
     except EvaluationInputError as exc:
         say(f"ccrs evaluate: {exc}", err=True)
         return 2
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     layout = RunLayout(config.resolved_run_dir())
     code, result = run_guarded("ccrs evaluate", layout,
                                lambda: run_evaluation(config, outputs, from_stage=args.from_stage,
-                                                      run_tags=adhoc_tags(args)))
+                                                      run_tags=adhoc_tags(args), started_at=started_at))
     if result is None:
         return code
     report_result(result, layout, started)
-    return 0
+    return outcome_code("ccrs evaluate", layout)
 
 
 def _prepare(args: argparse.Namespace):
@@ -85,5 +84,6 @@ def _prepare(args: argparse.Namespace):
         args._prepared = prepare_evaluation(
             args.files, judges=args.judges, metrics=args.metrics, config=args.config,
             llm_base_url=args.llm_base_url, judge_base_url=args.judge_base_url, judge_model=args.judge_model,
-            run_dir=args.run_dir, limit=args.limit, experiment=args.experiment, hypotheses=args.hypotheses)
+            run_dir=args.run_dir, limit=args.limit, experiment=args.experiment, hypotheses=args.hypotheses,
+            scoring=args.scoring, tracking_uri=args.tracking_uri)
     return args._prepared

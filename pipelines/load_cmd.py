@@ -1,13 +1,15 @@
 """`ccrs load-test`: the judge stage's requests against the endpoint at several concurrency levels.
 
-    ccrs load-test [--levels 1,2,4,8] [--requests 32] [--llm-base-url URL] [--out DIR]
-                   [--config configs/cpu-demo.yaml] [--max-concurrency K] [--compare-unlimited]
+    ccrs load-test [--levels 1,2,4,8] [--requests 32] [--llm-base-url URL] [--judge-base-url URL]
+                   [--judge-model NAME] [--out DIR] [--config configs/cpu-demo.yaml] [--max-concurrency K]
+                   [--compare-unlimited]
 
 Judge and client settings come from the run config (--max-concurrency overrides client.max_concurrency,
-the client limit under test). Without --llm-base-url the config's Serve app is used like `ccrs run` does
-(the local CPU app: found when already up, else started here and removed again afterwards). Prints one
-row per level and writes load_test.json, load_test.csv, load_test_requests.csv, load_test.png and
-console.log (the log records of Ray, Serve, vLLM and the HTTP client).
+the client limit under test). The judge's endpoint is found as `ccrs run` finds it: the judge's own
+(--judge-base-url, judge.base_url), else --llm-base-url, else the config's Serve app (the local CPU app:
+found when already up, else started here and removed again afterwards). Prints one row per level and
+writes load_test.json, load_test.csv, load_test_requests.csv, load_test.png and console.log (the log
+records of Ray, Serve, vLLM and the HTTP client) to --out (default runs/load-test).
 """
 from __future__ import annotations
 
@@ -15,27 +17,26 @@ import argparse
 from pathlib import Path
 
 from infra.console import say
-from pipelines.config import RESOURCE_ROOT, ConfigError, RunConfig, load_config
+from pipelines import options
+from pipelines.config import ConfigError, RunConfig, load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "load-test") -> None:
     parser.add_argument("--levels", type=_levels, default=[1, 2, 4, 8],
                         help="offered concurrency levels (caller threads), comma separated (default 1,2,4,8)")
     parser.add_argument("--requests", type=int, default=32, help="requests per level (default 32)")
-    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint instead of the "
-                        "config's Serve app")
-    parser.add_argument("--model", help="judge model name (default: judge.model of the config)")
-    parser.add_argument("--out", type=Path, default=Path("load-test"),
-                        help="output folder (default load-test)")
-    parser.add_argument("--config", help="run config YAML for judge and client settings "
-                        "(default: configs/cpu-demo.yaml)")
+    options.add_endpoint(parser)
+    options.add_judge(parser, model_aliases=("--model",))
+    options.add_out(parser, "load-test")
+    options.add_config(parser)
     parser.add_argument("--max-concurrency", type=int, help="the client limit under test "
                         "(default: client.max_concurrency of the config)")
     parser.add_argument("--compare-unlimited", action="store_true",
                         help="also run every level with the client limit raised to the level")
     parser.add_argument("--warmup", type=int, default=1,
                         help="warm-up requests before the levels (default 1)")
-    parser.add_argument("--dataset", help="BioASQ JSON file/folder (default: dataset.path of the config)")
+    parser.add_argument("--dataset", metavar="PATH", help="BioASQ JSON file/folder or rag-mini-bioasq "
+                        "folder (default: the config's dataset.path)")
     parser.add_argument("--chunks-per-sample", type=int, default=5, help="gold snippets per judge context")
 
 
@@ -68,13 +69,16 @@ def main(args: argparse.Namespace) -> int:
     except (ConfigError, ValidationError) as exc:
         say(f"ccrs load-test: {exc}", err=True)
         return 2
-    judge = config.judge.model_copy(update={"model": args.model or config.judge.model, "cache": False})
+    from pipelines.tools.endpoint import fitted_judge, judge_client, judge_endpoint
+
     try:
-        with _endpoint(config) as base_url:
+        with judge_endpoint(config, shutdown_ray=True,
+                            announce=lambda text: say(f"{text}...", err=True)) as base_url:
+            judge = fitted_judge(config, ["ccrs"], base_url).model_copy(update={"cache": False})
             say(f"load test of {judge.model} at {base_url}: levels {test.levels}, "
                 f"{test.requests_per_level} requests each, client limit {config.client.max_concurrency}",
                 err=True)
-            result = run_load_test(test, judge, config.client, base_url, on_level=_progress)
+            result = run_load_test(test, judge, judge_client(config), base_url, on_level=_progress)
     except (TimeoutError, LoadTestError) as exc:
         say(f"ccrs load-test: {type(exc).__name__}: {exc}", err=True)
         return 1
@@ -87,30 +91,15 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run_config(args: argparse.Namespace) -> RunConfig:
-    overrides = {}
-    if args.llm_base_url:
-        overrides["serving"] = {"profile": "external", "base_url": args.llm_base_url}
+    overrides = options.config_overrides(args)
     if args.max_concurrency is not None:
         overrides["client.max_concurrency"] = args.max_concurrency
     return load_config(args.config, overrides)
 
 
 def _dataset(args: argparse.Namespace, config: RunConfig) -> str:
-    """--dataset as given; the config's relative path from the working directory, else from the repo."""
-    if args.dataset:
-        return str(Path(args.dataset).resolve())
-    path = Path(config.dataset.path)
-    if path.is_absolute() or path.exists():
-        return str(path)
-    return str(RESOURCE_ROOT / path)
-
-
-def _endpoint(config: RunConfig):
-    """The config's endpoint, as `ccrs run` gets it (infra.serving.llm_endpoint); Ray is shut down after
-    an app deployed here."""
-    from infra.serving import llm_endpoint
-
-    return llm_endpoint(config.serving, shutdown_ray=True, announce=lambda text: say(f"{text}...", err=True))
+    """--dataset, else the config's; a relative path from the working directory, else from the project."""
+    return str(options.dataset_path(args.dataset or config.dataset.path))
 
 
 def _progress(report) -> None:

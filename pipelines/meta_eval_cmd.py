@@ -1,26 +1,28 @@
 """`ccrs meta-eval`: test a judge's calibration before trusting it.
 
-    ccrs meta-eval [--tests FILE] [--judge grouse|ccrs|both] [--base-url URL --model NAME] [--out DIR]
+    ccrs meta-eval [--tests FILE] [--judge grouse|ccrs|both] [--llm-base-url URL] [--judge-base-url URL]
+                   [--judge-model NAME] [--out DIR]
                    [--grouse-prompt-version paper|v1|... | --ablation no-ground-truth|no-justification|
                     no-cot|one-prompt] [--protocol all-calls|pipeline]
     ccrs meta-eval --agreement RESULTS_A.json RESULTS_B.json
 
-Without --base-url the local CPU model is used (the Serve app of `ccrs serve up`, started here when it is
-not already up, and stopped again afterwards). Prints pass rates per metric and overall (all-calls, the
+The judge is asked at --judge-base-url (its own endpoint, key $CCRS_JUDGE_API_KEY), else at --llm-base-url;
+without either, the local CPU model (the Serve app of `ccrs serve up`, started here when it is not already
+up, and stopped again afterwards). Prints pass rates per metric and overall (all-calls, the
 paper's protocol, beside what the conditional pipeline records), the table of the paper's seven failure
 modes, and every failing case with the judge's raw output; writes results.json, failures.jsonl and
-matrix.png (and console.log, the log records of Ray, Serve, vLLM and the HTTP client) to --out; logs to
-MLflow.
+matrix.png (and console.log, the log records of Ray, Serve, vLLM and the HTTP client) to --out (default
+runs/meta-eval); logs to MLflow (experiment ccrs-meta-eval) unless --no-mlflow.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 from contextlib import contextmanager
 from pathlib import Path
 
 from infra.console import say
+from pipelines import options
 from pipelines.config import BUILTIN_UNIT_TESTS as DEFAULT_TESTS
 
 
@@ -29,14 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
                         help="unit tests, GroUSE JSON lines (default data/grouse-bioasq/test.jsonl)")
     parser.add_argument("--judge", choices=["grouse", "ccrs", "both"], default="grouse",
                         help="grouse: unit-test conditions; ccrs: paired CCRS calibration; both")
-    parser.add_argument("--llm-base-url", "--base-url", dest="base_url",
-                        help="OpenAI-compatible /v1 URL of the judge (default: local CPU model)")
-    parser.add_argument("--model", help="judge model name (default: the local CPU model)")
+    options.add_endpoint(parser, aliases=("--base-url",))
+    options.add_judge(parser, model_aliases=("--model",), scoring=False)
     parser.add_argument("--port", type=int, default=8000, help="port of the local Serve app")
     parser.add_argument("--limit", type=int, help="only the first N tests")
     parser.add_argument("--sets", nargs="+", help="only these test sets (metadata.set; without it set1, "
                         "set2, ... by question, in file order)")
-    parser.add_argument("--out", type=Path, default=Path("meta-eval"), help="output folder")
+    options.add_out(parser, "meta-eval")
     parser.add_argument("--max-concurrency", type=int, default=16)
     parser.add_argument("--max-reasks", type=int, default=2)
     parser.add_argument("--max-tokens", type=int,
@@ -59,9 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
                         help="all-calls (default): every GroUSE metric asked on every test, as in the "
                         "paper's unit-test figures, and the pipeline's pass rates read off the same replies; "
                         "pipeline: only the calls a run makes (a skipped call's ==None condition holds)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tracking-uri", help="MLflow URI (default $MLFLOW_TRACKING_URI or sqlite:///./mlflow.db)")
-    parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    parser.add_argument("--seed", type=int, default=options.DEFAULT_SEED, metavar="N",
+                        help=f"the judge's sampling seed (default {options.DEFAULT_SEED})")
+    from pipelines.tools.meta_eval import EXPERIMENT
+
+    options.add_tracking(parser, EXPERIMENT, optional=True)
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--agreement", nargs=2, type=Path, metavar=("RESULTS_A", "RESULTS_B"),
                         help="only compute agreement between two results.json files (no judge calls)")
@@ -131,12 +134,14 @@ def _run(args, grouse, tests, base_url, model, local):
     from judges.config import ClientConfig, JudgeConfig
     from judges.grouse import METRIC_ORDER
     from pipelines.tools.meta_eval import run_meta_eval, write_outputs
+    from tasks.judge import judge_client_config
 
     window = args.context_window or (2048 if local else UNKNOWN_WINDOW)
     # The prompt version and reply budgets are GroUSE's (judge.grouse); CCRS keeps its own defaults.
-    judge = JudgeConfig(model=model, max_reasks=args.max_reasks, structured_output=args.structured_output,
-                        context_window=window, cache=False, grouse=grouse)
-    client = ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed)
+    judge = JudgeConfig(model=model, base_url=args.judge_base_url, max_reasks=args.max_reasks,
+                        structured_output=args.structured_output, context_window=window, cache=False,
+                        grouse=grouse)
+    client = judge_client_config(judge, ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed))
     bar = _bar(len(tests) * len(METRIC_ORDER), args.no_progress or args.judge == "ccrs")
     result = run_meta_eval(tests, str(args.tests), args.judge, judge, client, base_url, bar, args.protocol)
     bar.close()
@@ -158,16 +163,18 @@ def _bar(total: int, disabled: bool):
 
 @contextmanager
 def _endpoint(args):
-    """(base_url, model, local): the given endpoint, or the local CPU Serve app (infra.serving.llm_endpoint:
-    started if needed and then removed again; an app that was already up is left alone)."""
-    if args.base_url:
-        yield args.base_url.rstrip("/"), args.model or "smollm2-135m-instruct", False
+    """(base_url, model, local): the judge's own endpoint or the given one, else the local CPU Serve app
+    (infra.serving.llm_endpoint: started if needed and then removed again; an app that was already up is
+    left alone)."""
+    given = args.judge_base_url or args.llm_base_url
+    if given:
+        yield given.rstrip("/"), args.judge_model or "smollm2-135m-instruct", False
         return
     from infra.serving import ServingConfig, llm_endpoint
 
     cfg = ServingConfig.for_profile("cpu", port=args.port)
     with llm_endpoint(cfg, shutdown_ray=True, announce=lambda text: say(f"{text}...", err=True)) as url:
-        yield url, args.model or cfg.model_ids()[0], True
+        yield url, args.judge_model or cfg.model_ids()[0], True
 
 
 def _print_report(result, paths) -> None:
@@ -221,14 +228,15 @@ def _log(args, grouse, result, paths) -> int:
     from pipelines.tools.meta_eval import log_meta_eval
     from tasks.tracking import TrackingError
 
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///./mlflow.db"
+    uri = options.tracking_uri(args)
     params = {"tests": str(args.tests), "n_tests": result.n_tests, "judge": args.judge, "model": result.model,
-              "base_url": args.base_url or "local-cpu", "prompt_version": grouse.prompt_version,
+              "base_url": args.judge_base_url or args.llm_base_url or "local-cpu",
+              "prompt_version": grouse.prompt_version,
               "max_reasks": args.max_reasks, "max_tokens": grouse.max_tokens,
               "faithfulness_max_tokens": grouse.faithfulness_max_tokens,
               "structured_output": args.structured_output, "seed": args.seed, "protocol": args.protocol}
     try:
-        run_id = log_meta_eval(result, paths, uri, params)
+        run_id = log_meta_eval(result, paths, uri, params, args.experiment)
     except TrackingError as exc:
         say(f"ccrs meta-eval: warning: {exc}; results are kept in {args.out}", err=True)
         return 1

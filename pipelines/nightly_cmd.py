@@ -13,23 +13,21 @@ import time
 from pathlib import Path
 
 from infra.console import say
-from pipelines.compare_cmd import add_gate_arguments
-from pipelines.run_cmd import add_judge_endpoint_arguments
+from pipelines import options
 
 NIGHTLY_TAGS = {"ccrs.nightly": "true"}
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "nightly") -> None:
-    parser.add_argument("--config", help="run config YAML (default: configs/cpu-demo.yaml)")
+    options.add_config(parser)
     parser.add_argument("--outputs", nargs="+", type=Path, metavar="FILE", help="evaluate these outputs "
                         "files of your own systems (as `ccrs evaluate`) instead of running the pipeline")
     parser.add_argument("--run-dir", help="where stage outputs go (default: the config's run_dir; for "
                         "--outputs runs/evaluate-<first file's stem>)")
-    parser.add_argument("--llm-base-url", help="use this running OpenAI-compatible endpoint (e.g. the "
-                        "RayService) instead of deploying the Serve app")
-    parser.add_argument("--experiment", help="MLflow experiment (default: the config's mlflow.experiment)")
-    add_judge_endpoint_arguments(parser)
-    add_gate_arguments(parser)
+    options.add_endpoint(parser)
+    options.add_tracking(parser)
+    options.add_judge(parser)
+    options.add_gate(parser)
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
@@ -53,10 +51,10 @@ def main(args: argparse.Namespace) -> int:
 
 def night(args: argparse.Namespace) -> int:
     """The night, leaving the Ray it joined or started as it is (main shuts it down)."""
-    from pipelines.compare_cmd import gate_options, notify_target, report_outcome
-    from pipelines.tools.regression import RegressionError, RegressionReport, gate
+    from pipelines.tools.regression import (RegressionError, RegressionReport, gate, gate_options,
+                                            notify_target, report_outcome)
 
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     try:
         notify_url = notify_target(args.notify)
         config, outputs = _prepare(args)
@@ -65,21 +63,39 @@ def night(args: argparse.Namespace) -> int:
     from tasks.calibration import JudgeCalibrationStop
 
     try:
-        result = _run_night(config, outputs)
+        result = _run_night(config, outputs, started_at)
     except JudgeCalibrationStop as exc:  # judge.preflight: the judge failed its unit tests, exit 6
         return _failed_night("judge_calibration", str(exc), args, config, notify_url, exc.run_id)
     except Exception as exc:  # noqa: BLE001 - a crash: logged as a FAILED run, alerted, exit 1
         status = "setup_error" if _is_setup_error(exc) else "crash"
         return _failed_night(status, f"{type(exc).__name__}: {exc}", args, config, notify_url)
     say(f"night finished in {time.perf_counter() - started:.0f} s; MLflow run {result.tracked['url']}")
-    uri = config.mlflow.resolved_uri(Path.cwd())
+    uri = options.tracking_uri(args, config)
     try:
         report = gate(uri, config.mlflow.experiment, result.tracked["run_id"], args.baseline,
                       gate_options(args))
     except RegressionError as exc:
         report = RegressionReport("setup_error", result.tracked["run_id"], None, None, 0, str(exc),
                                   experiment=config.mlflow.experiment)
+    _describe_gate(uri, result.tracked, report)
     return report_outcome(report, notify_url)
+
+
+def _describe_gate(uri: str, tracked: dict, report) -> None:
+    """The gate's outcome in the night's MLflow run's Description, beside the verdict's headline."""
+    from tasks.tracking import GATE_PREFIX, run_url, set_gate_status
+
+    cells = report.regressed_cells()
+    shown = "; ".join(cells[:5]) + (f"; and {len(cells) - 5} more" if len(cells) > 5 else "")
+    line = (f"{GATE_PREFIX} **{report.status}**"
+            + (f" against run {report.baseline_id}" if report.baseline_id else "")
+            + (f": {shown}" if cells else "") + " ([regression/summary.md]("
+            + run_url(uri, tracked["experiment_id"], tracked["run_id"], "regression/summary.md") + "))")
+    try:
+        set_gate_status(uri, tracked["run_id"], line)
+    except Exception as exc:  # noqa: BLE001 - the gate's outcome stands; the description is a convenience
+        say(f"ccrs nightly: the run's description lacks the gate's outcome ({type(exc).__name__}: {exc})",
+            err=True)
 
 
 def _prepare(args: argparse.Namespace):
@@ -92,26 +108,24 @@ def _prepare(args: argparse.Namespace):
 def _config_and_outputs(args: argparse.Namespace):
     from pipelines.config import load_config
     from pipelines.evaluate import prepare_evaluation
-    from pipelines.run_cmd import judge_endpoint_overrides
 
     if args.outputs:
         return prepare_evaluation(args.outputs, config=args.config, llm_base_url=args.llm_base_url,
                                   judge_base_url=args.judge_base_url, judge_model=args.judge_model,
-                                  run_dir=args.run_dir, experiment=args.experiment)
-    overrides = judge_endpoint_overrides(args)
-    if args.llm_base_url:
-        overrides["serving"] = {"profile": "external", "base_url": args.llm_base_url}
+                                  run_dir=args.run_dir, experiment=args.experiment, scoring=args.scoring,
+                                  tracking_uri=args.tracking_uri)
+    overrides = options.config_overrides(args) | options.experiment_override(args)
     if args.run_dir:
         overrides["run_dir"] = str(Path(args.run_dir).resolve())
     return load_config(args.config, overrides), None
 
 
-def _run_night(config, outputs):
+def _run_night(config, outputs, started_at: float):
     from pipelines.pipeline import run_evaluation, run_pipeline
 
     if outputs is not None:
-        return run_evaluation(config, outputs, run_tags=NIGHTLY_TAGS)
-    return run_pipeline(config, run_tags=NIGHTLY_TAGS)
+        return run_evaluation(config, outputs, run_tags=NIGHTLY_TAGS, started_at=started_at)
+    return run_pipeline(config, run_tags=NIGHTLY_TAGS, started_at=started_at)
 
 
 def _is_setup_error(exc: Exception) -> bool:
@@ -125,15 +139,14 @@ def _failed_night(status: str, error: str, args, config, notify_url: str | None,
                   logged_run: str | None = None) -> int:
     """One line on the terminal, a FAILED MLflow run holding the error (where the store answers; `logged_run`:
     the one the pipeline logged already, tagged here), the alert; the exit code of `status`."""
-    from pipelines.compare_cmd import experiment_of
     from pipelines.tools.regression import RegressionReport, alert_payload, notify
     from tasks.tracking import log_failed_run
 
     say(f"ccrs nightly: {status}: {error}", err=True)
     run_id = ""
     try:
-        experiment = config.mlflow.experiment if config else (args.experiment or experiment_of(args.config))
-        uri = (config.mlflow if config else _mlflow_defaults()).resolved_uri(Path.cwd())
+        experiment = config.mlflow.experiment if config else options.config_experiment(args)
+        uri = options.tracking_uri(args, config)
         tags = {**NIGHTLY_TAGS, "regression.status": status,
                 "ccrs.config_name": config.name if config else "unknown"}
         if logged_run:
@@ -156,12 +169,6 @@ def _failed_night(status: str, error: str, args, config, notify_url: str | None,
     return report.exit_code
 
 
-def _mlflow_defaults():
-    from pipelines.config import MlflowConfig
-
-    return MlflowConfig()
-
-
 def _console_log_file(config) -> Path | None:
     from tasks.layout import RunLayout
 
@@ -169,7 +176,7 @@ def _console_log_file(config) -> Path | None:
 
 
 def _safe_notify(args: argparse.Namespace) -> str | None:
-    from pipelines.compare_cmd import notify_target
+    from pipelines.tools.regression import notify_target
 
     try:
         return notify_target(args.notify)

@@ -8,12 +8,13 @@ then both judge (every selected suite), reduce, write the failure report and the
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.config import REPO_ROOT, RESOURCE_ROOT, STAGES, RunConfig
+from pipelines.config import REPO_ROOT, RESOURCE_ROOT, STAGES, RunConfig, load_config
 from tasks.layout import OUTPUTS_STAGE, RunLayout
 
 
@@ -47,12 +48,17 @@ def _forced(stage: str, from_stage: str | None) -> bool:
 
 
 def _resolve_paths(config: RunConfig) -> RunConfig:
-    """Relative dataset/hypotheses paths are taken from the working directory, then from the project's
-    resources (the checkout, or the installed package's copy)."""
+    """Relative dataset/hypotheses paths (and the run extensions' file paths) are taken from the working
+    directory, then from the project's resources (the checkout, or the installed package's copy)."""
+    from pipelines.extensions import config_paths
+
     data = config.model_dump()
-    for section, key in (("dataset", "path"), ("stats", "hypotheses"), (None, "gqm_goals")):
-        tree = data[section] if section else data
-        value = tree[key]
+    for dotted in ("dataset.path", "stats.hypotheses", *config_paths()):
+        *sections, key = dotted.split(".")
+        tree = data
+        for section in sections:
+            tree = tree.get(section) or {}
+        value = tree.get(key)
         if value and not Path(value).is_absolute():
             candidate = Path.cwd() / value
             tree[key] = str((candidate if candidate.exists() else RESOURCE_ROOT / value).resolve())
@@ -60,17 +66,15 @@ def _resolve_paths(config: RunConfig) -> RunConfig:
 
 
 def _prepare(config: RunConfig) -> tuple[RunConfig, Path]:
-    """Checks that fail before any work (goal tree, tracking store), the run directory and its config.json,
-    and Ray."""
+    """Checks that fail before any work (the run extensions' own, the tracking store), the run directory and
+    its config.json, and Ray."""
     from infra.console import say
     from infra.ray_runtime import ensure_ray
+    from pipelines.extensions import check_before_work
     from tasks.tracking import check_tracking_reachable
 
     config = _resolve_paths(config)
-    if config.gqm_goals:
-        from tasks.gqm_report import load_goals
-
-        load_goals(config.gqm_goals)  # a broken goal tree fails now, not after hours of judging
+    check_before_work(config)  # a broken block fails now, not after hours of judging
     check_tracking_reachable(config.mlflow.resolved_uri(Path.cwd()))
     run_dir = config.resolved_run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -96,22 +100,23 @@ def _endpoint(config: RunConfig, generates: bool, keep_serving: bool):
         yield url
 
 
-def run_pipeline(config: RunConfig, from_stage: str | None = None,
-                 keep_serving: bool = False, run_tags: dict[str, str] | None = None) -> PipelineResult:
-    """`ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc, ccrs.nightly)."""
+def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving: bool = False,
+                 run_tags: dict[str, str] | None = None, started_at: float | None = None) -> PipelineResult:
+    """`ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc, ccrs.nightly); `started_at`:
+    when the command started (epoch seconds; default now), the MLflow run's start."""
+    started_at = started_at or time.time()
     from infra.console import say
+    from retrievers.config import RetrievalSpec
     from tasks.generate import run_generation
     from tasks.retrieval_stages import preflight_index, run_retrieval
 
     preflight_index(config.index)
-    config, run_dir = _prepare(config)
+    config, run_dir = _prepare(_run_hypotheses(config))
     say("retrieve: ingest, chunk, embed, index, retrieve")
-    retrieval = run_retrieval(
-        run_dir, config.dataset, config.chunking, config.embedder, config.index, config.retrieval,
-        force=_forced("retrieve", from_stage),
-    )
+    retrieval = run_retrieval(run_dir, RetrievalSpec.of(config), force=_forced("retrieve", from_stage))
     say(f"retrieval: {json.dumps(retrieval.metrics_summary, default=str)}")
     with _endpoint(config, generates=True, keep_serving=keep_serving) as base_url:
+        config = _fit_judge(config, base_url)
         endpoints = ", ".join(system.name for system in config.systems)
         say(f"generate: {len(config.readers)} readers x {len(config.retrieval.retrievers)} retrievers"
             + (f" + endpoint systems {endpoints}" if endpoints else ""))
@@ -124,7 +129,58 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None,
                           config.retrieval.top_k, generation.summary, generation.reused,
                           retrieval.metrics_summary, all(stage.reused for stage in retrieval.stages))
         judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags)
-    return _conclude(config, run_dir, answers, judged, from_stage, run_tags)
+    return _conclude(config, run_dir, answers, judged, from_stage, run_tags, started_at)
+
+
+# The demo's hypotheses are about the systems its readers x retrievers make (A-F); they live with the
+# built-in pipeline, not in configs/cpu-demo.yaml, so that a config copied from the demo carries none.
+DEMO_HYPOTHESES = "configs/hypotheses/cpu-demo.yaml"
+
+
+def _run_hypotheses(config: RunConfig) -> RunConfig:
+    """The hypotheses of a `ccrs run`, before any work: a config's own (`stats.hypotheses: FILE`) checked
+    against the systems it builds and the metrics it judges (one line naming what is missing); none where
+    it says `null`; without the key, the demo's where the run builds every system they name as the demo
+    does (same reader, model, prompt and retriever) and judges their metrics."""
+    from infra.console import say
+    from stats.errors import StatsInputError
+    from stats.hypotheses import check_hypotheses_against
+    from tasks.hypotheses_io import load_hypotheses
+
+    systems, metrics = _built_systems(config), _judged_metrics_of(config)
+    if "hypotheses" in config.stats.model_fields_set:
+        if config.stats.hypotheses:
+            path = Path(config.stats.hypotheses)
+            hypotheses = load_hypotheses(path if path.exists() else RESOURCE_ROOT / path)
+            try:
+                check_hypotheses_against(hypotheses, sorted(systems), sorted(metrics))
+            except StatsInputError as exc:
+                raise StatsInputError(f"{exc} (stats.hypotheses: {config.stats.hypotheses})") from exc
+        return config
+    path = RESOURCE_ROOT / DEMO_HYPOTHESES
+    hypotheses = load_hypotheses(path).hypotheses
+    named = {system for hypothesis in hypotheses for pair in hypothesis.pairs for system in pair}
+    demo = _built_systems(load_config())
+    if any(system not in systems or systems[system] != demo.get(system) for system in named) or \
+            not {metric for hypothesis in hypotheses for metric in hypothesis.metrics} <= metrics:
+        return config
+    say(f"stats: the demo's hypotheses about its systems {', '.join(sorted(named))} ({DEMO_HYPOTHESES})")
+    return config.model_copy(update={"stats": config.stats.model_copy(update={"hypotheses": str(path)})})
+
+
+def _built_systems(config: RunConfig) -> dict[str, dict]:
+    """What each system of a `ccrs run` config means: readers x retrievers (labels A, B, ...) and endpoint
+    systems (by name)."""
+    from tasks.generate import ENDPOINT_RETRIEVER, system_table
+
+    return {label: meaning for label, meaning in system_table(config.readers, config.systems).items()
+            if meaning["retriever"] in (*config.retrieval.retrievers, ENDPOINT_RETRIEVER)}
+
+
+def _judged_metrics_of(config: RunConfig) -> set[str]:
+    from judges.suite import get_suite
+
+    return {metric for name in config.judges for metric in get_suite(name).selected_metrics(config.judge)}
 
 
 def _reader_identity(config: RunConfig, base_url: str | None) -> dict:
@@ -150,10 +206,12 @@ def served_identity(config: RunConfig, model: str, base_url: str, api_key_env: s
     return identity
 
 
-def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None,
-                   keep_serving: bool = False, run_tags: dict[str, str] | None = None) -> PipelineResult:
+def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None, keep_serving: bool = False,
+                   run_tags: dict[str, str] | None = None, started_at: float | None = None) -> PipelineResult:
     """The user's systems' outputs (tasks.outputs.Outputs, already read and checked) through the judge,
-    reduce and track stages of `ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc)."""
+    reduce and track stages of `ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc);
+    `started_at`: when the command started (epoch seconds; default now), the MLflow run's start."""
+    started_at = started_at or time.time()
     from infra.console import say
     from tasks.outputs import run_outputs_stage
 
@@ -166,26 +224,29 @@ def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None,
     answers = Answers(OUTPUTS_STAGE, stage.queries_path, stage.retrieved_path, stage.generations_path,
                       top_k, summary, stage.reused)
     with _endpoint(config, generates=False, keep_serving=keep_serving) as base_url:
+        config = _fit_judge(config, base_url)
         judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags)
-    return _conclude(config, run_dir, answers, judged, from_stage, run_tags)
+    return _conclude(config, run_dir, answers, judged, from_stage, run_tags, started_at)
 
 
 def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | None, force: bool,
            run_tags: dict[str, str] | None = None) -> dict:
     """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
-    same answers, through the same stage, against the judge's endpoint; first the calibration gate
-    (`judge.preflight`) where the config has one."""
+    same answers, through the same stage, against the judge's endpoint; before and after them the stages
+    of the run extensions the config turns on (pipelines/extensions/)."""
     from infra.console import say
-    from tasks.judge import judge_client_config, probe_judge, run_judging
+    from pipelines.extensions import StageContext, run_stages
+    from tasks.judge import judge_client_config, run_judging
 
     judge_url = config.judge.base_url or base_url
     client = judge_client_config(config.judge, config.client)
     where = f" at {judge_url}" if config.judge.base_url else ""
     say(f"judge: {', '.join(config.judges)} ({config.judge.model}{where})")
-    probe_judge(config.judges, config.judge, client, judge_url)
     identity = served_identity(config, config.judge.model, judge_url, client.api_key_env,
                                own_endpoint=config.judge.base_url is not None)
-    _calibration_gate(config, run_dir, answers, client, judge_url, identity, force, run_tags)
+    context = StageContext(config, run_dir, _inputs(answers), answers.top_k, client, judge_url, identity,
+                           force, run_tags or {})
+    run_stages("before_judge", context)
     judged = {}
     for name in config.judges:
         judged[name] = run_judging(
@@ -193,70 +254,26 @@ def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | N
             config.judge, client, judge_url, answers.top_k, force=force, identity=identity,
         )
         say(f"judge {name}: {judge_requests_line(judged[name].summary, judged[name].reused)}")
-    if config.probes is not None:
-        _probe(config, run_dir, answers, judge_url, identity, force)
+    run_stages("after_judge", context)
     return judged
 
 
-def _probe(config: RunConfig, run_dir: Path, answers: Answers, judge_url: str, identity: dict,
-           force: bool) -> None:
-    """The judge bias probes (`probes:`, tasks/bias_probes.py): the run's own judge on its own answers."""
+def _inputs(answers: Answers) -> tuple[Path, Path, Path]:
+    return answers.queries_path, answers.retrieved_path, answers.generations_path
+
+
+def _fit_judge(config: RunConfig, base_url: str | None) -> RunConfig:
+    """The judge settings its endpoint decides, before any judging (tasks.judge.fit_judge: `scoring:
+    expected` probed, `structured_output: if_accepted` decided), said in one line where it decided one."""
     from infra.console import say
-    from tasks.bias_probes import run_probe_stage
-    from tasks.judge import judge_client_config
+    from tasks.judge import fit_judge, judge_client_config
 
-    say(f"probes: {', '.join(config.probes.kinds)} on up to {config.probes.questions} questions")
-    stage = run_probe_stage(run_dir, (answers.queries_path, answers.retrieved_path, answers.generations_path),
-                            answers.top_k, config.probes, config.judge,
-                            judge_client_config(config.judge, config.client), judge_url, identity, force)
-    done = stage.summary
-    say(f"probes: {done['questions']} questions of system {done['system']}, {done['judgments']} judgments, "
-        f"{len(done['flagged'])} of {done['cells']} cells flagged"
-        + (" (finished stage reused)" if stage.reused else ""))
-
-
-def _calibration_gate(config: RunConfig, run_dir: Path, answers: Answers, client, judge_url: str,
-                      identity: dict, force: bool, run_tags: dict[str, str] | None) -> None:
-    """`judge.preflight` (tasks/calibration.py): the run's judge on its unit tests. Below min_pass_rate with
-    `on_fail: stop`, the run is logged to MLflow as stopped and JudgeCalibrationStop ends it here, before
-    any request of the judge stage; with `warn` it goes on (the verdict says so)."""
-    options = config.judge.preflight
-    if options is None:
-        return
-    from infra.console import say
-    from pipelines.config import unit_tests_path
-    from tasks.calibration import JudgeCalibrationStop, planned_judge_calls, run_preflight
-
-    preflight = run_preflight(run_dir, options, unit_tests_path(options.tests), config.judge, client,
-                              judge_url, identity, force=force)
-    say(preflight.measured())
-    if preflight.status != "stop":
-        say(preflight.line())
-        return
-    try:
-        planned = planned_judge_calls(config.judges, answers.queries_path, answers.retrieved_path,
-                                      answers.generations_path, config.judge, config.client.seed,
-                                      answers.top_k)
-    except Exception:  # noqa: BLE001 - the count is for the line; the stop stands without it
-        planned = None
-    line = preflight.line(planned)
-    raise JudgeCalibrationStop(line, _log_stopped(config, run_dir, preflight, line, run_tags))
-
-
-def _log_stopped(config: RunConfig, run_dir: Path, preflight, line: str,
-                 run_tags: dict[str, str] | None) -> str | None:
-    """The stopped run as a FAILED MLflow run with the pass rates and the preflight files (None where the
-    tracking store fails: the line is said, the exit code stays the gate's)."""
-    from infra.console import say
-    from tasks.calibration import log_stopped_run
-
-    tags = {"ccrs.config_name": config.name, "ccrs.judge_model": config.judge.model, **(run_tags or {})}
-    try:
-        return log_stopped_run(config.mlflow.resolved_uri(Path.cwd()), config.mlflow.experiment,
-                               config.mlflow.run_name or config.name, line, preflight, run_dir, tags)
-    except Exception as exc:  # noqa: BLE001 - MLflow raises many types for a failing store
-        say(f"judge preflight: the stopped run is not in MLflow ({type(exc).__name__}: {exc})", err=True)
-        return None
+    judge_url = config.judge.base_url or base_url
+    judge, line = fit_judge(config.judges, config.judge, judge_client_config(config.judge, config.client),
+                            judge_url)
+    if line:
+        say(line)
+    return config.model_copy(update={"judge": judge})
 
 
 def judge_requests_line(summary: dict, reused: bool) -> str:
@@ -268,10 +285,11 @@ def judge_requests_line(summary: dict, reused: bool) -> str:
             f"{summary.get('resumed', 0)} resumed")
 
 
-def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict,
-              from_stage: str | None, run_tags: dict[str, str] | None = None) -> PipelineResult:
+def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, from_stage: str | None,
+              run_tags: dict[str, str] | None = None, started_at: float | None = None) -> PipelineResult:
     from infra.console import say
     from infra.ray_runtime import copy_session_logs
+    from pipelines.extensions import StageContext, run_stages, verdict_sections
     from tasks.failures import format_failure_table, write_failure_report
     from tasks.reduce import run_reduce
     from tasks.verdict import write_summary
@@ -282,11 +300,13 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict,
         run_dir, [outputs.scores_path for outputs in judged.values()], config.stats.b, config.stats.seed,
         config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
     )
+    run_stages("after_reduce", StageContext(config, run_dir, _inputs(answers), answers.top_k, None, None,
+                                            force=_forced("reduce", from_stage), run_tags=run_tags or {}))
     generated = {"generate": answers.summary} if answers.stage == "generate" else {}
     failures_path, failures = write_failure_report(
         run_dir, {**generated, **{_stage(name): out.summary for name, out in judged.items()}})
     say(format_failure_table(failures))
-    summary_path = write_summary(run_dir)
+    summary_path = write_summary(run_dir, verdict_sections())
     copy_session_logs(layout.ray_logs_dir)
     stages = {**({"retrieve": {"reused": answers.retrieval_reused, "summary": answers.retrieval}}
                  if answers.stage == "generate" else {}),
@@ -296,15 +316,15 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict,
               "reduce": {"reused": reduce.reused, "summary": reduce.summary}}
     say("track: logging to MLflow (a run of its own for every invocation)")
     tags = {**run_tags_of(config, answers, judged, stages, run_dir), **(run_tags or {})}
-    tracked = _track(config, run_dir, answers, judged, reduce, failures_path, tags)
+    tracked = _track(config, run_dir, answers, judged, reduce, failures_path, tags, started_at)
     return PipelineResult(run_dir, reduce.out_dir, tracked, stages, failures, summary_path)
 
 
 def run_tags_of(config: RunConfig, answers: Answers, judged: dict, stages: dict, run_dir: Path) -> dict:
     """The MLflow tags that `ccrs compare` reads: what makes two runs comparable (judge model, prompt
-    versions, scoring mode, judge repeats, metric set), which nightly series a run belongs to (config
-    name), what was reused and where the outputs are."""
-    from tasks.judge import repeats_label
+    versions, scoring mode, the run extensions' tags, metric set), which nightly series a run belongs to
+    (config name), what was reused and where the outputs are."""
+    from pipelines.extensions import run_tags
 
     metrics = sorted({metric for out in judged.values() for metric in _judged_metrics(out.judgments_path)})
     prompt_versions = {name: out.summary.get("prompt_version") for name, out in judged.items()}
@@ -313,7 +333,7 @@ def run_tags_of(config: RunConfig, answers: Answers, judged: dict, stages: dict,
         "ccrs.source": "outputs" if answers.stage == OUTPUTS_STAGE else "pipeline",
         "ccrs.judge_model": config.judge.model,
         "ccrs.scoring": config.judge.scoring,
-        "ccrs.judge_repeats": repeats_label(config.judge.repeats) if config.judge.repeats.repeated else "1",
+        **run_tags(config),
         "ccrs.prompt_versions": json.dumps(prompt_versions, sort_keys=True),
         "ccrs.metrics": ",".join(metrics),
         "ccrs.adhoc": "false",
@@ -356,8 +376,9 @@ def _provenance(config: RunConfig, answers: Answers, judged: dict) -> dict:
 
 
 def _track(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, reduce, failures_path: Path,
-           tags: dict) -> dict:
-    """The track stage (tasks/track.py) with what this invocation logs."""
+           tags: dict, started_at: float | None = None) -> dict:
+    """The track stage (tasks/track.py) with what this invocation logs and the run extensions' payloads."""
+    from pipelines.extensions import track_payloads
     from tasks.track import RunRecord, run_track
 
     record = RunRecord(
@@ -372,7 +393,8 @@ def _track(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, red
                          **{_stage(name): out.summary for name, out in judged.items()}},
         retrieval_metrics=answers.retrieval,
         failures_path=failures_path,
+        started_at=started_at,
     )
     tracked = run_track(run_dir, record, reduce, config.mlflow.resolved_uri(Path.cwd()),
-                        config.mlflow.experiment, config.gqm_goals)
+                        config.mlflow.experiment, track_payloads(record.config))
     return tracked.summary

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from pipelines import options
+
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "plan") -> None:
     sub = parser.add_subparsers(dest="plan", required=True, metavar="{power,cost}")
@@ -22,11 +24,14 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "plan") -> None:
                        "scale (default 0.05 = 5 points of a 0-100 judge)")
     power.add_argument("--power", type=float, default=0.8, help="target power (default 0.8)")
     power.add_argument("--alpha", type=float, default=0.05)
-    power.add_argument("--b", type=int, default=1000, help="HSD iterations per simulated data set "
-                       "(default 1,000: the simulation runs the HSD hundreds of times)")
+    sim_b = power.add_argument("--sim-b", type=int, default=1000, metavar="N", help="HSD iterations per "
+                               "simulated data set (default 1,000, not --b's 10,000: the simulation runs "
+                               "the HSD hundreds of times, and B only sets each p-value's resolution)")
+    options.add_alias(power, "--b", sim_b)
     power.add_argument("--replicates", type=int, default=400, help="simulated data sets per recommendation "
                        "(0: parametric only)")
-    power.add_argument("--seed", type=int, default=0)
+    power.add_argument("--seed", type=int, default=options.DEFAULT_SEED, metavar="N",
+                       help=f"random seed (default {options.DEFAULT_SEED}; same seed, same output)")
     power.add_argument("--max-repeats", type=int, default=5, help="decision study (a pilot with a repeat "
                        "column): judge repeats per answer to consider, 1..N (default 5)")
     power.add_argument("--budget", type=int, help="decision study: judge calls per metric it may cost "
@@ -37,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "plan") -> None:
     power.add_argument("--plot", type=Path, help="PNG of power against the number of questions per metric")
 
     cost = sub.add_parser("cost", help="calls, tokens, FLOPs, GPU-hours and wall time of a run config")
-    cost.add_argument("--config", help="run config YAML (default: configs/cpu-demo.yaml)")
+    options.add_config(cost)
     cost.add_argument("--questions", type=int, help="questions to plan for (default: the config's limit)")
     cost.add_argument("--sample", type=int, default=8, help="questions of the dataset to calibrate on")
     cost.add_argument("--sample-dataset", help="dataset to calibrate on when the config's is not here")
@@ -55,7 +60,7 @@ def power_main(args: argparse.Namespace) -> int:
     from stats.errors import StatsInputError
 
     try:
-        plan = plan_power(load_pilot(args.pilot), args.metric, args.delta, args.power, args.alpha, args.b,
+        plan = plan_power(load_pilot(args.pilot), args.metric, args.delta, args.power, args.alpha, args.sim_b,
                           args.replicates, args.seed, metric_order(), max_repeats=args.max_repeats,
                           budget=args.budget, max_questions=args.max_questions)
     except StatsInputError as exc:

@@ -5,13 +5,16 @@ import argparse
 import json
 import sys
 
+from pipelines import options
+
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "report") -> None:
     parser.add_argument("run_dir", help="run directory written by `ccrs run`")
     parser.add_argument("--goals", default=None,
                         help="GQM goal tree YAML (default configs/gqm/thesis-goals.yaml)")
-    parser.add_argument("--out", default=None, help="output directory (default RUN_DIR/gqm)")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (with --run-id)")
+    options.add_out(parser, None, "gqm_report.json and the plots", inside_run="RUN_DIR/gqm")
+    parser.add_argument("--tracking-uri", metavar="URI", default=None, help="MLflow tracking URI (with "
+                        "--run-id)")
     parser.add_argument("--run-id", default=None, help="MLflow run to log gqm/ artifacts and metrics into")
 
 

@@ -10,7 +10,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from infra.console import say
-from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
+from retrievers.config import (
+    ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig, RetrievalSpec,
+)
 
 DEFAULT_RUN_DIR = "runs/retrieval"
 
@@ -28,9 +30,9 @@ class RetrievalCommandConfig(BaseModel):
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument(
-        "--config", type=Path, help="YAML with keys dataset/chunking/embedder/index/retrieval"
-    )
+    parser.add_argument("--config", type=Path, metavar="YAML", help="run config YAML (its dataset, chunking, "
+                        "embedder, index and retrieval blocks), or a YAML of only those blocks "
+                        "(default: each block's defaults)")
     parser.add_argument("--dataset", help="dataset path (BioASQ JSON file/folder or rag-mini-bioasq folder)")
     parser.add_argument("--limit", type=int, help="use only the first N questions (the corpus stays whole)")
     parser.add_argument(
@@ -49,6 +51,8 @@ def console_log(args: argparse.Namespace) -> Path:
 
 
 def load_command_config(path: Path | None) -> RetrievalCommandConfig:
+    """The retrieval blocks of `path`: a YAML of only those blocks, or a whole run config (validated as
+    one: `ccrs index --config run.yaml` builds the index `ccrs run --config run.yaml` would)."""
     if path is None:
         return RetrievalCommandConfig()
     try:
@@ -57,10 +61,20 @@ def load_command_config(path: Path | None) -> RetrievalCommandConfig:
         raise ValueError(f"{path}: {err}") from None
     if not isinstance(data, dict):
         raise TypeError(f"{path}: expected a mapping with keys dataset/chunking/embedder/index/retrieval")
+    if set(data) - set(RetrievalCommandConfig.model_fields):
+        return _retrieval_blocks_of_run_config(path)
     try:
         return RetrievalCommandConfig.model_validate(data)
     except ValidationError as err:
         raise ValueError(f"{path}: {err}") from None
+
+
+def _retrieval_blocks_of_run_config(path: Path) -> RetrievalCommandConfig:
+    from pipelines.config import load_config
+
+    config = load_config(path)  # ConfigError (a ValueError) names the file and the key
+    blocks = RetrievalCommandConfig.model_fields
+    return RetrievalCommandConfig(**{name: getattr(config, name) for name in blocks})
 
 
 def apply_overrides(config: RetrievalCommandConfig, args: argparse.Namespace) -> RetrievalCommandConfig:
@@ -111,14 +125,14 @@ def main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, config: RetrievalCommandConfig) -> int:
     from tasks.retrieval_stages import build_retrieval_index, run_retrieval
 
-    parts = (config.dataset, config.chunking, config.embedder, config.index, config.retrieval)
+    spec = RetrievalSpec.of(config)
     progress = not args.no_progress
     if args.command == "index":
-        built = build_retrieval_index(args.run_dir, *parts, force=args.force, progress=progress)
+        built = build_retrieval_index(args.run_dir, spec, force=args.force, progress=progress)
         _print_stages(built.stages)
         say(f"indexed: {built.counts}")
         return 0
-    outputs = run_retrieval(args.run_dir, *parts, force=args.force, progress=progress)
+    outputs = run_retrieval(args.run_dir, spec, force=args.force, progress=progress)
     _print_stages(outputs.stages)
     say(f"counts: {outputs.counts}")
     say(f"retrieved: {outputs.retrieved_path}")

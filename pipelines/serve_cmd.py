@@ -4,6 +4,8 @@
 the app and waits for readiness (a clear TimeoutError after --ready-timeout seconds). `down` deletes the
 app and stops that head. `status` prints what the endpoint serves, as JSON (it only asks the endpoint, so
 it has no log file). Log records of `up` and `down`: $CCRS_HOME/logs/serve-<action>-<UTC time>.log.
+--config takes a run config (its `serving:` block: what `ccrs run --config` would deploy) or a serving
+config of its own (infra/serve_configs/<profile>.yaml, the default).
 """
 from __future__ import annotations
 
@@ -11,16 +13,18 @@ import argparse
 import json
 from pathlib import Path
 
+from pipelines import options
+
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("action", choices=["up", "down", "status"])
     parser.add_argument("--profile", choices=["cpu", "cluster", "external"], default="cpu")
-    parser.add_argument("--config", help="a ServingConfig YAML (default: infra/serve_configs/<profile>.yaml)")
+    options.add_config(parser, default="infra/serve_configs/<profile>.yaml; a run config serves its "
+                       "serving: block")
     parser.add_argument("--host", help="bind address of the HTTP proxy (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="HTTP port (default 8000)")
     parser.add_argument("--ready-timeout", type=float, dest="ready_timeout_s")
-    parser.add_argument("--llm-base-url", "--base-url", dest="base_url",
-                        help="external profile: OpenAI-compatible /v1 URL")
+    options.add_endpoint(parser, aliases=("--base-url",))
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
@@ -33,10 +37,23 @@ def load_config(args: argparse.Namespace):
     from infra.serving import ServingConfig
 
     overrides = {"host": args.host, "port": args.port, "ready_timeout_s": args.ready_timeout_s,
-                 "base_url": args.base_url}
+                 "base_url": args.llm_base_url}
+    if args.config and _is_run_config(args.config):
+        from pipelines.config import load_config
+
+        serving = load_config(args.config).serving
+        return serving.model_copy(update={k: v for k, v in overrides.items() if v is not None})
     if args.config:
         return ServingConfig.from_yaml(args.config, **overrides)
     return ServingConfig.for_profile(args.profile, **overrides)
+
+
+def _is_run_config(path: str) -> bool:
+    """A run config holds a `serving:` block; a serving config is that block's content."""
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    return isinstance(data, dict) and "serving" in data
 
 
 def main(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "show") -> None:
     parser.add_argument("run", help="a run directory (e.g. runs/ccrs-cpu-demo) or an MLflow run id")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI for a run id "
+    parser.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI for a run id "
                         "(default: $MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
     parser.add_argument("--markdown", action="store_true", help="print the Markdown source instead of "
                         "rendered tables")
@@ -49,6 +49,7 @@ def _summary_text(run: str, tracking_uri: str | None) -> str:
 
 
 def _from_run_dir(path: Path) -> str:
+    from pipelines.extensions import verdict_sections
     from tasks.layout import RunLayout
     from tasks.verdict import VerdictError, build_summary
 
@@ -56,7 +57,7 @@ def _from_run_dir(path: Path) -> str:
     if layout.summary_md.exists():
         return layout.summary_md.read_text()
     try:
-        return build_summary(path)
+        return build_summary(path, verdict_sections())
     except VerdictError as exc:
         raise LookupError(str(exc)) from exc
 

@@ -1,4 +1,4 @@
-"""`ccrs stats SCORES --out DIR`: randomized Tukey HSD, bootstrap CIs, hypotheses (Holm), descriptive
+"""`ccrs stats SCORES [--out DIR]`: randomized Tukey HSD, bootstrap CIs, hypotheses (Holm), descriptive
 statistics and correlations of long-format per-sample scores; writes stats.json, tables and plots."""
 
 from __future__ import annotations
@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from pipelines import options
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
@@ -15,16 +17,14 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
         "for query_id; an optional integer `repeat` column marks repeated judgments of one answer (judge "
         "noise, docs/judge-trust.md)"
     )
-    parser.add_argument("--out", type=Path, required=True, help="output folder (stats.json, tables/, plots/, "
-                        "summary.md: the verdict, printed again by `ccrs show OUT`)")
+    options.add_out(parser, "stats", "stats.json, tables/, plots/, summary.md")
     parser.add_argument("--scale", nargs="+", metavar="MIN MAX", help="the scores' scale, mapped onto [0, 1] "
                         "(e.g. --scale 1 5 or --scale 1-5 for a Likert mark, --scale 0 100); default: the "
                         "scores are already on [0, 1]")
     parser.add_argument(
         "--hypotheses", type=Path, default=None, help="hypotheses YAML (see configs/hypotheses)"
     )
-    parser.add_argument("--b", type=int, default=10000, help="HSD iterations and bootstrap resamples")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same output)")
+    options.add_bootstrap(parser, "HSD iterations and bootstrap resamples")
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--markdown", action="store_true", help="print the verdict's Markdown source")
@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
 
 def main(args: argparse.Namespace) -> int:
     from infra.console import print_markdown, say
+    from pipelines.extensions import verdict_sections
     from stats.errors import StatsInputError
     from tasks.reduce import reduce_user_scores, user_scores
     from tasks.report import read_scores_file
@@ -41,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
         with _progress(frame["metric"].nunique(), disabled=args.no_progress) as advance:
             result, written, verdict = reduce_user_scores(
                 frame, args.out, hypotheses_path=args.hypotheses, b=args.b, seed=args.seed,
-                alpha=args.alpha, title=args.scores.name, on_metric=advance)
+                alpha=args.alpha, title=args.scores.name, on_metric=advance, sections=verdict_sections())
     except StatsInputError as error:
         print(f"ccrs stats: error: {error}", file=sys.stderr)
         return 2
@@ -108,8 +109,10 @@ def _print_judge_noise(noise: dict) -> None:
     """One line: the judge's reliability over the repeats, its CI and the pairs a single repeat flips."""
     low, high = noise["reliability_ci95"]
     flaky = ", ".join(f"{a} vs {b}" for a, b in noise["flaky_pairs"]) or "none"
+    verdicts = (f", stable verdicts {noise['stable_share']:.0%}, flaky pairs: {flaky}"
+                if noise["stable_share"] is not None else "")  # None: one system, no pair verdicts
     print(f"    judge noise ({noise['n_repeats']} repeats): reliability {noise['reliability']:.3f} "
-          f"[{low:.3f}, {high:.3f}], stable verdicts {noise['stable_share']:.0%}, flaky pairs: {flaky}")
+          f"[{low:.3f}, {high:.3f}]{verdicts}")
 
 
 def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:

@@ -1,18 +1,21 @@
-"""`ccrs vera ...`: VERA metrics over a run (the registered "vera" judge suite through the judge stage
+"""`ccrs vera ...`: VERA metrics over a run (the run config's "vera" judge suite through the judge stage
 function, plus the cross-encoder aggregate), bootstrap + convergence, topicality, the section 5.1
 experiment on qrels.
 
-  ccrs vera score RUN_DIR --base-url URL [--limit N] [--top-k K] \
-[--cross-encoder PATH|untrained-demo-head|none]
-                          [--b B] [--n N] [--seed S]
-  ccrs vera bootstrap SCORES.parquet [--b B] [--n N] [--seed S] [--out FILE]
-  ccrs vera topicality [--config RUN.yaml] [--run-dir DIR] [--dataset PATH] [--sets SETS.yaml]
-                       [--method llm|cosine] [--llm-base-url URL] [--model M] [--reader-model M]
-                       [--scores SCORES.parquet] [--limit N] [--k K] [--b B] [--n N] [--out FILE]
+  ccrs vera score RUN_DIR [--config YAML] [--llm-base-url URL] [--judge-base-url URL] [--judge-model NAME]
+                          [--limit N] [--top-k K] [--cross-encoder PATH|untrained-demo-head|none]
+                          [--b B] [--n N] [--preset paper] [--seed S]
+  ccrs vera bootstrap SCORES.parquet [--b B] [--n N] [--seed S] [--out DIR]
+  ccrs vera topicality [--config YAML] [--run-dir DIR] [--dataset PATH] [--sets SETS.yaml]
+                       [--method llm|cosine] [--llm-base-url URL] [--judge-model NAME] [--reader-model M]
+                       [--scores SCORES.parquet] [--limit N] [--k K] [--b B] [--n N] [--out DIR]
   ccrs vera qrels --qrels QRELS [--queries PATH] [--corpus PATH] [--unit pair|query] [--k K] [--limit N]
-                  [--relevant-grade G] [--config RUN.yaml] [--llm-base-url URL] [--model M]
-                  [--reader-model M] [--scores SCORES.parquet] [--b B] [--n N] [--out FILE]
+                  [--relevant-grade G] [--config YAML] [--llm-base-url URL] [--judge-model NAME]
+                  [--reader-model M] [--scores SCORES.parquet] [--b B] [--n N] [--out DIR]
 
+score: the judge, its `judge.vera` options, the client and the endpoint are the run's own config
+(RUN_DIR/config.json; --config names another), reached as `ccrs run` reaches them (the judge's own
+endpoint, else --llm-base-url, else the config's Serve app); the outputs go to RUN_DIR/vera/.
 Topicality (sections 3.4 and 5.2): the query sets of --sets (default configs/vera/topicality-sets.yaml:
 on-topic, minority-topic, unrelated, most topical first) are retrieved through the run config's own
 retrievers (its dataset is the repository; the index stages of the run directory are reused when the run
@@ -21,8 +24,8 @@ VERA LLM metrics, bootstrapped per retriever, set and metric and compared pairwi
 order checked. --method cosine (ours, no LLM): the mean cosine of each query's top-k hits of the dense
 retrievers instead. qrels (section 5.1): per TREC judgment (or per query) a perfectly relevant and an
 irrelevant context, answered and judged the same way; means per metric as the paper's Tables 1-2.
-Both need --llm-base-url, or --scores with the judged scores of an earlier run (written next to --out as
-<out>.scores.parquet).
+Both need --llm-base-url, or --scores with the judged scores of an earlier run (written to --out as
+<command>_scores.parquet beside the <command>.json report).
 
 Log records of Ray, vLLM and the HTTP client: `score` in <run dir>/vera/console.log, `topicality` and
 `qrels` (unless from --scores) in $CCRS_HOME/logs/vera-<command>-<UTC time>.log.
@@ -34,69 +37,79 @@ import json
 from pathlib import Path
 
 from infra.console import say
+from pipelines import options
 
 # llm: VERA's LLM metrics (the paper's, pipelines.tools.vera.llm_topicality_report);
 # cosine: our embedding variant (pipelines.tools.vera.topicality_report)
 TOPICALITY_METHODS = ("llm", "cosine")
 # Bootstrap settings by name: the VERA paper's topicality analysis used samples of 50 and 500 resamples.
 PRESETS = {"paper": {"n": 50, "b": 500}}
-DEFAULT_B = 1000
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
     sub = parser.add_subparsers(dest="vera_command", required=True)
-    score = sub.add_parser("score", help="VERA LLM metrics + cross-encoder aggregate + bootstrap for a run")
-    score.add_argument("run_dir")
-    score.add_argument("--llm-base-url", "--base-url", dest="base_url", required=True,
-                       help="OpenAI-compatible /v1 URL of the judge")
-    score.add_argument("--model", default="smollm2-135m-instruct")
-    score.add_argument("--limit", type=int, default=None, help="first N queries only")
-    score.add_argument("--top-k", type=int, default=5)
-    score.add_argument("--cross-encoder", default="none",
-                       help="local folder of a TRAINED cross-encoder for the aggregate (default 'none': off, "
-                            "no trained one ships here); 'untrained-demo-head' = demo only, written as "
-                            "vera_aggregate_untrained")
+    score = sub.add_parser("score", help="the run config's VERA suite + cross-encoder aggregate + bootstrap "
+                           "for a run")
+    bootstrap = sub.add_parser("bootstrap", help="bootstrap + convergence of a long-format scores file")
     topicality = sub.add_parser("topicality", help="query sets (on-topic, minority topic, unrelated) through "
                                 "the run's retrievers, VERA metrics compared (paper sections 3.4, 5.2)")
     qrels = sub.add_parser("qrels", help="perfectly relevant vs irrelevant contexts from TREC qrels, VERA "
                            "metrics per condition (paper section 5.1, Tables 1-2)")
-    for p in (score, sub.add_parser("bootstrap", help="bootstrap + convergence of a long-format scores file"),
-              topicality, qrels):
-        p.add_argument("--b", type=int, default=None, help="bootstrap resamples B (default 1000)")
+    _score_arguments(score)
+    bootstrap.add_argument("scores")
+    for p in (score, bootstrap, topicality, qrels):
+        options.add_bootstrap(p, "bootstrap resamples B")
         p.add_argument("--n", type=int, default=None,
                        help="bootstrap sample size n (default: all observations)")
         p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                        help="paper: the VERA paper's n = 50 and B = 500 (section 5.2); --b / --n still win")
-        p.add_argument("--seed", type=int, default=0)
-        if p.prog.endswith("bootstrap"):
-            p.add_argument("scores")
-        if not p.prog.endswith("score"):
-            p.add_argument("--out", default=None, help="JSON output file (default: print)")
+    for p in (bootstrap, topicality, qrels):
+        options.add_out(p, "vera", "<command>.json, and <command>_scores.parquet of the judged scores")
     for p in (topicality, qrels):
-        p.add_argument("--config", default=None, help="run config whose reader model, judge and client are "
-                       "used (topicality: also its dataset, chunking, embedder, index and retrievers); "
-                       "default configs/cpu-demo.yaml")
-        p.add_argument("--llm-base-url", "--base-url", dest="base_url", default=None,
-                       help="OpenAI-compatible /v1 URL of the reader and the judge")
-        p.add_argument("--model", default=None, help="judge model (default: the config's judge.model)")
-        p.add_argument("--reader-model", default=None,
-                       help="reader model (default: the config's first LLM reader, else the judge model)")
-        p.add_argument("--reader-max-tokens", type=int, default=None,
-                       help="reader reply budget (default: that reader's max_tokens, else 512)")
-        p.add_argument("--scores", default=None, help="judged scores of an earlier run (no LLM call)")
-        p.add_argument("--k", type=int, default=5, help="passages per context (the paper's top 5)")
-        p.add_argument("--limit", type=int, default=None,
-                       help="topicality: queries per set (the first N); qrels: contexts per condition "
-                            "(drawn at random, seeded)")
+        _set_arguments(p)
+    _topicality_arguments(topicality)
+    _qrels_arguments(qrels)
+
+
+def _score_arguments(score: argparse.ArgumentParser) -> None:
+    score.add_argument("run_dir")
+    options.add_config(score, default="the run's own RUN_DIR/config.json")
+    options.add_endpoint(score, aliases=("--base-url",))
+    options.add_judge(score, model_aliases=("--model",), scoring=False)
+    score.add_argument("--limit", type=int, default=None, help="first N queries only")
+    score.add_argument("--top-k", type=int, default=None,
+                       help="chunks per context (default: the config's retrieval.top_k, the readers' own)")
+    score.add_argument("--cross-encoder", default="none",
+                       help="local folder of a TRAINED cross-encoder for the aggregate (default 'none': off, "
+                            "no trained one ships here); 'untrained-demo-head' = demo only, written as "
+                            "vera_aggregate_untrained")
+
+
+def _set_arguments(p: argparse.ArgumentParser) -> None:
+    """What topicality and qrels share: the config's reader, judge and client, an endpoint, judged scores."""
+    options.add_config(p)
+    options.add_endpoint(p, aliases=("--base-url",))
+    options.add_judge(p, model_aliases=("--model",), scoring=False)
+    p.add_argument("--reader-model", default=None,
+                   help="reader model (default: the config's first LLM reader, else the judge model)")
+    p.add_argument("--reader-max-tokens", type=int, default=None,
+                   help="reader reply budget (default: that reader's max_tokens, else 512)")
+    p.add_argument("--scores", default=None, help="judged scores of an earlier run (no LLM call)")
+    p.add_argument("--k", type=int, default=5, help="passages per context (the paper's top 5)")
+
+
+def _topicality_arguments(topicality: argparse.ArgumentParser) -> None:
     topicality.add_argument("--run-dir", default=None, help="run directory holding (or to hold) the index "
                             "stages (default: the config's run_dir)")
-    topicality.add_argument("--dataset", default=None, help="the repository: overrides the config's "
-                            "dataset.path")
+    options.add_dataset(topicality, "queries per set: the first N")
     topicality.add_argument("--sets", default=None, help="query sets YAML (default "
                             "configs/vera/topicality-sets.yaml)")
     topicality.add_argument("--method", choices=TOPICALITY_METHODS, default="llm",
                             help="llm: VERA's LLM metrics (the paper's); cosine: mean top-k cosine of the "
                                  "dense retrievers (no LLM)")
+
+
+def _qrels_arguments(qrels: argparse.ArgumentParser) -> None:
     qrels.add_argument("--qrels", required=True, help="TREC qrels file: query_id iteration doc_id grade")
     qrels.add_argument("--queries", default=None, help="queries: TSV (id, text[, ground truth]) or a "
                        "dataset path (default data/bioasq-sample)")
@@ -105,6 +118,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
     qrels.add_argument("--unit", default="pair",
                        help="pair: one context per judged query-passage pair (the paper's); query: per "
                             "query its first k passages of the grade")
+    qrels.add_argument("--limit", type=int, default=None,
+                       help="contexts per condition (drawn at random, seeded by --seed)")
     qrels.add_argument("--relevant-grade", type=int, default=None,
                        help="grade of a perfectly relevant passage (default: the file's highest)")
 
@@ -117,9 +132,10 @@ def console_log(args: argparse.Namespace) -> Path | None:
 
     if args.vera_command == "score":
         return log_file_in(RunLayout(Path(args.run_dir)).vera_dir)
-    if args.vera_command == "topicality" and not args.scores and (args.method == "cosine" or args.base_url):
+    if args.vera_command == "topicality" and not args.scores and (args.method == "cosine"
+                                                                   or args.llm_base_url):
         return home_log_file("vera-topicality")
-    if args.vera_command == "qrels" and not args.scores and args.base_url:
+    if args.vera_command == "qrels" and not args.scores and args.llm_base_url:
         return home_log_file("vera-qrels")
     return None
 
@@ -139,9 +155,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def bootstrap_settings(args: argparse.Namespace) -> argparse.Namespace:
-    """B and n from --b / --n, else the --preset's, else B = 1000 and n = every observation."""
+    """B and n from --b / --n, else the --preset's, else B's default and n = every observation."""
     preset = PRESETS.get(getattr(args, "preset", None) or "", {})
-    args.b = args.b if args.b is not None else preset.get("b", DEFAULT_B)
+    if not options.given(args, "b"):
+        args.b = preset.get("b", args.b)
     args.n = args.n if args.n is not None else preset.get("n")
     return args
 
@@ -152,61 +169,105 @@ def run(args: argparse.Namespace) -> int:
     args = bootstrap_settings(args)
     from pipelines.tools import vera as vera_tool
 
-    if args.vera_command == "score":
-        from judges.config import ClientConfig, JudgeConfig
+    if getattr(args, "out", None) and args.out.suffix == ".json":
+        say(f"ccrs vera: --out {args.out} is deprecated: --out names a folder (<command>.json inside it); "
+            "this release still writes the file named", err=True)
 
-        # the judge model of the VERA suite; its options (judge.vera) and the window are the defaults
-        cross_encoder = None if args.cross_encoder == "none" else args.cross_encoder
-        if cross_encoder is None:
-            say(vera_tool.AGGREGATE_OFF, err=True)
-        summary = vera_tool.run_vera(args.run_dir, JudgeConfig(model=args.model), ClientConfig(),
-                                     args.base_url, args.top_k, cross_encoder, args.b, args.n, args.seed,
-                                     args.limit, progress=True)
-        say(json.dumps(summary, indent=2))
-        return 0
+    if args.vera_command == "score":
+        return score(args, vera_tool)
     if args.vera_command == "bootstrap":
         report = vera_tool.bootstrap_report(pd.read_parquet(args.scores), args.b, args.seed, args.n)
-        return write_report(report, args.out, None)
+        return write_report(report, report_files(args.out, "bootstrap")[0], print_bootstrap)
     if args.vera_command == "topicality":
-        return write_report(topicality(args, vera_tool), args.out, print_topicality)
-    return write_report(qrels(args, vera_tool), args.out, print_qrels)
+        return write_report(topicality(args, vera_tool), report_files(args.out, "topicality")[0],
+                            print_topicality)
+    return write_report(qrels(args, vera_tool), report_files(args.out, "qrels")[0], print_qrels)
 
 
-def write_report(report: dict, out: str | None, show) -> int:
-    """The JSON report to --out (else printed); `show` prints the verdict a person reads first."""
-    text = json.dumps(report, indent=2, allow_nan=False)
-    if show is not None:
-        show(report)
-    if out:
-        Path(out).write_text(text + "\n")
-        say(f"wrote {out}")
-    else:
-        say(text)
+def score(args: argparse.Namespace, vera_tool) -> int:
+    """The run config's VERA suite on the run's answers, with its judge, at the judge's endpoint."""
+    from pipelines.tools.endpoint import fitted_judge, judge_client, judge_endpoint
+
+    config = score_config(args)
+    cross_encoder = None if args.cross_encoder == "none" else args.cross_encoder
+    if cross_encoder is None:
+        say(vera_tool.AGGREGATE_OFF, err=True)
+    top_k = args.top_k if args.top_k is not None else config.retrieval.top_k
+    say(f"vera score: judge {config.judge.model}, metrics {', '.join(config.judge.vera.metrics)}, "
+        f"top {top_k} chunks", err=True)
+    with judge_endpoint(config, announce=lambda text: say(f"{text}...", err=True)) as base_url:
+        judge = fitted_judge(config, ["vera"], base_url)
+        summary = vera_tool.run_vera(args.run_dir, judge, judge_client(config), base_url, top_k,
+                                     cross_encoder, args.b, args.n, args.seed, args.limit, progress=True)
+    say(json.dumps(summary, indent=2))
     return 0
+
+
+def score_config(args: argparse.Namespace):
+    """--config, else the run's own config.json, else the default run config; the options' overrides."""
+    from pipelines.config import ConfigError, load_config
+    from tasks.layout import RunLayout
+
+    recorded = RunLayout(Path(args.run_dir)).config_json
+    path = args.config or (str(recorded) if recorded.exists() else None)
+    in_use = argparse.Namespace(**{**vars(args), "config": path})  # a recorded config is the user's own
+    try:
+        return load_config(path, options.config_overrides(in_use))
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def report_files(out: Path, command: str) -> tuple[Path, Path]:
+    """(report JSON, judged scores) in the --out folder. A --out ending in .json is the former file form,
+    still written for one release: the scores beside it as <out>.scores.parquet."""
+    if out.suffix == ".json":
+        return out, out.with_suffix(".scores.parquet")
+    return out / f"{command}.json", out / f"{command}_scores.parquet"
+
+
+def write_report(report: dict, path: Path, show) -> int:
+    """The JSON report to `path`; `show` prints the verdict a person reads first."""
+    text = json.dumps(report, indent=2, allow_nan=False)
+    show(report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    say(f"wrote {path}")
+    return 0
+
+
+def print_bootstrap(report: dict) -> None:
+    """Per system and metric: the bootstrap mean [interval], SE and the B from which the SE converged."""
+    say(f"VERA bootstrap, B = {report['b']}, n = {report['n'] or 'all'}, seed {report['seed']}")
+    for system, metrics in report["systems"].items():
+        for metric, entry in metrics.items():
+            if not entry["computable"]:
+                say(f"  {system:16s} {metric:28s} not computable: {entry['reason']}")
+                continue
+            converged = entry["convergence"]["converged_at"]
+            say(f"  {system:16s} {metric:28s} {_cell(entry)}  se {entry['se']:.4f}  converged at B = "
+                f"{converged if converged is not None else 'not within the grid'}")
 
 
 # --- topicality and qrels -----------------------------------------------------------------------------
 
 def run_config(args: argparse.Namespace):
-    """The run config (--config, default the CPU demo's) with a relative dataset path read from the working
-    directory, else from the project's resources, as `ccrs run` reads it."""
+    """The run config (--config, default the CPU demo's) with the options' overrides and a relative dataset
+    path read from the working directory, else from the project's resources, as `ccrs run` reads it."""
     from pipelines.config import ConfigError, load_config
-    from pipelines.injection_cmd import dataset_path
 
-    overrides = {"dataset.path": args.dataset} if getattr(args, "dataset", None) else {}
     try:
-        config = load_config(args.config, overrides)
+        config = load_config(args.config, options.config_overrides(args))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return config.model_copy(update={"dataset": config.dataset.model_copy(
-        update={"path": str(dataset_path(config.dataset.path))})})
+        update={"path": str(options.dataset_path(config.dataset.path))})})
 
 
 def reader_and_judge(args: argparse.Namespace, config, vera_tool):
     """VERA's summarising reader (the config's first LLM reader's model, window and budget, or
-    --reader-model) and the config's judge (--model overrides its model)."""
+    --reader-model) and the config's judge (--judge-model and --judge-base-url already applied)."""
     llm = next((r for r in config.readers if r.kind == "llm"), None)
-    judge = config.judge.model_copy(update={"model": args.model}) if args.model else config.judge
+    judge = config.judge
     model = args.reader_model or (llm.model if llm else judge.model)
     max_tokens = args.reader_max_tokens or (llm.max_tokens if llm else 512)
     reader = vera_tool.vera_reader(model, max_tokens, llm.context_window if llm else 2048)
@@ -214,16 +275,21 @@ def reader_and_judge(args: argparse.Namespace, config, vera_tool):
 
 
 def needs_endpoint(args: argparse.Namespace, what: str) -> None:
-    if not args.base_url:
+    if not args.llm_base_url:
         raise UsageError(f"{what} needs --llm-base-url (the reader and the judge), or --scores from an "
                          "earlier run")
 
 
-def keep_scores(scores, out: str | None, meta: dict) -> None:
-    if out:
-        scores_file = Path(out).with_suffix(".scores.parquet")
-        scores.to_parquet(scores_file, index=False)
-        meta["scores_file"] = str(scores_file)
+def judge_url(args: argparse.Namespace, judge) -> str:
+    """The judge's own endpoint (--judge-base-url, judge.base_url), else the reader's."""
+    return judge.base_url or args.llm_base_url
+
+
+def keep_scores(scores, args: argparse.Namespace, command: str, meta: dict) -> None:
+    scores_file = report_files(args.out, command)[1]
+    scores_file.parent.mkdir(parents=True, exist_ok=True)
+    scores.to_parquet(scores_file, index=False)
+    meta["scores_file"] = str(scores_file)
 
 
 def topicality(args: argparse.Namespace, vera_tool) -> dict:
@@ -259,12 +325,24 @@ def topicality(args: argparse.Namespace, vera_tool) -> dict:
     reader, judge = reader_and_judge(args, config, vera_tool)
     hits = vera_tool.run_retriever_hits(config, run_dir, texts, args.k, progress=True)
     asks = vera_tool.topicality_asks(sets, hits)
-    samples, failed = vera_tool.answer_asks(asks, reader, config.client, args.base_url, progress=True)
-    scores = vera_tool.judged_set_scores(asks, samples, failed, judge, config.client, args.base_url,
-                                         progress=True)
-    meta.update(provenance(reader, judge, len(failed)))
-    keep_scores(scores, args.out, meta)
+    scores, failed = answered_and_judged(args, asks, reader, config)
+    meta.update(provenance(reader, judge, failed))
+    keep_scores(scores, args, "topicality", meta)
     return vera_tool.topicality_report(scores, *stats, sets=sets, **meta)
+
+
+def answered_and_judged(args: argparse.Namespace, asks, reader, config):
+    """(judged scores, failed generations): the asks answered by the reader at --llm-base-url, then judged
+    by the config's judge (at its own endpoint where it has one)."""
+    from pipelines.tools import vera as vera_tool
+    from pipelines.tools.endpoint import fitted_judge, judge_client
+
+    url = judge_url(args, config.judge)
+    judge = fitted_judge(config, ["vera"], url)
+    samples, failed = vera_tool.answer_asks(asks, reader, config.client, args.llm_base_url, progress=True)
+    scores = vera_tool.judged_set_scores(asks, samples, failed, judge, judge_client(config), url,
+                                         progress=True)
+    return scores, len(failed)
 
 
 def provenance(reader, judge, failed_generations: int) -> dict:
@@ -284,9 +362,11 @@ def qrels(args: argparse.Namespace, vera_tool) -> dict:
     needs_endpoint(args, "qrels")
     config = run_config(args)
     sample = str(vera_tool.RESOURCE_ROOT / "data" / "bioasq-sample")
+    from retrievers.trec import load_qrels_texts, read_qrels
+
     try:
-        judgments = vera_tool.read_qrels(args.qrels)
-        queries, corpus = vera_tool.load_qrels_texts(args.queries or sample, args.corpus or sample, judgments)
+        judgments = read_qrels(args.qrels)
+        queries, corpus = load_qrels_texts(args.queries or sample, args.corpus or sample, judgments)
         built = vera_tool.qrels_asks(judgments, queries, corpus, args.unit, args.k, args.limit,
                                      args.relevant_grade, args.seed)
     except (OSError, ValueError) as exc:
@@ -294,13 +374,11 @@ def qrels(args: argparse.Namespace, vera_tool) -> dict:
     reader, judge = reader_and_judge(args, config, vera_tool)
     say(f"qrels: {len(built.asks)} contexts (unit {args.unit}, relevant grade {built.relevant_grade})"
         + (f"; judgments dropped: {built.dropped}" if built.dropped else ""), err=True)
-    samples, failed = vera_tool.answer_asks(built.asks, reader, config.client, args.base_url, progress=True)
-    scores = vera_tool.judged_set_scores(built.asks, samples, failed, judge, config.client, args.base_url,
-                                         progress=True)
+    scores, failed = answered_and_judged(args, built.asks, reader, config)
     meta = {"qrels": args.qrels, "unit": args.unit, "k": args.k if args.unit == "query" else 1,
             "relevant_grade": built.relevant_grade, "dropped_judgments": built.dropped,
-            **provenance(reader, judge, len(failed))}
-    keep_scores(scores, args.out, meta)
+            **provenance(reader, judge, failed)}
+    keep_scores(scores, args, "qrels", meta)
     return vera_tool.qrels_report(scores, *stats, **meta)
 
 

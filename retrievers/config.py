@@ -113,3 +113,20 @@ class RetrievalConfig(_Strict):
     max_parallel: int = Field(
         default=2, ge=1, description="search Ray actors (query shards in flight at once)"
     )
+
+
+class RetrievalSpec(_Strict):
+    """Everything that decides a run's chunks, index and hits, as one value: the dataset, chunking,
+    embedder, index and retrieval blocks (the same keys in the run config and in `ccrs retrieval`'s)."""
+
+    dataset: DatasetConfig = DatasetConfig()
+    chunking: ChunkingConfig = ChunkingConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    index: IndexConfig = IndexConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+
+    @classmethod
+    def of(cls, config: BaseModel) -> RetrievalSpec:
+        """The spec of a config that holds the five blocks under these names (the blocks themselves, not
+        copies)."""
+        return cls(**{name: getattr(config, name) for name in cls.model_fields})

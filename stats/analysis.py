@@ -25,7 +25,14 @@ from stats.descriptive import (
 from stats.errors import StatsInputError
 from stats.hsd import HSDResult, randomized_tukey_hsd
 from stats.hypotheses import HypothesisResult, HypothesisSet, check_hypotheses_against, evaluate_hypotheses
-from stats.judge_noise import COMPONENTS, two_level_bootstrap, variance_components, verdict_stability
+from stats.judge_noise import (
+    COMPONENTS,
+    SINGLE_SYSTEM_COMPONENTS,
+    single_system_noise,
+    two_level_bootstrap,
+    variance_components,
+    verdict_stability,
+)
 from stats.multiple import is_significant
 from stats.scores import ScoreCube, build_cube, validate_scores
 
@@ -58,6 +65,10 @@ def compute_all(
     With a `repeat` column, a metric judged two or more times per (query, system) is analysed on its
     repeat-averaged scores (a query enters only if every system has every repeat), its CIs come from the
     two-level bootstrap and its entry gains `judge_noise` (stats/judge_noise.py).
+
+    One system is a valid input: means, CIs, descriptive statistics and judge noise as for several; the
+    pairwise tables are empty and discriminative power is null (a note says why); hypotheses, which
+    compare systems, are an error.
     """
     _check_options(b, seed, alpha)
     cube = build_cube(validate_scores(scores), metric_order)
@@ -68,14 +79,14 @@ def compute_all(
     groups = _groups_with_same_queries(cube, complete, skip=repeated)
     intervals = _bootstrap_intervals(cube, groups, complete, b, seed)
     hsd_by_metric = _hsd_by_metric(cube, complete, b, seed, on_metric)
-    notes: list[str] = []
+    notes: list[str] = _single_system_notes(cube)
     judge_noise = {metric: _judge_noise(cube, metric, complete[metric], hsd_by_metric[metric], b, seed, alpha,
                                         intervals, notes) for metric in repeated}
     per_metric = {
         metric: _metric_entry(
             cube, cube.metric_matrix(metric)[complete[metric]], hsd, intervals[metric], alpha
         )
-        if hsd is not None
+        if complete[metric].any()
         else _empty_metric_entry(cube, metric, notes)
         for metric, hsd in hsd_by_metric.items()
     }
@@ -95,6 +106,19 @@ def compute_all(
         "hypotheses": _hypotheses_entry(hypotheses, hsd_by_metric, cube.systems, alpha),
     }
     return _json_ready(result, notes)
+
+
+def unscored_result(b: int, seed: int, alpha: float, reason: str) -> dict:
+    """The stats.json dict of a run in which no judgment has a score (every one failed): the layout of
+    `compute_all`'s, with no system, metric or test in it, and the reason as its note."""
+    _check_options(b, seed, alpha)
+    return {
+        "n_queries": 0, "systems": [], "metrics": [], "b": b, "seed": seed, "alpha": alpha,
+        "ci_level": CI_LEVEL,
+        "per_metric": {}, "discriminative_power_comparison": [],
+        "correlations": {method: {"per_system": {}, "fisher_z_mean": []} for method in CORRELATION_METHODS},
+        "hypotheses": {}, "notes": [reason],
+    }
 
 
 def _check_options(b: int, seed: int, alpha: float) -> None:
@@ -128,7 +152,8 @@ def _hsd_by_metric(
     seed: int,
     on_metric: Callable[[str], None] | None,
 ) -> dict[str, HSDResult | None]:
-    """Randomized Tukey HSD of every metric (None for a metric without complete queries).
+    """Randomized Tukey HSD of every metric (None for a metric without complete queries, and for every
+    metric of one system: the HSD compares systems).
 
     Each metric runs alone with its own stream: sharing permutations across metrics would save random
     numbers but makes the gathered rows too wide for the cache and is slower.
@@ -136,7 +161,7 @@ def _hsd_by_metric(
     hsd_by_metric: dict[str, HSDResult | None] = {}
     for metric_index, metric in enumerate(cube.metrics):
         used = cube.metric_matrix(metric)[complete[metric]]
-        if len(used):
+        if len(used) and len(cube.systems) >= 2:
             rng = np.random.default_rng([seed, _HSD_STREAM, metric_index])
             hsd_by_metric[metric] = randomized_tukey_hsd(used, b, rng)
         else:
@@ -173,11 +198,13 @@ def _judge_noise(cube: ScoreCube, metric: str, complete: np.ndarray, hsd: HSDRes
     if len(used) < 2:
         notes.append(f"per_metric.{metric}.judge_noise: fewer than 2 queries have every repeat from every "
                      "system; no variance components")
-        if hsd is not None:  # one complete query: its CI is the one-level bootstrap's (a point)
+        if len(used):  # one complete query: its CI is the one-level bootstrap's (a point)
             rng = np.random.default_rng([seed, _BOOTSTRAP_STREAM, index])
             ci = bootstrap_mean_ci(used.mean(axis=2), b, rng, CI_LEVEL)
             intervals[metric] = (ci.low, ci.high)
         return None
+    if len(cube.systems) == 1:
+        return _single_system_judge_noise(cube, metric, used[:, 0, :], judged, b, seed, intervals, notes)
     components = variance_components(used)
     rng = np.random.default_rng([seed, _JUDGE_NOISE_STREAM, index])
     boot = two_level_bootstrap(used, b, rng, CI_LEVEL)
@@ -212,14 +239,60 @@ def _judge_noise(cube: ScoreCube, metric: str, complete: np.ndarray, hsd: HSDRes
     }
 
 
+def _single_system_judge_noise(cube: ScoreCube, metric: str, used: np.ndarray, judged: np.ndarray, b: int,
+                               seed: int, intervals: dict, notes: list[str]) -> dict[str, Any]:
+    """The judge_noise entry of one system's (n_questions, n_repeats) scores, in the layout of several
+    systems': the components and pair verdicts that need two systems are null or empty."""
+    index = cube.metrics.index(metric)
+    rng = np.random.default_rng([seed, _JUDGE_NOISE_STREAM, index])
+    noise = single_system_noise(used, b, rng, CI_LEVEL)
+    intervals[metric] = (np.array([noise.mean_low]), np.array([noise.mean_high]))
+    notes.append(f"per_metric.{metric}.judge_noise: one system: the system and system_x_question components "
+                 "and the pair verdicts need two or more systems (null, empty); reliability is that of the "
+                 "question scores, question / (question + residual / repeats)")
+
+    def by_component(values, missing=None) -> dict[str, Any]:  # COMPONENTS order, null where two are needed
+        known = dict(zip(SINGLE_SYSTEM_COMPONENTS, values))
+        return {name: known.get(name, missing) for name in COMPONENTS}
+
+    return {
+        "n_repeats": noise.n_repeats,
+        "repeats": list(cube.repeat_labels[index]),
+        "n_queries": noise.n_questions,
+        "n_incomplete_cells": int((judged.any(axis=2) & ~judged.all(axis=2)).sum()),
+        "components": by_component(noise.variances),
+        "components_ci95": by_component(([low, high] for low, high in
+                                         zip(noise.components_low, noise.components_high)), [None, None]),
+        "truncated": list(noise.truncated),
+        "mean_squares": by_component(noise.mean_squares),
+        "df": by_component(noise.df, 0),
+        "residual_share": noise.residual_share,
+        "reliability": noise.reliability(),
+        "reliability_ci95": [noise.reliability_low, noise.reliability_high],
+        "reliability_one_judgment": noise.reliability(1),
+        "stable_share": None,
+        "flaky_pairs": [],
+        "pair_verdicts": [],
+    }
+
+
+def _single_system_notes(cube: ScoreCube) -> list[str]:
+    if len(cube.systems) != 1:
+        return []
+    return [f"one system ({cube.systems[0]}): the HSD, discriminative power and hypotheses compare systems "
+            "and need two or more; every pairwise table is empty and discriminative_power null"]
+
+
 def _metric_entry(
     cube: ScoreCube,
     used: np.ndarray,
-    hsd: HSDResult,
+    hsd: HSDResult | None,
     interval: tuple[np.ndarray, np.ndarray],
     alpha: float,
 ) -> dict[str, Any]:
+    """A metric's entry; `hsd` None for one system (no pairs, discriminative power null)."""
     systems = cube.systems
+    means = hsd.means if hsd is not None else used.mean(axis=0)
     pairwise = [
         {
             "a": systems[i],
@@ -235,10 +308,11 @@ def _metric_entry(
     return {
         "n_used": len(used),
         "n_dropped": int(len(cube.query_ids) - len(used)),
-        "means": {system: float(hsd.means[s]) for s, system in enumerate(systems)},
+        "means": {system: float(means[s]) for s, system in enumerate(systems)},
         "ci95": {system: [float(low[s]), float(high[s])] for s, system in enumerate(systems)},
         "pairwise": pairwise,
-        "discriminative_power": sum(pair["significant"] for pair in pairwise) / len(pairwise),
+        "discriminative_power": sum(pair["significant"] for pair in pairwise) / len(pairwise) if pairwise
+        else None,
         "tie_rate": {system: tie_rate(values) for system, values in columns.items()},
         "bounds": {system: dict(zip(("at_0", "at_1"), bound_counts(v))) for system, v in columns.items()},
         "population": {system: population_stats(values).as_dict() for system, values in columns.items()},

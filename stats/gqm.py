@@ -32,6 +32,8 @@ COMPONENTS = ("retriever", "generator", "system")
 
 @dataclass(frozen=True)
 class MetricNode:
+    """A metric under a question: its column name, its role (a key of ROLE_WEIGHT_RANGES) and weight."""
+
     name: str
     role: str
     weight: float
@@ -39,23 +41,28 @@ class MetricNode:
 
 @dataclass(frozen=True)
 class QuestionNode:
+    """A question: the weighted mean of its metrics; `component` (COMPONENTS) is the part of the system it
+    asks about."""
+
     id: str
     component: str
     weight: float
     metrics: tuple[MetricNode, ...]
-    text: str = ""
 
 
 @dataclass(frozen=True)
 class GoalNode:
+    """A goal: the weighted mean of its questions' scores."""
+
     id: str
     weight: float
     questions: tuple[QuestionNode, ...]
-    text: str = ""
 
 
 @dataclass(frozen=True)
 class GoalTree:
+    """The goals, whose weighted mean is the overall score; `renormalize`: see the module docstring."""
+
     goals: tuple[GoalNode, ...]
     renormalize: bool = False
 

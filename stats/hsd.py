@@ -8,6 +8,7 @@ observed absolute difference of the pair's means.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,6 +69,24 @@ def randomized_tukey_hsd_many(scores: np.ndarray, b: int, rng: np.random.Generat
         means = sums / n
         results.append(HSDResult(means, means[:, None] - means[None, :], p_values, n, b))
     return tuple(results)
+
+
+def smallest_p_value(n_queries: int, n_systems: int) -> float:
+    """The smallest p-value the HSD can give on n_queries complete queries of n_systems: (k!)^(1 - n).
+
+    Of the (k!)^n within-query permutations, the k! that apply one relabelling to every query reproduce
+    the observed range, so no pair's p falls below their share (a randomized p estimates it)."""
+    if n_systems < 2 or n_queries < 1:
+        return 1.0
+    return float(math.factorial(n_systems) ** (1 - n_queries))
+
+
+def questions_to_separate(n_systems: int, alpha: float) -> int:
+    """The fewest complete queries on which the HSD can find a pair of n_systems (>= 2) significant."""
+    n = 1
+    while not smallest_p_value(n, n_systems) < alpha:
+        n += 1
+    return n
 
 
 def one_sided_p_value(two_sided_p: float, diff: float, direction: Direction) -> float:

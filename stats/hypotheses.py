@@ -63,7 +63,12 @@ class HypothesisResult:
 def check_hypotheses_against(
     hypotheses: HypothesisSet, systems: Sequence[str], metrics: Sequence[str]
 ) -> None:
-    """Raise StatsInputError naming every system or metric that a hypothesis uses but the scores lack."""
+    """Raise StatsInputError naming every system or metric that a hypothesis uses but the scores lack (one
+    system: that hypotheses compare two or more)."""
+    if len(systems) == 1:
+        names = ", ".join(hypothesis.name for hypothesis in hypotheses.hypotheses)
+        raise StatsInputError(f"hypotheses compare systems, and the scores hold one ({systems[0]}): "
+                              f"{names} cannot be tested; drop the hypotheses, or add the systems they name")
     problems = []
     for hypothesis in hypotheses.hypotheses:
         named_systems = {system for pair in hypothesis.pairs for system in pair}

@@ -332,3 +332,109 @@ def _shrinkage(mean_square: float, residual_mean_square: float) -> float:
     if mean_square <= 0.0:
         return 0.0
     return float(np.sqrt(max(0.0, 1.0 - residual_mean_square / mean_square)))
+
+
+# --- one system -------------------------------------------------------------------------------------------
+# With one system the design is repeats nested in questions, y_qr = mu + q_q + e_qr (a system x question
+# effect cannot be told from the question's): two components, and rho is the reliability of the question
+# scores, var_q / (var_q + var_e / n_r), the share of the spread of the repeat-averaged question scores
+# that is real rather than judge noise (the intraclass correlation of the repeat mean).
+
+SINGLE_SYSTEM_COMPONENTS = ("question", "residual")
+
+
+@dataclass(frozen=True)
+class SingleSystemNoise:
+    """Judge noise of one system's (n_questions, n_repeats) scores: mean squares, degrees of freedom and
+    estimates (untruncated) of SINGLE_SYSTEM_COMPONENTS, and the two-level bootstrap's percentile CIs of
+    the system mean, the (truncated) components and rho."""
+
+    mean_squares: np.ndarray  # (2,)
+    df: np.ndarray  # (2,)
+    estimates: np.ndarray  # (2,)
+    n_questions: int
+    n_repeats: int
+    mean_low: float
+    mean_high: float
+    components_low: np.ndarray  # (2,)
+    components_high: np.ndarray
+    reliability_low: float
+    reliability_high: float
+
+    @property
+    def variances(self) -> np.ndarray:
+        return np.maximum(self.estimates, 0.0)
+
+    @property
+    def truncated(self) -> tuple[str, ...]:
+        return tuple(name for name, value in zip(SINGLE_SYSTEM_COMPONENTS, self.estimates) if value < 0.0)
+
+    def reliability(self, n_repeats: int | None = None) -> float:
+        return float(_question_reliability(self.variances, n_repeats or self.n_repeats))
+
+    @property
+    def residual_share(self) -> float:
+        question, residual = self.variances
+        return float(residual / (question + residual)) if question + residual > 0.0 else 0.0
+
+
+def single_system_noise(scores: np.ndarray, b: int, rng: np.random.Generator,
+                        confidence: float = 0.95) -> SingleSystemNoise:
+    """Components, rho and the two-level bootstrap CIs (as two_level_bootstrap: questions resampled, then
+    each drawn question's rescaled deviations around its shrunk mean) of complete (n_questions >= 2,
+    n_repeats >= 2) scores of one system."""
+    y = np.asarray(scores, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] < 2 or y.shape[1] < 2 or not np.isfinite(y).all():
+        raise StatsInputError(f"judge noise of one system needs complete (n_questions >= 2, n_repeats >= 2) "
+                              f"scores, got shape {y.shape}")
+    if b < 1:
+        raise StatsInputError(f"the number of resamples b must be at least 1, got {b}")
+    n_q, n_r = y.shape
+    question_means = y.mean(axis=1)
+    within = ((y - question_means[:, None]) ** 2).sum(axis=1)
+    df = np.array([n_q - 1, n_q * (n_r - 1)])
+    grand = question_means.mean()
+    mean_squares = _single_system_mean_squares(np.ones((1, n_q)), question_means - grand, within, n_r, df)[0]
+    estimates = _single_system_estimates(mean_squares, n_r)
+    shrunk = grand + _shrinkage(mean_squares[0], mean_squares[1]) * (question_means - grand)
+    draws = _RepeatDraws(shrunk[:, None], ((y - question_means[:, None]) * np.sqrt(n_r / (n_r - 1)))[:, None])
+    chunk = max(1, min(b, _VALUES_PER_CHUNK // draws.values_per_resample))
+    means, variances = np.empty(b), np.empty((b, 2))
+    for start in range(0, b, chunk):
+        size = min(b, start + chunk) - start
+        counts = _counts(rng.integers(0, n_q, size=(size, n_q), dtype=np.int32), n_q)
+        questions = np.repeat(np.tile(np.arange(n_q, dtype=np.int32), size),
+                              counts.ravel().astype(np.int64)).reshape(size, n_q)
+        means[start : start + size] = draws.system_means(questions, rng)[:, 0]
+        drawn = _single_system_mean_squares(counts, question_means - grand, within, n_r, df)
+        variances[start : start + size] = np.maximum(_single_system_estimates(drawn, n_r), 0.0)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    bounds = [tail, 100.0 - tail]
+    mean_low, mean_high = np.percentile(means, bounds)
+    components_low, components_high = np.percentile(variances, bounds, axis=0)
+    reliability_low, reliability_high = np.percentile(_question_reliability(variances, n_r), bounds)
+    return SingleSystemNoise(mean_squares, df, estimates, n_q, n_r, float(mean_low), float(mean_high),
+                             components_low, components_high, float(reliability_low), float(reliability_high))
+
+
+def _single_system_mean_squares(counts: np.ndarray, question_means: np.ndarray, within: np.ndarray, n_r: int,
+                                df: np.ndarray) -> np.ndarray:
+    """(size, 2) mean squares of the question resamples that draw each question `counts` (size, n_q) times."""
+    n_q = counts.shape[1]
+    grand = counts @ question_means / n_q
+    squares = np.column_stack([n_r * (counts @ question_means**2 - n_q * grand**2), counts @ within])
+    return squares / df
+
+
+def _single_system_estimates(mean_squares: np.ndarray, n_r: int) -> np.ndarray:
+    ms = np.asarray(mean_squares, dtype=np.float64)
+    return np.stack([(ms[..., 0] - ms[..., 1]) / n_r, ms[..., 1]], axis=-1)
+
+
+def _question_reliability(variances: np.ndarray, n_repeats: int) -> np.ndarray:
+    """var_q / (var_q + var_e / n_repeats) over the last axis of (..., 2) truncated components; 1 where the
+    judge has no noise."""
+    variances = np.asarray(variances, dtype=np.float64)
+    signal, noise = variances[..., 0], variances[..., 1] / n_repeats
+    total = signal + noise
+    return np.where(noise > 0.0, signal / np.where(total > 0.0, total, 1.0), 1.0)

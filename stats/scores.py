@@ -74,8 +74,8 @@ def build_cube(frame: pd.DataFrame, order: Sequence[str] = ()) -> ScoreCube:
     query_ids = tuple(sorted(frame["query_id"].unique()))
     systems = tuple(sorted(frame["system"].unique()))
     metrics = metric_order(frame["metric"], order)
-    if len(systems) < 2:
-        raise StatsInputError(f"need at least two systems to compare, found {list(systems)}")
+    if not systems:
+        raise StatsInputError("no scores to analyse: no row has a score (a failed judgment has none)")
     q = pd.Index(query_ids).get_indexer(frame["query_id"])
     s = pd.Index(systems).get_indexer(frame["system"])
     m = pd.Index(metrics).get_indexer(frame["metric"])

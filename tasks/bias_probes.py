@@ -1,11 +1,13 @@
 """Judge bias probes: each clean sample and its probed variants (judges/bias_probes.py) judged by the CCRS
-suite through the judge stage's `judge_suite`, and per (kind, variant, metric) the paired shift
-probed - clean of the judge's mark with its bootstrap CI (stats/shift.py), flagged over a tolerance.
+suite through a judge session (tasks/judge.py `JudgeSession`), and per (kind, variant, metric) the paired
+shift probed - clean of the judge's mark with its bootstrap CI (stats/shift.py), flagged over a tolerance.
 
 The mark is the judge's own mark on the 0-1 scale: `llm_score_expected` with `judge.scoring: expected`,
 else the integer `llm_score`, normalized by the metric's scale. For AC that is the LLM part; the final
 score (AC with its exact-match part) moves apart, reported as `shift_final`. A variant is judged on the
-metrics that read the input it changes; the others would see the clean prompt again.
+metrics that read the input it changes; the others would see the clean prompt again. With the injection
+kind the report also holds the injection detector's flag rates (judges/injection.py `injection_markers`):
+on the clean responses and chunks, and on the text that carries each injection.
 
 Used by `ccrs probe` (pipelines/probe_cmd.py) and, with `probes:` in a run config, by the run's probe
 stage (`run_probe_stage`, after the judge stage, keyed and resumable like it); the verdict's "Judge bias
@@ -30,11 +32,12 @@ from judges import ccrs
 from judges.bias_probes import CLEAN, PROBES, ProbedVariant, ProbesConfig, ProbeSample, build_probes
 from judges.ccrs import CCRS_METRICS
 from judges.config import ClientConfig, JudgeConfig
-from judges.suite import Judgment, Sample, get_suite
+from judges.injection import injection_markers
+from judges.suite import Judgment, Sample
 from judges.templates import PROMPTS_ROOT
 from stats.shift import paired_shift
 from tasks.fanout import progress_bar
-from tasks.judge import JUDGE_ENDPOINT_FIELDS, judge_suite, load_samples
+from tasks.judge import JUDGE_ENDPOINT_FIELDS, JudgeSession, load_samples
 from tasks.layout import PROBE_FILES, PROBES_STAGE, RunLayout
 from tasks.stage import StageCheckpoint, StageResult, code_version, file_fingerprint, run_stage, stage_key
 
@@ -47,7 +50,7 @@ PROBE_COLUMNS = [
 ]
 
 
-# --- judging (shared with pipelines/tools/injection_eval.py) ---------------------------------------------
+# --- judging ------------------------------------------------------------------------------------------
 
 def judge_sample(variant) -> Sample:
     """`system` carries the variant id, so a judgment names the variant it judged."""
@@ -60,8 +63,8 @@ def judge_variants(variants: Sequence, cfg: JudgeConfig, client: ClientConfig, b
                    progress: bool = False, metrics_of: Callable[[Any], tuple[str, ...]] | None = None,
                    identity: dict[str, Any] | None = None, checkpoint: StageCheckpoint | None = None,
                    llm=None) -> list[tuple[Any, Judgment]]:
-    """Every variant (anything with `sample`, `variant`, `response`, `context`) judged by the judge stage's
-    `judge_suite` with the CCRS suite on `metrics_of(variant)` (default: cfg.ccrs.metrics): its plan gives
+    """Every variant (anything with `sample`, `variant`, `response`, `context`) judged by a `JudgeSession`
+    of the CCRS suite on `metrics_of(variant)` (default: cfg.ccrs.metrics): its plan gives
     one unit per metric (window policy: the lowest-ranked chunks dropped first), Ray tasks ask (or `llm`,
     in this process), the judgment cache serves what it holds when cfg.cache is on. In variant x metric
     order."""
@@ -76,8 +79,8 @@ def judge_variants(variants: Sequence, cfg: JudgeConfig, client: ClientConfig, b
     by_key: dict[tuple[str, str, str], Judgment] = {}
     for metrics, group in groups.items():
         scoped = cfg.model_copy(update={"ccrs": cfg.ccrs.model_copy(update={"metrics": list(metrics)})})
-        judgments, _ = judge_suite(get_suite(ccrs.SUITE), [judge_sample(v) for v in group], scoped, client,
-                                   base_url, bar, checkpoint=checkpoint, identity=identity, llm=llm)
+        session = JudgeSession.of(ccrs.SUITE, scoped, client, base_url, llm, identity=identity)
+        judgments, _ = session.judge_samples([judge_sample(v) for v in group], bar, checkpoint)
         by_key.update({(j.query_id, j.system, j.metric): j for j in judgments})
     if bar is not False:
         bar.close()
@@ -102,7 +105,7 @@ def judge_mark(judgment: Judgment) -> float | None:
 def variant_frame(judged: list[tuple[Any, Judgment]], columns: Sequence[str],
                   fields: Callable[[Any, Judgment], dict], floats: Sequence[str]) -> pd.DataFrame:
     """One row per (variant, judgment): the judgment's own fields among `columns`, then `fields(variant,
-    judgment)`; `llm_score` nullable integer, `floats` float64 (shared with injection_eval)."""
+    judgment)`; `llm_score` nullable integer, `floats` float64."""
     rows = []
     for variant, judgment in judged:
         record = judgment.record()
@@ -164,6 +167,7 @@ class ProbeReport:
     judgments: int
     scale: str = "judge's mark 0-1 (expected mark or integer, by judge.scoring); AC: LLM part only"
     seconds: float = 0.0
+    detector: dict[str, Any] | None = None  # the injection kind's detector flag rates (detector_report)
 
 
 def _round(value: float | None) -> float | None:
@@ -200,8 +204,27 @@ def probe_cell(frame: pd.DataFrame, kind: str, variant: str, metric: str, probes
     )
 
 
+def _rate(flags: list[bool]) -> dict[str, Any]:
+    return {"n": len(flags), "flagged": sum(flags), "flag_rate": _round(sum(flags) / len(flags)) if flags
+            else None}
+
+
+def detector_report(samples: Sequence[ProbeSample], variants: Sequence[ProbedVariant]) -> dict[str, Any]:
+    """The injection detector on the clean responses and chunks (its false positives) and, per injection
+    variant, on the text that carries the injection (the response, or the top-ranked chunk)."""
+    injected: dict[str, list[bool]] = {}
+    for v in variants:
+        if v.kind == "injection":
+            text = v.response if v.changes == "response" else v.context[0]
+            injected.setdefault(v.variant, []).append(bool(injection_markers(text)))
+    return {"clean_responses": _rate([bool(injection_markers(s.response)) for s in samples]),
+            "clean_chunks": _rate([bool(injection_markers(c)) for s in samples for c in s.context]),
+            "injected": [{"variant": name, **_rate(flags)} for name, flags in injected.items()]}
+
+
 def build_probe_report(frame: pd.DataFrame, samples: Sequence[ProbeSample], probes: ProbesConfig,
-                       judge: JudgeConfig, dataset: str, seconds: float) -> ProbeReport:
+                       judge: JudgeConfig, dataset: str, seconds: float,
+                       detector: dict[str, Any] | None = None) -> ProbeReport:
     metrics = list(judge.ccrs.metrics)
     probed = frame[frame.variant != CLEAN]
     keys = probed[["kind", "variant", "metric"]].drop_duplicates()
@@ -217,6 +240,7 @@ def build_probe_report(frame: pd.DataFrame, samples: Sequence[ProbeSample], prob
         {kind: int(probed.loc[probed.kind == kind, "query_id"].nunique()) for kind in probes.kinds}, cells,
         [f"{c.kind}/{c.variant}/{c.metric}" for c in cells if c.flagged],
         {k: int(v) for k, v in frame.status.value_counts().items()}, len(frame), seconds=round(seconds, 2),
+        detector=detector,
     )
 
 
@@ -240,14 +264,16 @@ def run_probes(samples: Sequence[ProbeSample], probes: ProbesConfig, judge: Judg
     judged = judge_variants(variants, judge, client, base_url, progress,
                             lambda v: reading_metrics(v, metrics), identity, checkpoint, llm)
     frame = probe_frame(judged)
-    report = build_probe_report(frame, samples, probes, judge, dataset, time.perf_counter() - started)
+    detector = detector_report(samples, variants) if "injection" in probes.kinds else None
+    report = build_probe_report(frame, samples, probes, judge, dataset, time.perf_counter() - started,
+                                detector)
     return ProbeResult(report, frame, write_probe_outputs(frame, report, out_dir))
 
 
 # --- outputs ---------------------------------------------------------------------------------------------
 
 def json_safe(value: Any) -> Any:
-    """NaN as null, in nested dicts and lists too (shared with injection_eval)."""
+    """NaN as null, in nested dicts and lists too."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
@@ -262,11 +288,19 @@ def write_probe_outputs(frame: pd.DataFrame, report: ProbeReport, out_dir: Path)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: out_dir / filename for name, filename in PROBE_FILES.items()}
     frame.to_parquet(paths["judgments"], index=False)
-    paths["report"].write_text(json.dumps(json_safe(asdict(report)), indent=2, default=str))
+    paths["report"].write_text(json.dumps(json_safe(report_dict(report)), indent=2, default=str))
     pd.DataFrame([asdict(c) for c in report.cells], columns=list(ProbeCell.__dataclass_fields__)).to_csv(
         paths["table"], index=False)
     plot_probe_shifts(report, paths["plot"])
     return paths
+
+
+def report_dict(report: ProbeReport) -> dict[str, Any]:
+    """The report as written: without a `detector` entry where no injection was probed."""
+    data = asdict(report)
+    if data["detector"] is None:
+        del data["detector"]
+    return data
 
 
 def plot_probe_shifts(report: ProbeReport, path: Path) -> Path:
@@ -352,7 +386,19 @@ def probe_table(report: dict) -> list[str]:
     probed = ", ".join(f"{kind} {n}" for kind, n in report["probed_questions"].items())
     lines += [f"questions probed: {probed}; judgments {report['judgments']} {report['status_counts']}",
               _legend(report)]
-    return lines
+    return lines + ([detector_line(report["detector"])] if report.get("detector") else [])
+
+
+def _count(rate: dict) -> str:
+    return f"{rate['flagged']}/{rate['n']}"
+
+
+def detector_line(detector: dict) -> str:
+    """The injection detector's flags: the clean texts (false positives), then each variant's injected
+    text."""
+    injected = ", ".join(f"{row['variant']} {_count(row)}" for row in detector["injected"]) or "none"
+    return (f"detector (judges/injection.py injection_markers) flagged {_count(detector['clean_responses'])} "
+            f"clean responses, {_count(detector['clean_chunks'])} clean chunks; injected texts: {injected}")
 
 
 def probes_markdown(report: dict) -> str:
@@ -363,7 +409,8 @@ def probes_markdown(report: dict) -> str:
     return ("## Judge bias probes\n\n" + _headline(report) + ".\n\n"
             "| kind | variant | metric | expected | n | clean | shift | 95% CI | flag |\n"
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows)
-            + "\n\n" + _legend(report) + ".")
+            + "\n\n" + _legend(report) + "."
+            + (f"\n\n{detector_line(report['detector'])}." if report.get("detector") else ""))
 
 
 # --- MLflow ----------------------------------------------------------------------------------------------
@@ -378,7 +425,18 @@ def probe_metrics(report: dict) -> dict[str, float]:
             metrics.update({f"{base}/{name}": float(c[name]) for name in ("shift", "ci_low", "ci_high")})
             metrics[f"{base}/flagged"] = float(c["flagged"])
     metrics["probe/flagged_cells"] = float(len(report["flagged"]))
-    return metrics
+    return metrics | detector_metrics(report.get("detector"))
+
+
+def detector_metrics(detector: dict | None) -> dict[str, float]:
+    """probe/injection/detector/<variant ('@' as '.')>/flag_rate, and .../clean_responses/flag_rate and
+    .../clean_chunks/flag_rate."""
+    if not detector:
+        return {}
+    rates = {"clean_responses": detector["clean_responses"], "clean_chunks": detector["clean_chunks"],
+             **{row["variant"].replace("@", "."): row for row in detector["injected"]}}
+    return {f"probe/injection/detector/{name}/flag_rate": float(rate["flag_rate"])
+            for name, rate in rates.items() if rate["flag_rate"] is not None}
 
 
 def log_probes(report: dict, files: Sequence[Path], tracking_uri: str, run_id: str) -> None:

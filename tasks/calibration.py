@@ -27,6 +27,7 @@ from judges.grouse import GROUSE_METRICS, JUDGED_METRICS, METRIC_ORDER, as_pipel
 from judges.grouse import SUITE as SUITE_GROUSE
 from judges.grouse import layout_of, one_prompt_request
 from judges.grouse_unit_tests import FAILURE_MODE_NAMES, FAILURE_MODES, UnitTest, check_condition
+from judges.repeats import planned_judge_units
 from judges.suite import Judgment, Sample, get_suite
 from judges.templates import PROMPTS_ROOT
 from tasks.judge import judge_counter, judge_suite, load_samples
@@ -328,9 +329,10 @@ def read_preflight(run_dir: Path, options: PreflightOptions | dict | None) -> Pr
 
 def planned_judge_calls(suites: list[str], queries_path: Path, retrieved_path: Path, generations_path: Path,
                         judge: JudgeConfig, seed: int, top_k: int) -> int:
-    """The judge calls the main judge stage plans: per suite, the units its plan makes of one judged sample
-    (one call each at least; a GroUSE unit asks two to four) times the samples it judges (generations
-    with a non-empty answer). Re-asks are not counted, judgments the cache holds not taken off."""
+    """The judge calls the main judge stage plans: per suite, the units it asks of one judged sample
+    (`planned_judge_units`, judge.repeats included, as `ccrs plan cost` counts them; one call each at least,
+    a GroUSE unit asks two to four) times the samples it judges (generations with a non-empty answer).
+    Re-asks are not counted, judgments the cache holds not taken off."""
     import pandas as pd
 
     generations = pd.read_parquet(generations_path)
@@ -342,7 +344,8 @@ def planned_judge_calls(suites: list[str], queries_path: Path, retrieved_path: P
     retrieved = pd.read_parquet(retrieved_path, filters=[("query_id", "==", first["query_id"].iloc[0])])
     samples, _ = load_samples(pd.read_parquet(queries_path), retrieved, first, top_k)
     count = judge_counter(judge)
-    per_sample = sum(len(get_suite(name).plan(samples[0], judge, seed, count)) for name in suites)
+    per_sample = sum(len(planned_judge_units(get_suite(name), samples[0], judge, seed, count))
+                     for name in suites)
     return per_sample * len(judged)
 
 

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tasks.layout import RunLayout
+import pandas as pd
 
+from tasks.layout import RunLayout
 
 
 def stage_failures(name: str, summary: dict[str, Any]) -> dict[str, Any]:
@@ -68,3 +69,50 @@ def format_failure_table(report: dict[str, Any]) -> str:
         lines.append(f"{name:<14}{s['items']:>7}{s['failed']:>8}{s['requests_sent']:>7}{s['retries']:>9}"
                      f"{s['circuit_opens']:>9}{prompt:>12}{share:>15}  {errors}")
     return "\n".join(lines)
+
+
+# --- a run in which no judgment has a score -------------------------------------------------------------
+
+REASONS_SHOWN = 3  # most common failure reasons in the line and the verdict of such a run
+REPLIES_SHOWN = 3  # the judge's raw replies quoted in its verdict
+REPLY_CHARS = 300
+
+
+def judge_failure_reasons(report: dict[str, Any]) -> list[tuple[str, int]]:
+    """The judge stages' failure reasons over every suite, most common first."""
+    counts: dict[str, int] = {}
+    for name, block in report["stages"].items():
+        if name != "generate":
+            for reason, count in block["failure_reasons"].items():
+                counts[reason] = counts.get(reason, 0) + int(count)
+    return sorted(counts.items(), key=lambda item: -item[1])
+
+
+def unscored_line(report: dict[str, Any]) -> str:
+    """`every one of the 20 judgments failed (no number in reply: 14, ...): no scores, no statistics`."""
+    judged = [block for name, block in report["stages"].items() if name != "generate"]
+    items, failed = sum(block["items"] for block in judged), sum(block["failed"] for block in judged)
+    shown = judge_failure_reasons(report)[:REASONS_SHOWN]
+    reasons = "; ".join(f"{reason}: {count}" for reason, count in shown)
+    what = (f"every one of the {items} judgments failed" if failed == items
+            else f"no judgment has a score ({failed} of {items} failed)")
+    return f"{what}{f' ({reasons})' if reasons else ''}: no scores, so no statistics"
+
+
+def unscored_run_line(run_dir: Path) -> str | None:
+    """The one line that ends a run in which no judgment has a score (None for a run with statistics)."""
+    layout = RunLayout(run_dir)
+    stats = json.loads(layout.stats_json.read_text()) if layout.stats_json.exists() else None
+    if stats is None or stats["systems"] or not layout.failures_json.exists():
+        return None
+    report = json.loads(layout.failures_json.read_text())
+    return f"{unscored_line(report)}; the failure table, reasons and the judge's replies: {layout.summary_md}"
+
+
+def failed_replies(judgments: pd.DataFrame, n: int = REPLIES_SHOWN) -> pd.DataFrame:
+    """A few failed judgments with what the judge replied (query_id, system, metric, reason, raw): different
+    replies first, each cut to REPLY_CHARS."""
+    failed = judgments.loc[judgments["status"] == "failed", ["query_id", "system", "metric", "reason", "raw"]]
+    failed = failed.assign(raw=failed["raw"].fillna("").astype(str).str.slice(0, REPLY_CHARS))
+    distinct = failed.drop_duplicates("raw")
+    return pd.concat([distinct, failed.drop(distinct.index)]).head(n).reset_index(drop=True)

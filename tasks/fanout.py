@@ -7,6 +7,10 @@ ClientConfig.max_concurrency, so the total number of requests in flight never ex
 shard is handed to `on_shard` at once (stages persist it there, so a killed run resumes inside the
 stage). Items whose result `retry_if` calls a transport failure are sent again, for
 ClientConfig.requeue_rounds rounds, each after the endpoint answers its /models route again.
+
+Every wait of a stage on its Ray tasks goes through `wait_any` / `get_placed` (`PlacementWatch`): tasks the
+cluster cannot place are reported (the pending demand, the free resources) and, after a limit, stop the
+run in one line (`UnplacedTasksError`) instead of waiting forever.
 """
 from __future__ import annotations
 
@@ -195,7 +199,7 @@ def on_driver_node(fn: Callable[..., R], *args: Any) -> R:
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     # num_cpus=0: a head node started with no CPUs to offer (common on KubeRay) must still run it
     task = ray.remote(num_cpus=0, max_retries=1, scheduling_strategy=here)(_call)
-    return ray.get(task.remote(fn, args))
+    return get_placed(task.remote(fn, args), f"task {fn.__name__}", resource_shape(num_cpus=0))
 
 
 def _call(fn: Callable[..., R], args: tuple) -> R:
@@ -282,15 +286,19 @@ class _Meter:
         self.start = bar.n if bar is not None else 0
         self.counter = _progress_counter() if bar is not None else None
 
-    def poll(self) -> None:
+    def poll(self) -> int:
+        """Items finished inside the shards since the last poll (0 without a counter)."""
         if self.counter is None:
-            return
+            return 0
         import ray
 
         try:
-            self.bar.update(ray.get(self.counter.take.remote(), timeout=5))
+            finished = ray.get(self.counter.take.remote(), timeout=5)
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             self.counter = None  # the bar then moves by finished shards only; nothing else depends on it
+            return 0
+        self.bar.update(finished)
+        return finished
 
     def settle(self, results: list[Any]) -> None:
         """The bar at exactly what finished; the counter actor ended."""
@@ -312,6 +320,137 @@ def lost_worker_errors() -> tuple[type[BaseException], ...]:
     return tuple(getattr(exceptions, name) for name in
                  ("WorkerCrashedError", "NodeDiedError", "ObjectLostError", "OwnerDiedError",
                   "RayActorError", "ActorUnavailableError") if hasattr(exceptions, name))
+
+
+# --- waiting for tasks the cluster may not be able to place -----------------------------------------------
+
+class UnplacedTasksError(TimeoutError):
+    """Ray could not place a stage's tasks or actors within the limit: one line with the pending demand and
+    the cluster's free resources (a TimeoutError: the commands report it in one line, exit 1)."""
+
+
+SCHEDULE_TIMEOUT_S = ClientConfig.model_fields["schedule_timeout_s"].default  # where no config names one
+WAIT_REPORT_AFTER_S = 20.0  # demand unplaced after this long waits for resources (placing takes seconds)
+WAIT_REPORT_EVERY_S = 60.0
+DEMAND_READ_EVERY_S = 5.0  # a GCS call: not at every poll
+WAIT_POLL_S = 0.5
+
+
+def resource_shape(num_cpus: float = 0, num_gpus: float = 0,
+                   resources: dict[str, float] | None = None) -> dict[str, float]:
+    """What one task or actor asks Ray for, as Ray's pending demand shows it (zero amounts left out)."""
+    shape = {"CPU": num_cpus, "GPU": num_gpus, **(resources or {})}
+    return {name: float(amount) for name, amount in shape.items() if amount}
+
+
+def _shape_text(shape: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{name}: {amount:g}" for name, amount in sorted(shape.items())) + "}"
+
+
+DemandReader = Callable[[], tuple[str, list[dict[str, float]]]]  # (the line, the unplaced shapes)
+
+
+def _read_demand() -> tuple[str, list[dict[str, float]]]:
+    from infra.ray_runtime import read_pending_demand
+
+    return read_pending_demand()
+
+
+def _say(text: str) -> None:
+    from infra.console import say
+
+    say(f"ray: {text}", err=True)
+
+
+class PlacementWatch:
+    """Watches a wait on a stage's Ray tasks (or its actors' calls). While none of them finishes and Ray
+    reports unplaced demand of exactly the shape they ask for (`asks`), it says what waits (after
+    WAIT_REPORT_AFTER_S, again when that changes, at most once a minute) and raises UnplacedTasksError once
+    the demand has stayed unplaced for `limit_s`. A task that runs, however slowly, asks Ray for nothing
+    more and never counts; nor do tasks that ask for no resources. `read_demand` (the pending-demand line
+    and shapes) and `clock` are Ray's and time.monotonic unless given."""
+
+    def __init__(self, what: str, asks: dict[str, float], limit_s: float | None = None, *,
+                 limit_name: str = "", read_demand: DemandReader | None = None,
+                 clock: Callable[[], float] = time.monotonic, say: Callable[[str], None] | None = None):
+        self.what, self.asks = what, resource_shape(resources=asks)
+        self.limit_s = SCHEDULE_TIMEOUT_S if limit_s is None else limit_s
+        self.limit_name = limit_name
+        self.read_demand, self.clock, self.say = read_demand or _read_demand, clock, say or _say
+        self.told, self.told_at = "", -math.inf
+        self.progressed()
+
+    def progressed(self) -> None:
+        """One of the tasks finished (or was seen running): the wait starts over."""
+        self.idle_since, self.unplaced_since, self.read_at = self.clock(), None, -math.inf
+
+    def idle(self) -> None:
+        """A poll found nothing finished: read the demand (at most every DEMAND_READ_EVERY_S), tell, fail."""
+        now = self.clock()
+        if not self.asks or now - self.read_at < DEMAND_READ_EVERY_S:
+            return
+        self.read_at = now
+        line, shapes = self.read_demand()
+        if self.asks not in shapes:
+            self.unplaced_since = None
+            return
+        self.unplaced_since = now if self.unplaced_since is None else self.unplaced_since
+        if line != self.told and now - self.idle_since >= WAIT_REPORT_AFTER_S \
+                and now - self.told_at >= (WAIT_REPORT_EVERY_S if self.told else 0.0):
+            self.say(f"waiting for resources: {line} (the {self.what} ask for {_shape_text(self.asks)} each)")
+            self.told, self.told_at = line, now
+        if now - self.unplaced_since >= self.limit_s:
+            raise UnplacedTasksError(self._failure(line))
+
+    def _failure(self, line: str) -> str:
+        limit = f"{self.limit_name}={self.limit_s:g}s" if self.limit_name else f"{self.limit_s:g} s"
+        return (f"Ray could not place the {self.what} within {limit}: they wait for resources the cluster "
+                f"does not have free ({line}; each asks for {_shape_text(self.asks)}); give the cluster more "
+                "(sizing a head: docs/cluster.md) or ask for less")
+
+
+def watch_poll(watch: PlacementWatch, finished: bool, refs: list) -> None:
+    """Tell `watch` what a poll found; where it gives up, `refs` are cancelled first (a task left pending
+    would take the resources whenever they free up)."""
+    if finished:
+        watch.progressed()
+        return
+    try:
+        watch.idle()
+    except UnplacedTasksError:
+        _cancel(refs)
+        raise
+
+
+def _cancel(refs: list) -> None:
+    import ray
+
+    for ref in refs:
+        try:
+            ray.cancel(ref)
+        except Exception:  # noqa: BLE001 - best effort on the way out: the error names the real problem
+            pass
+
+
+def wait_any(refs: list, watch: PlacementWatch, poll_s: float = WAIT_POLL_S) -> list:
+    """ray.wait until one of `refs` is done (the done ones), `watch` told of every poll."""
+    import ray
+
+    while True:
+        done, _ = ray.wait(refs, num_returns=1, timeout=poll_s)
+        watch_poll(watch, bool(done), refs)
+        if done:
+            return done
+
+
+def get_placed(ref: Any, what: str, asks: dict[str, float], limit_s: float | None = None,
+               limit_name: str = "") -> Any:
+    """ray.get(ref) of one task, which stops in one line (UnplacedTasksError) where Ray cannot place it
+    within `limit_s` (default SCHEDULE_TIMEOUT_S); `asks`: its resources (resource_shape)."""
+    import ray
+
+    wait_any([ref], PlacementWatch(what, asks, limit_s, limit_name=limit_name))
+    return ray.get(ref)
 
 
 class _Pass:
@@ -353,11 +492,15 @@ class _Pass:
                 self._submit(shard, 1, pending)
                 self.shards += 1
 
+        asks = resource_shape(resources=self.shard_cfg.shard_resources)  # num_cpus=0 (_remote_shard)
+        watch = PlacementWatch("fan-out's shard tasks", asks, self.shard_cfg.schedule_timeout_s,
+                               limit_name="client.schedule_timeout_s")
         for _ in range(self.in_flight):
             submit_next()
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1, timeout=self.POLL_S)
-            self.meter.poll()
+            items_finished = self.meter.poll()  # a shard whose items finish has started: it is placed
+            watch_poll(watch, bool(done or items_finished), list(pending))
             if not done:
                 continue
             shard, attempt = pending.pop(done[0])

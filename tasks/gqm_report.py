@@ -139,8 +139,8 @@ class GQMConfig(_Strict):
         return GoalTree(tuple(
             GoalNode(g.id, g.weight, tuple(
                 QuestionNode(q.id, q.component, q.weight,
-                             tuple(MetricNode(m.name, m.role, m.weight) for m in q.metrics),
-                             q.text) for q in g.questions), g.text)
+                             tuple(MetricNode(m.name, m.role, m.weight) for m in q.metrics))
+                for q in g.questions))
             for g in self.goals), self.renormalize)
 
 
@@ -467,6 +467,8 @@ def write_report(run_dir: str | Path, goals: str | Path,
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "gqm_report.json"
     json_path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+    if not report["systems"]:  # nothing scored (every judgment failed): no plot to draw
+        return report, [json_path]
     written = [json_path, radar_chart(report, out / "radar.png"),
                heatmap(report, out / "heatmap_goals.png", "goals"),
                heatmap(report, out / "heatmap_metrics.png", "metrics")]

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 from infra.models import default_tokenizer
 from judges.caching import CachingJudge
 from judges.cache import JudgmentCache, default_cache_dir
-from judges.client import LLMClient
-from judges.config import ClientConfig, JudgeConfig, RepeatOptions
+from judges.client import LLMClient, response_format_refusal
+from judges.config import IF_ACCEPTED, ClientConfig, JudgeConfig, RepeatOptions
 from judges.em import flatten_answers
 from judges.injection import injection_markers, union_of_markers
 from judges.repeats import client_for, plan_units, repeated_judgments
@@ -147,6 +147,41 @@ def probe_judge(suites: list[str], judge: JudgeConfig, client: ClientConfig, bas
         probe_expected_support(llm, judge.model, judge.expected.top_logprobs)
 
 
+def fit_judge(suites: list[str], judge: JudgeConfig, client: ClientConfig,
+              base_url: str) -> tuple[JudgeConfig, str | None]:
+    """Before any judging, against the judge's endpoint: what `scoring: expected` needs is probed
+    (probe_judge) and `structured_output: if_accepted` decided (one request with OpenAI's response_format).
+    Returns the judge config to judge with and, where the endpoint decided a setting, the line that says
+    which settings the judge got."""
+    probe_judge(suites, judge, client, base_url)
+    fitted, refusal = structured_output_fitted(judge, client, base_url)
+    if fitted is judge:
+        return judge, None
+    return fitted, judge_settings_line(fitted, refusal)
+
+
+def structured_output_fitted(judge: JudgeConfig, client: ClientConfig,
+                             base_url: str) -> tuple[JudgeConfig, str | None]:
+    """`structured_output: if_accepted` turned on or off by the endpoint's answer to one probe, and why it
+    is off (None: on); any other setting is returned as it is."""
+    if judge.structured_output != IF_ACCEPTED:
+        return judge, None
+    with LLMClient(client.model_copy(update={"max_retries": 1}), base_url) as probe:
+        refusal = response_format_refusal(probe, judge.model)
+    return judge.model_copy(update={"structured_output": refusal is None}), refusal
+
+
+def judge_settings_line(judge: JudgeConfig, refusal: str | None) -> str:
+    """`judge: settings for an OpenAI-compatible endpoint: integer marks, ...`: what a fitted judge got."""
+    marks = ("integer marks, no vLLM-only request field" if judge.scoring == "integer"
+             else "expected marks (token log-probabilities and vLLM's continue_final_message: available)")
+    marks += f", a window of {judge.context_window:,} tokens"
+    output = (f"free-text marks (the endpoint refused response_format: {refusal})" if refusal
+              else "structured output through OpenAI's response_format (the endpoint accepts it)")
+    return (f"judge: settings for an OpenAI-compatible endpoint: {marks}, {output}; --scoring or --config "
+            "choose others")
+
+
 def judge_counter(judge: JudgeConfig):
     return token_counter(judge.tokenizer or default_tokenizer(judge.model))
 
@@ -177,73 +212,150 @@ def ordered_for_prefix_reuse(units: list[Unit]) -> tuple[list[Unit], list[str]]:
     return [units[i] for i in order], [groups[i] for i in order]
 
 
+@dataclass(frozen=True)
+class RayFanOut:
+    """The transport of a run: Ray tasks against `base_url`, bounded, shard by shard, requeueing what a
+    lost worker or a failed request left (tasks/fanout.py)."""
+
+    base_url: str
+
+    def ask(self, evaluate: _Evaluate, units: list[Unit], client: ClientConfig, progress: Any,
+            persist: Callable[[list[int], list[list[Judgment]]], None],
+            groups: list[str] | None) -> tuple[list[list[Judgment]], FanOutReport]:
+        return fan_out_report(evaluate, units, client, self.base_url, progress=progress,
+                              desc=f"judge {evaluate.suite}", on_shard=persist, retry_if=transport_failed,
+                              groups=groups, weigh=len)
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """The transport of a small set (unit tests, probes, a tool's sample): `llm` in this process, no
+    requeue rounds."""
+
+    llm: LLMClient
+
+    def ask(self, evaluate: _Evaluate, units: list[Unit], client: ClientConfig, progress: Any,
+            persist: Callable[[list[int], list[list[Judgment]]], None],
+            groups: list[str] | None) -> tuple[list[list[Judgment]], FanOutReport]:
+        return ask_here(evaluate, units, self.llm, progress, persist)
+
+
+@dataclass
+class JudgeSession:
+    """One judge, the way lm-evaluation-harness has one LM wrapped in its CachingLM: a suite, the judge's
+    settings, the judgment cache and a transport (`RayFanOut` for a run, `InProcess` for a small set).
+    `judge(samples)` gives every selected metric of every sample: empty responses are recorded without a
+    call; each unit comes from the cache, from the caller's checkpoint (a resumed run) or is asked now;
+    what is asked now is saved to the checkpoint shard by shard and to the cache at the end, through
+    judges.caching's CachingJudge (keyed on what the unit's metrics read, the judge settings that change a
+    judgment and the endpoint's `identity`). `repeats`: each unit asked `repeats.k` times
+    (judges/repeats.py; None: once). Every judging path of the project (the judge stage, the calibration
+    gate, the probes, VERA's commands, meta-eval) judges through this class."""
+
+    suite: JudgeSuite
+    judge: JudgeConfig
+    client: ClientConfig
+    transport: RayFanOut | InProcess
+    identity: dict[str, Any] | None = None
+    cache: JudgmentCache | None = None
+    repeats: RepeatOptions | None = None
+
+    def __post_init__(self) -> None:
+        if self.cache is None and self.judge.cache:
+            self.cache = JudgmentCache(default_cache_dir())
+        self.caching = CachingJudge(self.suite, self.judge, self.client.seed, self.identity, self.cache)
+
+    @classmethod
+    def of(cls, suite: str | JudgeSuite, judge: JudgeConfig, client: ClientConfig | None = None,
+           base_url: str = "", llm: LLMClient | None = None, **options: Any) -> JudgeSession:
+        """A session on the suite named (or given), asking through `llm` in this process where one is
+        given, else through Ray tasks against `base_url`."""
+        transport = InProcess(llm) if llm is not None else RayFanOut(base_url)
+        suite = get_suite(suite) if isinstance(suite, str) else suite
+        return cls(suite, judge, client or ClientConfig(), transport, **options)
+
+    def metrics(self) -> tuple[str, ...]:
+        return self.suite.selected_metrics(self.judge)
+
+    def judge_samples(self, samples: list[Sample], progress: Any = False,
+                      checkpoint: StageCheckpoint | None = None) -> tuple[list[Judgment], dict[str, Any]]:
+        """(every judgment, the counts: cache_hits, resumed, judge_requests (units asked now), requests).
+        `progress`: True (a bar of the fan-out's own) or a bar advanced by judgments."""
+        judgments, planned = self._plan(samples)
+        done = checkpoint.load() if checkpoint is not None else {}
+        todo: list[Unit] = []
+        hits = resumed = 0
+        for unit, records in zip(planned, self.caching.lookup(planned)):
+            if records:
+                hits += 1
+                judgments += _restored(records, unit, cached=True)
+            elif unit.id in done:
+                resumed += 1
+                judgments += _restored(done[unit.id], unit, cached=False)
+            else:
+                todo.append(unit)
+        perturbed = self.repeats is not None and self.repeats.mode == "perturb"
+        todo, twins = asked_once(todo, self.caching) if perturbed else (todo, [])
+        if given_bar(progress) is not None:
+            progress.update(len(judgments))
+        todo, groups = ordered_for_prefix_reuse(todo) if self.client.prefix_order else (todo, None)
+
+        def persist(indices: list[int], values: list[list[Judgment]]) -> None:
+            if checkpoint is not None:
+                checkpoint.save({todo[j].id: [x.record() for x in v] for j, v in zip(indices, values)
+                                 if not transport_failed(v)})
+
+        evaluate = _Evaluate(self.suite.name, self.judge)
+        fresh, report = self.transport.ask(evaluate, todo, self.client, progress, persist, groups)
+        answered = [(unit, values) for unit, values in zip(todo, fresh) if not transport_failed(values)]
+        self.caching.save([unit for unit, _ in answered],
+                          [[v.record() for v in values] for _, values in answered])
+        judgments += twin_judgments(twins, todo, fresh, progress)
+        stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo),
+                 "requests": report.as_dict()}
+        if twins:
+            stats["repeat_twins"] = len(twins)
+        return judgments + [j for values in fresh for j in values], stats
+
+    def by_sample(self, samples: list[Sample], progress: Any = False
+                  ) -> tuple[dict[str, list[Judgment]], dict[str, Any]]:
+        """{sample's query_id: its judgments} and the counts, plus `judge_calls` (requests sent now,
+        re-asks included)."""
+        judgments, stats = self.judge_samples(samples, progress)
+        grouped: dict[str, list[Judgment]] = {}
+        for judgment in judgments:
+            grouped.setdefault(judgment.query_id, []).append(judgment)
+        calls = sum(j.attempts for j in judgments if not j.cached)
+        return grouped, {**stats, "judge_calls": calls}
+
+    def failed_generations(self, failed: list[dict]) -> list[Judgment]:
+        """A failed generation's rows: one failed judgment per metric (and repeat), nothing asked."""
+        return failed_generation_judgments(self.suite, failed, self.judge, self.repeats)
+
+    def _plan(self, samples: list[Sample]) -> tuple[list[Judgment], list[Unit]]:
+        count = judge_counter(self.judge)
+        judgments: list[Judgment] = []
+        planned: list[Unit] = []
+        for sample in samples:
+            if not sample.response.strip():
+                reason = "empty response: the judge is not called"
+                empty = self.suite.not_judged(sample, self.judge, "empty_response", reason)
+                judgments += repeated_judgments(empty, self.repeats)
+                continue
+            planned += plan_units(self.suite, sample, self.judge, self.client.seed, count, self.repeats)
+        return judgments, planned
+
+
 def judge_suite(
     suite: JudgeSuite, samples: list[Sample], judge: JudgeConfig, client: ClientConfig, base_url: str,
     progress: Any, checkpoint: StageCheckpoint | None = None, identity: dict[str, Any] | None = None,
     cache: JudgmentCache | None = None, llm: LLMClient | None = None,
     repeats: RepeatOptions | None = None,
 ) -> tuple[list[Judgment], dict[str, Any]]:
-    """Every metric of `suite` for every sample: empty responses are recorded without a call; each unit
-    comes from the cache, from this stage's checkpoint (a resumed run) or is asked now; what is asked now
-    is saved to the checkpoint shard by shard and to the cache at the end, through judges.caching's
-    CachingJudge (keyed on what the unit's metrics read, the judge settings that change a judgment and the
-    endpoint's `identity`: other weights behind the same model id, other entries).
-    `progress`: True (a bar of the fan-out's own) or a bar this call advances by judgments; `cache`: the
-    stage's (default: the judgment cache of `judge.cache`); `llm`: a client of the caller's to ask through
-    in this process (a tool's, a test's fake) instead of Ray tasks, without requeue rounds; `repeats`: each
-    unit asked `repeats.k` times (judges/repeats.py; the judge stage passes judge.repeats, None: once)."""
-    count = judge_counter(judge)
-    if cache is None and judge.cache:
-        cache = JudgmentCache(default_cache_dir())
-    caching = CachingJudge(suite, judge, client.seed, identity, cache)
-    done = checkpoint.load() if checkpoint is not None else {}
-    judgments: list[Judgment] = []
-    planned: list[Unit] = []
-    for sample in samples:
-        if not sample.response.strip():
-            reason = "empty response: the judge is not called"
-            empty = suite.not_judged(sample, judge, "empty_response", reason)
-            judgments += repeated_judgments(empty, repeats)
-            continue
-        planned += plan_units(suite, sample, judge, client.seed, count, repeats)
-    todo: list[Unit] = []
-    hits = resumed = 0
-    for unit, records in zip(planned, caching.lookup(planned)):
-        if records:
-            hits += 1
-            judgments += _restored(records, unit, cached=True)
-        elif unit.id in done:
-            resumed += 1
-            judgments += _restored(done[unit.id], unit, cached=False)
-        else:
-            todo.append(unit)
-    perturbed = repeats is not None and repeats.mode == "perturb"
-    todo, twins = asked_once(todo, caching) if perturbed else (todo, [])
-    if given_bar(progress) is not None:
-        progress.update(len(judgments))
-
-    todo, groups = ordered_for_prefix_reuse(todo) if client.prefix_order else (todo, None)
-
-    def persist(indices: list[int], values: list[list[Judgment]]) -> None:
-        if checkpoint is not None:
-            checkpoint.save({todo[j].id: [x.record() for x in v] for j, v in zip(indices, values)
-                             if not transport_failed(v)})
-
-    evaluate = _Evaluate(suite.name, judge)
-    if llm is None:
-        fresh, report = fan_out_report(evaluate, todo, client, base_url, progress=progress,
-                                       desc=f"judge {suite.name}", on_shard=persist,
-                                       retry_if=transport_failed, groups=groups, weigh=len)
-    else:
-        fresh, report = ask_here(evaluate, todo, llm, progress, persist)
-    answered = [(unit, values) for unit, values in zip(todo, fresh) if not transport_failed(values)]
-    caching.save([unit for unit, _ in answered], [[v.record() for v in values] for _, values in answered])
-    judgments += twin_judgments(twins, todo, fresh, progress)
-    stats = {"cache_hits": hits, "resumed": resumed, "judge_requests": len(todo),
-             "requests": report.as_dict()}
-    if twins:
-        stats["repeat_twins"] = len(twins)
-    return judgments + [j for values in fresh for j in values], stats
+    """Deprecated shape, kept while callers move to `JudgeSession`."""
+    session = JudgeSession.of(suite, judge, client, base_url, llm, identity=identity, cache=cache,
+                              repeats=repeats)
+    return session.judge_samples(samples, progress, checkpoint)
 
 
 def asked_once(units: list[Unit], caching: CachingJudge) -> tuple[list[Unit], list[tuple[Unit, Unit]]]:
@@ -477,9 +589,10 @@ class _BatchJudge:
     store: BatchStore
 
     def __post_init__(self) -> None:
-        self.cache = JudgmentCache(default_cache_dir()) if self.judge.cache else None
-        self.metrics = self.suite.selected_metrics(self.judge)
         self.repeats = self.judge.repeats if self.judge.repeats.repeated else None
+        self.session = JudgeSession(self.suite, self.judge, self.client, RayFanOut(self.base_url),
+                                    self.identity, repeats=self.repeats)
+        self.metrics = self.session.metrics()
 
     def __call__(self, batch: int, bar) -> dict[str, Any]:
         if self.store.finished(batch):
@@ -488,10 +601,8 @@ class _BatchJudge:
         inputs = self.store.read_inputs(batch)
         samples, failed = load_samples(inputs["queries"], inputs["retrieved"], inputs["generations"],
                                        self.top_k)
-        judgments, stats = judge_suite(self.suite, samples, self.judge, self.client, self.base_url, bar,
-                                       self.store.checkpoint(batch), self.identity, self.cache,
-                                       repeats=self.repeats)
-        judgments += failed_generation_judgments(self.suite, failed, self.judge, self.repeats)
+        judgments, stats = self.session.judge_samples(samples, bar, self.store.checkpoint(batch))
+        judgments += self.session.failed_generations(failed)
         frame = judgments_frame(judgments, suspicious_texts(samples), self.metrics)
         check_complete(frame, inputs["generations"], self.metrics, self.judge.repeats.k)
         if bar is not None:

@@ -128,8 +128,8 @@ def query_mean_histograms(cube: ScoreCube, path: Path) -> Path:
         for index, (axis, metric) in enumerate(zip(axes, cube.metrics)):
             means = query_means(cube, metric)
             axis.hist(means, bins=bins)
-            axis.set_title(f"({_panel_letter(index)}) {metric}: mean of {len(cube.systems)} systems "
-                           f"(N={len(means)})", fontsize="small")
+            over = f"mean of {len(cube.systems)} systems" if len(cube.systems) > 1 else cube.systems[0]
+            axis.set_title(f"({_panel_letter(index)}) {metric}: {over} (N={len(means)})", fontsize="small")
             axis.set_xlim(0.0, 1.0)
             axis.set_xlabel("mean score per query")
             axis.set_ylabel("queries")

@@ -54,6 +54,8 @@ def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     stats_path = out_dir / STATS_FILE
     stats_path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+    if not result["systems"]:  # no judgment has a score: nothing to tabulate or plot
+        return [stats_path]
     cube = build_cube(validate_scores(scores), result["metrics"])
     written = [stats_path]
     written += tables.write_tables(result, out_dir / TABLES_DIR)

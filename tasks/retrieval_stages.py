@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +29,9 @@ import ray
 from infra.ray_runtime import ensure_ray
 from retrievers.backends import build_index, check_index_reachable, index_is_built, open_index
 from retrievers.chunking import chunk_passages
-from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
+from retrievers.config import (
+    ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig, RetrievalSpec,
+)
 from retrievers.embedders import load_embedder
 from retrievers.loaders import LoadedDataset, load_dataset
 from retrievers.methods import RetrievalMethod, needs_vectors, retrieval_method
@@ -38,7 +40,7 @@ from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
 from retrievers.tokenization import load_tokenizer
 from retrievers.types import Hit, SearchIndex
 from tasks.stage import StageResult, code_version, file_fingerprint, read_manifest, run_stage, stage_key
-from tasks.fanout import lost_worker_errors
+from tasks.fanout import PlacementWatch, get_placed, lost_worker_errors, resource_shape, wait_any
 from tasks.layout import (
     CHUNK_STAGE,
     CHUNKS_FILE,
@@ -58,6 +60,7 @@ from tasks.layout import (
 
 CODE_VERSION = code_version(__name__)
 EMBED_PIECE = 1024  # texts per embedding call sent to an actor (progress granularity)
+WORKER_CPUS = 1  # logical CPUs of each stage task and actor (docs/cluster.md sizes a head by them)
 
 
 @dataclass
@@ -75,19 +78,19 @@ class RetrievalOutputs:
 # ---------------------------------------------------------------- Ray work units (defined once)
 
 
-@ray.remote(num_cpus=1)
+@ray.remote(num_cpus=WORKER_CPUS)
 def _ingest_task(dataset: DatasetConfig) -> LoadedDataset:
     return load_dataset(dataset)
 
 
-@ray.remote(num_cpus=1)
+@ray.remote(num_cpus=WORKER_CPUS)
 def _build_index_task(
     index: IndexConfig, chunks: pa.Table, vectors: np.ndarray | None, directory: str
 ) -> dict:
     return build_index(index, chunks, vectors, Path(directory))
 
 
-@ray.remote(num_cpus=1)
+@ray.remote(num_cpus=WORKER_CPUS)
 class ChunkerActor:
     """Chunks shards of passages; loads the tokenizer once, on its first shard."""
 
@@ -101,7 +104,7 @@ class ChunkerActor:
         return chunk_passages(passages, self.tokenizer, self.size, self.overlap)
 
 
-@ray.remote(num_cpus=1)
+@ray.remote(num_cpus=WORKER_CPUS)
 class EmbedderActor:
     """Embeds pieces of texts; loads the model once, when the actor starts."""
 
@@ -114,7 +117,7 @@ class EmbedderActor:
         return self.embedder.embed_passages(texts)
 
 
-@ray.remote(num_cpus=1)
+@ray.remote(num_cpus=WORKER_CPUS)
 class SearcherActor:
     """Searches shards of queries; opens the index once, on its first shard (so an index that cannot be
     opened fails that call with the backend's own error)."""
@@ -147,12 +150,22 @@ CALL_ATTEMPTS = 6  # times one item is sent before its stage fails
 RESEND_PAUSE_S = 0.5  # after a call was lost with its actor, doubled at each attempt: Ray restarts it
 
 
+class Actors(list):
+    """A pool's actor handles, and what each asks Ray for (`asks`: what ordered_map's wait looks for in the
+    cluster's unplaced demand)."""
+
+    def __init__(self, handles: Iterable, asks: dict[str, float]):
+        super().__init__(handles)
+        self.asks = asks
+
+
 @contextmanager
 def actor_pool(actor_class, n_actors: int, *args, **options) -> Iterator[list]:
     """`n_actors` actors of `actor_class(*args)` started with `options`; killed on exit. The actors hold
     nothing but what they load themselves, so Ray restarts one whose worker or node died (max_restarts)."""
     resilient = {"max_restarts": ACTOR_RESTARTS, **options}
-    actors = [actor_class.options(**resilient).remote(*args) for _ in range(n_actors)]
+    asks = resource_shape(WORKER_CPUS, options.get("num_gpus", 0), options.get("resources"))
+    actors = Actors((actor_class.options(**resilient).remote(*args) for _ in range(n_actors)), asks)
     try:
         yield actors
     finally:
@@ -166,8 +179,11 @@ def ordered_map(
     """`call(actor, item)` for every item with one call per actor in flight (Ray's ActorPool.map, plus
     what it lacks: a call lost with its actor's worker or node is sent again, to an actor Ray restarted
     or another one, up to CALL_ATTEMPTS times; the calls are pure, so a resent one gives the same
-    result); results in input order, a progress step per result."""
+    result); results in input order, a progress step per result. Actors that Ray cannot place stop it
+    in one line after tasks.fanout.SCHEDULE_TIMEOUT_S (PlacementWatch: `actors` from actor_pool carry
+    what each asks for)."""
     lost_actor = lost_worker_errors()
+    watch = PlacementWatch(f"{desc} actors", getattr(actors, "asks", {}))
     results: list = [None] * len(items)
     queue, idle = deque(range(len(items))), list(actors)
     pending: dict[Any, tuple[int, Any]] = {}
@@ -178,7 +194,7 @@ def ordered_map(
                 index, actor = queue.popleft(), idle.pop()
                 attempts[index] += 1
                 pending[call(actor, items[index])] = (index, actor)
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done = wait_any(list(pending), watch)
             index, actor = pending.pop(done[0])
             try:
                 results[index] = ray.get(done[0])
@@ -252,7 +268,8 @@ def ingest_stage(run_dir: Path, dataset: DatasetConfig, force: bool) -> StageRes
     key = stage_key(INGEST_STAGE, {"format": dataset.format, "data": fingerprint}, [], CODE_VERSION)
 
     def work(out: Path) -> dict:
-        loaded = ray.get(_ingest_task.remote(dataset.model_copy(update={"path": str(path.resolve())})))
+        task = _ingest_task.remote(dataset.model_copy(update={"path": str(path.resolve())}))
+        loaded = get_placed(task, "ingest task", resource_shape(WORKER_CPUS))
         pq.write_table(loaded.passages, out / PASSAGES_FILE)
         pq.write_table(loaded.queries, out / QUERIES_FILE)
         return loaded.counts
@@ -306,7 +323,8 @@ def index_stage(
         chunks = pq.read_table(chunk.out_dir / CHUNKS_FILE)
         vectors = np.load(embed.out_dir / VECTORS_FILE) if embed else None
         # The task writes into the stage's temporary folder, renamed to run_dir/index when done.
-        return ray.get(_build_index_task.remote(index, chunks, vectors, str(out.resolve())))
+        task = _build_index_task.remote(index, chunks, vectors, str(out.resolve()))
+        return get_placed(task, "index build task", resource_shape(WORKER_CPUS))
 
     index_dir = RunLayout(run_dir).index_dir
     manifest = read_manifest(index_dir)
@@ -346,10 +364,9 @@ def search_with_ray(
     return [hits for shard in shards for hits in shard]
 
 
-def retrieve_stage(
-    run_dir: Path, ingest: StageResult, index_result: StageResult, dataset: DatasetConfig,
-    embedder: EmbedderConfig, index: IndexConfig, retrieval: RetrievalConfig, force: bool, progress: bool,
-) -> StageResult:
+def retrieve_stage(run_dir: Path, ingest: StageResult, index_result: StageResult, spec: RetrievalSpec,
+                   force: bool, progress: bool) -> StageResult:
+    dataset, embedder, retrieval = spec.dataset, spec.embedder, spec.retrieval
     params = {"limit": dataset.limit, "retrievers": retrieval.retrievers, "top_k": retrieval.top_k,
               "embedder": _embedder_key_config(embedder) if needs_vectors(retrieval.retrievers) else None}
     key = stage_key(RETRIEVE_STAGE, params, [ingest.key, index_result.key], CODE_VERSION)
@@ -366,7 +383,7 @@ def retrieve_stage(
             np.save(out / QUERY_VECTORS_FILE, query_vectors)
         rows: list[dict] = []
         n_actors = min(retrieval.max_parallel, _n_shards(len(texts), retrieval.query_shard_size))
-        with actor_pool(SearcherActor, n_actors, index, str(index_result.out_dir)) as pool:
+        with actor_pool(SearcherActor, n_actors, spec.index, str(index_result.out_dir)) as pool:
             for method in methods:
                 vectors = query_vectors if method.needs_vectors else None
                 hits = search_with_ray(pool, method, texts, vectors, retrieval, progress)
@@ -430,63 +447,46 @@ class IndexOutputs:
     counts: dict[str, int]
 
 
-def _index_stages(run_dir, dataset, chunking, embedder, index, retrievers, force, progress) -> list:
-    ingest = ingest_stage(run_dir, dataset, force)
-    chunk = chunk_stage(run_dir, ingest, chunking, force, progress)
-    embed = embed_stage(run_dir, chunk, embedder, force, progress) if needs_vectors(retrievers) else None
-    built = index_stage(run_dir, chunk, embed, index, force)
+def _index_stages(run_dir: Path, spec: RetrievalSpec, force: bool, progress: bool) -> list:
+    """The stages before retrieve (Ray started when it is not), in `run_dir`."""
+    ensure_ray()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ingest = ingest_stage(run_dir, spec.dataset, force)
+    chunk = chunk_stage(run_dir, ingest, spec.chunking, force, progress)
+    vectors = needs_vectors(spec.retrieval.retrievers)
+    embed = embed_stage(run_dir, chunk, spec.embedder, force, progress) if vectors else None
+    built = index_stage(run_dir, chunk, embed, spec.index, force)
     return [ingest, chunk, embed, built]
 
 
-def build_retrieval_index(
-    run_dir: Path,
-    dataset: DatasetConfig,
-    chunking: ChunkingConfig,
-    embedder: EmbedderConfig,
-    index: IndexConfig,
-    retrieval: RetrievalConfig,
-    force: bool = False,
-    progress: bool = True,
-) -> IndexOutputs:
+def build_retrieval_index(run_dir: Path, spec: RetrievalSpec, force: bool = False,
+                          progress: bool = True) -> IndexOutputs:
     """Ingest, chunk, embed (when a retriever needs vectors, e.g. k-NN) and index; finished stages are
     reused."""
-    ensure_ray()
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ingest, chunk, embed, built = _index_stages(
-        run_dir, dataset, chunking, embedder, index, retrieval.retrievers, force, progress
-    )
+    ingest, chunk, embed, built = _index_stages(run_dir, spec, force, progress)
     counts = {**ingest.summary, "n_chunks": chunk.summary["n_chunks"]}
     stages = [s for s in (ingest, chunk, embed, built) if s is not None]
     layout = RunLayout(run_dir)
     return IndexOutputs(layout.passages, layout.chunks, layout.index_dir, stages, counts)
 
 
-def retrieve_texts(
-    run_dir: Path,
-    dataset: DatasetConfig,
-    chunking: ChunkingConfig,
-    embedder: EmbedderConfig,
-    index: IndexConfig,
-    retrieval: RetrievalConfig,
-    texts: list[str],
-    top_k: int,
-    progress: bool = True,
-) -> dict[str, list[list[Hit]]]:
+def retrieve_texts(run_dir: Path, spec: RetrievalSpec, texts: list[str], top_k: int,
+                   progress: bool = True) -> dict[str, list[list[Hit]]]:
     """A run's own retrievers on query texts of the caller's (not the dataset's questions): the index
     stages as the run builds them (finished ones reused), the queries embedded by the run's embedder when
     a method needs vectors, then each configured method's top-k per text, by method name. VERA topicality
     (pipelines/tools/vera.py) retrieves its query sets through it."""
     if not texts:
         raise ValueError("retrieve_texts: no query texts")
-    built = build_retrieval_index(run_dir, dataset, chunking, embedder, index, retrieval, progress=progress)
-    methods = [retrieval_method(name) for name in retrieval.retrievers]
+    built = build_retrieval_index(run_dir, spec, progress=progress)
+    methods = [retrieval_method(name) for name in spec.retrieval.retrievers]
     vectors = None
     if any(method.needs_vectors for method in methods):
-        vectors = embed_texts(embedder, texts, "query", "embed queries", progress)
-    search = retrieval.model_copy(update={"top_k": top_k})
+        vectors = embed_texts(spec.embedder, texts, "query", "embed queries", progress)
+    search = spec.retrieval.model_copy(update={"top_k": top_k})
     n_actors = min(search.max_parallel, _n_shards(len(texts), search.query_shard_size))
-    with actor_pool(SearcherActor, n_actors, index, str(built.index_dir)) as pool:
+    with actor_pool(SearcherActor, n_actors, spec.index, str(built.index_dir)) as pool:
         return {method.name: search_with_ray(pool, method, texts, vectors if method.needs_vectors else None,
                                              search, progress)
                 for method in methods}
@@ -497,25 +497,13 @@ def preflight_index(index: IndexConfig) -> None:
     check_index_reachable(index)
 
 
-def run_retrieval(
-    run_dir: Path,
-    dataset: DatasetConfig,
-    chunking: ChunkingConfig,
-    embedder: EmbedderConfig,
-    index: IndexConfig,
-    retrieval: RetrievalConfig,
-    force: bool = False,
-    progress: bool = True,
-) -> RetrievalOutputs:
+def run_retrieval(run_dir: Path, spec: RetrievalSpec, force: bool = False,
+                  progress: bool = True) -> RetrievalOutputs:
     """Ingest, chunk, embed, index, retrieve top-k and score retrieval; finished stages are reused."""
-    ensure_ray()
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ingest, chunk, embed, built = _index_stages(
-        run_dir, dataset, chunking, embedder, index, retrieval.retrievers, force, progress
-    )
-    retrieve = retrieve_stage(run_dir, ingest, built, dataset, embedder, index, retrieval, force, progress)
-    metrics = metrics_stage(run_dir, retrieve, retrieval, force, chunk, embed)
+    ingest, chunk, embed, built = _index_stages(run_dir, spec, force, progress)
+    retrieve = retrieve_stage(run_dir, ingest, built, spec, force, progress)
+    metrics = metrics_stage(run_dir, retrieve, spec.retrieval, force, chunk, embed)
     stages = [s for s in (ingest, chunk, embed, built, retrieve, metrics) if s is not None]
     counts = {
         **ingest.summary,

@@ -1,19 +1,19 @@
 """The track stage: one MLflow run for every invocation, finished stages reused or not (a nightly history
-exists even when nothing changed), logged by tasks/tracking.py; with a goal tree, the run's GQM report
-(tasks/gqm_report.py) in the stage's folder (track/gqm/) and under gqm/ of that MLflow run; with `probes:`,
-the probe stage's report under probes/ of it. The stage's folder holds the ids of the latest MLflow run."""
+exists even when nothing changed), logged by tasks/tracking.py; then what the run's optional parts add to
+that MLflow run (`TrackPayload`s: the run extensions of pipelines/extensions/, passed in by the caller,
+which may also write into the stage's folder). The stage's folder holds the ids of the latest MLflow run."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from tasks.gqm_report import log_to_mlflow, write_report
 from tasks.layout import RunLayout
 from tasks.stage import StageResult, code_version, run_stage, stage_key
 from tasks.tracking import log_pipeline_run
 
 TRACK_STAGE = "track"
-GQM_SUBDIR = "gqm"
 
 
 @dataclass(frozen=True)
@@ -30,44 +30,54 @@ class RunRecord:
     stage_summaries: dict
     retrieval_metrics: dict  # {} for a run of the user's outputs
     failures_path: Path | None = None
+    started_at: float | None = None  # when the command started (epoch seconds): the MLflow run's start
+
+
+@dataclass(frozen=True)
+class TrackContext:
+    """What a payload logs from: the run directory, the track stage's folder being written (`out_dir`,
+    renamed into place when the stage ends), the run config as JSON data and the run's MLflow run."""
+
+    run_dir: Path
+    out_dir: Path
+    config: dict
+    tracking_uri: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class TrackPayload:
+    """What a caller adds to the run's MLflow run: `log` is called once the run is logged; `settings` (JSON
+    data) and the modules of `code` enter the track stage's key."""
+
+    name: str
+    log: Callable[[TrackContext], None]
+    settings: Any = None
+    code: tuple[str, ...] = field(default_factory=tuple)
+
+
+def track_code(payloads: Sequence[TrackPayload] = ()) -> str:
+    """The code the track stage's key covers: this stage (MLflow logging included) and every payload's."""
+    return code_version(__name__, *(module for payload in payloads for module in payload.code))
 
 
 def run_track(run_dir: Path, record: RunRecord, reduce: StageResult, tracking_uri: str, experiment: str,
-              gqm_goals: str | None = None) -> StageResult:
-    """Always runs (force): its key covers the tracking store, the goal tree, the reduce stage and the code
-    of this stage (MLflow logging and the GQM report included)."""
-    key = stage_key(TRACK_STAGE, {"uri": tracking_uri, "experiment": experiment, "gqm_goals": gqm_goals},
-                    [reduce.key], code_version(__name__))
+              payloads: Sequence[TrackPayload] = ()) -> StageResult:
+    """Always runs (force): its key covers the tracking store, the payloads' settings, the reduce stage and
+    the code of this stage and of the payloads."""
+    settings = {payload.name: payload.settings for payload in payloads}
+    key = stage_key(TRACK_STAGE, {"uri": tracking_uri, "experiment": experiment, "payloads": settings},
+                    [reduce.key], track_code(payloads))
 
     def track(out_dir: Path) -> dict:
         tracked = _log_run(run_dir, record, reduce.out_dir, tracking_uri, experiment)
-        if record.config.get("probes"):
-            _log_probes(run_dir, tracking_uri, tracked.run_id)
-        _log_preflight(run_dir, record.config.get("judge", {}).get("preflight"), tracking_uri, tracked.run_id)
-        if gqm_goals:
-            report, files = write_report(run_dir, gqm_goals, out_dir / GQM_SUBDIR)
-            log_to_mlflow(report, files, tracking_uri, tracked.run_id)
+        context = TrackContext(run_dir, out_dir, record.config, tracking_uri, tracked.run_id)
+        for payload in payloads:
+            payload.log(context)
         return {"run_id": tracked.run_id, "experiment_id": tracked.experiment_id, "url": tracked.url,
                 "tracking_uri": tracked.tracking_uri, "system_run_ids": tracked.system_run_ids}
 
     return run_stage(run_dir, TRACK_STAGE, key, track, force=True)
-
-
-def _log_probes(run_dir: Path, tracking_uri: str, run_id: str) -> None:
-    """The probe stage's report (`probes:` in the run config) under probes/ of the run's MLflow run."""
-    from tasks.bias_probes import log_probes, logged_probe_files
-
-    report, files = logged_probe_files(run_dir)
-    if report is not None:
-        log_probes(report, files, tracking_uri, run_id)
-
-
-def _log_preflight(run_dir: Path, options: dict | None, tracking_uri: str, run_id: str) -> None:
-    """The calibration gate's pass rates, decision and files (`judge.preflight`) on the run's MLflow run."""
-    if options:
-        from tasks.calibration import log_preflight
-
-        log_preflight(run_dir, options, tracking_uri, run_id)
 
 
 def _log_run(run_dir: Path, record: RunRecord, stats_dir: Path, tracking_uri: str, experiment: str):
@@ -89,4 +99,5 @@ def _log_run(run_dir: Path, record: RunRecord, stats_dir: Path, tracking_uri: st
         summary_path=layout.summary_md,
         logs_dir=layout.logs_dir,
         tags=record.tags,
+        started_at=record.started_at,
     )

@@ -31,6 +31,8 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 UI_WORKFLOW = "machine_learning"  # the UI's "Model training" view (query parameter workflowType)
 RAW_REPLY_MAX_CHARS = 2000
+NOTE_TAG = "mlflow.note.content"  # the run's Description in the MLflow UI (Markdown)
+GATE_PREFIX = "Regression gate:"  # the description's line that `ccrs nightly` writes after its gate
 SECRET_KEY = SECRET_ENV_NAME  # one notion of "secret-looking" for config keys and environment names
 
 
@@ -140,9 +142,12 @@ def log_pipeline_run(
     summary_path: Path | None = None,
     logs_dir: Path | None = None,
     tags: dict[str, str] | None = None,
+    started_at: float | None = None,
 ) -> TrackedRun:
     """`pending_marker` holds the id of a run being logged; a run left half-logged by an outage is marked
-    FAILED (tag ccrs.superseded) by the next attempt, which logs a complete run of its own."""
+    FAILED (tag ccrs.superseded) by the next attempt, which logs a complete run of its own. `started_at`
+    (epoch seconds): when the command started, the run's start (its end is when it is logged), so that the
+    UI's Duration is the command's; None: now. The run's Description is the verdict's headline."""
     import mlflow
 
     check_tracking_reachable(tracking_uri)
@@ -153,7 +158,8 @@ def log_pipeline_run(
     try:
         experiment_id = _ensure_experiment(tracking_uri, experiment)
         _supersede_half_logged(tracking_uri, pending_marker)
-        with mlflow.start_run(run_name=run_name) as parent:
+        run_id = _created_run(tracking_uri, experiment_id, run_name, started_at)
+        with mlflow.start_run(run_id=run_id) as parent:
             if pending_marker is not None:
                 pending_marker.write_text(parent.info.run_id)
             _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
@@ -164,8 +170,12 @@ def log_pipeline_run(
             log_comparison_table(mlflow, stats)
             mlflow.log_table(data=per_sample_table(pd.read_parquet(queries_path), generations, judgments),
                              artifact_file=PER_SAMPLE_TABLE_ARTIFACT)
+            summary_url = None
             if summary_path is not None and summary_path.exists():
                 mlflow.log_artifact(str(summary_path))
+                summary_url = run_url(tracking_uri, experiment_id, run_id, SUMMARY_ARTIFACT)
+            judge_model = (config.get("judge") or {}).get("model")
+            mlflow.set_tag(NOTE_TAG, run_description(run_name, stats, judge_model, summary_url))
             if logs_dir is not None and logs_dir.is_dir():
                 _log_logs(mlflow, logs_dir)
             if failures_path is not None:
@@ -184,6 +194,61 @@ def log_pipeline_run(
         ) from exc
     return TrackedRun(run_id, experiment_id, tracking_uri, run_url(tracking_uri, experiment_id, run_id),
                       system_runs)
+
+
+def _created_run(tracking_uri: str, experiment_id: str, run_name: str, started_at: float | None) -> str:
+    """A new run starting at `started_at`, with the tags MLflow's own start_run gives a new run (user,
+    source); fluent `start_run` has no start time of its own."""
+    from mlflow.tracking import MlflowClient
+    from mlflow.tracking.context.registry import resolve_tags
+
+    start_time = int(started_at * 1000) if started_at is not None else None
+    run = MlflowClient(tracking_uri).create_run(experiment_id, start_time=start_time, tags=resolve_tags(),
+                                                run_name=run_name)
+    return run.info.run_id
+
+
+def run_description(run_name: str, stats: dict, judge_model: str | None, summary_url: str | None) -> str:
+    """The verdict's headline as the run's Description (Markdown): the systems, the best system of every
+    metric with the systems the HSD does not separate from it, and where the whole verdict is."""
+    systems = stats["systems"]
+    if not systems:  # every judgment failed: the verdict is the failure table
+        lines = [f"**{run_name}**: no judgment has a score, so no statistics (judge "
+                 f"`{judge_model or 'unknown'}`); the failure table and the judge's replies are in the "
+                 "verdict."]
+        if summary_url:
+            lines += ["", f"Verdict: [summary.md]({summary_url}) (the run's artifact `{SUMMARY_ARTIFACT}`)"]
+        return "\n".join(lines)
+    counted = f"{len(systems)} system{'s' if len(systems) != 1 else ''}"
+    lines = [f"**{run_name}**: {counted} ({', '.join(systems)}), {stats['n_queries']} questions, judge "
+             f"`{judge_model or 'unknown'}`.", "",
+             "Best system per metric, its mean (tied: the systems the HSD does not separate from it):", ""]
+    lines += [f"- {metric}: {_best_of(stats['per_metric'][metric])}" for metric in stats["metrics"]]
+    if summary_url:
+        lines += ["", f"Verdict: [summary.md]({summary_url}) (the run's artifact `{SUMMARY_ARTIFACT}`)"]
+    return "\n".join(lines)
+
+
+def _best_of(block: dict) -> str:
+    means = {system: mean for system, mean in block["means"].items() if mean is not None}
+    if not means:
+        return "no scores"
+    best = max(means, key=means.__getitem__)
+    level = [pair["b"] if pair["a"] == best else pair["a"] for pair in block["pairwise"]
+             if best in (pair["a"], pair["b"]) and not pair["significant"]]
+    return f"{best} {means[best]:.3f}" + (f" (tied: {', '.join(level)})" if level else "")
+
+
+def set_gate_status(tracking_uri: str, run_id: str, line: str) -> None:
+    """The run's Description with the regression gate's outcome (`line`, starting with GATE_PREFIX) in
+    place of an earlier one, before the link to the verdict."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    note = client.get_run(run_id).data.tags.get(NOTE_TAG, "")
+    kept = [text for text in note.split("\n\n") if text and not text.startswith(GATE_PREFIX)]
+    at = next((i for i, text in enumerate(kept) if text.startswith("Verdict:")), len(kept))
+    client.set_tag(run_id, NOTE_TAG, "\n\n".join([*kept[:at], line, *kept[at:]]))
 
 
 def log_failed_run(*, tracking_uri: str, experiment: str, run_name: str, error: str,

@@ -4,31 +4,64 @@ One Markdown text, built from what the run directory holds (RunLayout): the redu
 (means, bootstrap CIs, HSD pairs, hypotheses), failures.json, the judge stages' summaries (judge model,
 prompt version), config.json and the generations (which retriever and reader make each system). It is
 written as summary.md into the run directory, logged to the MLflow run and printed (rendered by Rich).
+
+The core sections are the verdict of every run; the sections of the run's optional parts (the run
+extensions of pipelines/extensions/, which tasks/ does not import) come in as `VerdictSection`s from the
+caller, each placed after the core section it names.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from stats.hsd import questions_to_separate
 from stats.letters import compact_letter_display
 from stats.multiple import is_significant
 from tasks.layout import OUTPUTS_STAGE, RunLayout
 from tasks.stage import read_manifest
 
 
+MIN_QUESTIONS = 5  # a metric on fewer complete questions gets the "too few questions" line
+
+
 class VerdictError(RuntimeError):
     """The run directory lacks what a verdict needs (the run did not reach the statistics)."""
 
 
-def write_summary(run_dir: Path) -> Path:
+# Where an added section goes: after the headline, after the means table, as a paragraph of the Judge
+# section, or after the Judge section (the last core section of a verdict with statistics).
+Anchor = Literal["header", "means", "judge", "end"]
+
+
+@dataclass(frozen=True)
+class VerdictInputs:
+    """What a section reads: stats.json, the run's config.json ({} for `ccrs stats`), the run directory
+    (None for `ccrs stats`) and the judge stages' summaries ({suite: summary})."""
+
+    stats: dict
+    config: dict
+    layout: RunLayout | None = None
+    judges: dict[str, dict] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VerdictSection:
+    """A section the caller adds after the core section `after`: `render` gives its Markdown, "" for none."""
+
+    after: Anchor
+    render: Callable[[VerdictInputs], str]
+
+
+def write_summary(run_dir: Path, sections: Sequence[VerdictSection] = ()) -> Path:
     layout = RunLayout(run_dir)
-    layout.summary_md.write_text(build_summary(run_dir))
+    layout.summary_md.write_text(build_summary(run_dir, sections))
     return layout.summary_md
 
 
-def build_summary(run_dir: Path) -> str:
+def build_summary(run_dir: Path, sections: Sequence[VerdictSection] = ()) -> str:
     layout = RunLayout(run_dir)
     if not layout.stats_json.exists():
         raise VerdictError(f"{run_dir} has no {layout.stats_json.relative_to(layout.root)}: the run did not "
@@ -37,31 +70,38 @@ def build_summary(run_dir: Path) -> str:
     config = _read_json(layout.config_json) or {}
     failures = _read_json(layout.failures_json)
     judges = _judge_summaries(layout)
-    sections = [
-        _header(config, stats, judges) + _left_out(layout),
-        _calibration_section(layout, config),
-        _systems_section(layout, stats["systems"], (config.get("retrieval") or {}).get("top_k")),
-        _means_section(stats, _metric_suites(judges)),
-        _judge_noise_section(stats),
-        _hypotheses_section(stats, config),
-        _failures_section(failures),
-        _judges_section(judges),
-        _probes_section(layout, config),
-    ]
-    return "\n\n".join(section for section in sections if section) + "\n"
+    inputs = VerdictInputs(stats, config, layout, judges)
+    if not stats["systems"]:
+        return _unscored_summary(layout, config, failures, judges, sections, inputs)
+    return _joined([
+        ("header", _header(config, stats, judges) + _left_out(layout)),
+        ("systems", _systems_section(layout, stats["systems"], (config.get("retrieval") or {}).get("top_k"))),
+        ("means", _means_section(stats, _metric_suites(judges))),
+        ("hypotheses", _hypotheses_section(stats, config)),
+        ("failures", _failures_section(failures)),
+        ("judge", _judges_section(judges)),
+        ("end", ""),
+    ], sections, inputs)
 
 
-def build_stats_summary(stats: dict, title: str, hypotheses_path: str | None = None) -> str:
+def build_stats_summary(stats: dict, title: str, hypotheses_path: str | None = None,
+                        sections: Sequence[VerdictSection] = ()) -> str:
     """The verdict of `ccrs stats` (scores the user brings): the same means, CIs, HSD letters and
     hypotheses as a run's, without the run's systems, failures and judge."""
-    header = (f"# Verdict: {title}\n\n"
-              f"{stats['n_queries']} questions, {len(stats['systems'])} systems; randomized Tukey HSD with "
-              f"B = {stats['b']}, alpha = {stats['alpha']}, {int(round(100 * stats['ci_level']))}% bootstrap "
-              "CIs.")
+    header = f"# Verdict: {title}\n\n{stats['n_queries']} questions, {_systems_and_tests(stats, '')}"
     config = {"stats": {"hypotheses": hypotheses_path}}
-    sections = [header, _means_section(stats, {}), _judge_noise_section(stats),
-                _hypotheses_section(stats, config)]
-    return "\n\n".join(section for section in sections if section) + "\n"
+    core = [("header", header), ("means", _means_section(stats, {})),
+            ("hypotheses", _hypotheses_section(stats, config))]
+    return _joined(core, sections, VerdictInputs(stats, config))
+
+
+def _joined(core: list[tuple[str, str]], sections: Sequence[VerdictSection], inputs: VerdictInputs) -> str:
+    """The core sections in order, each followed by the added sections placed after it; empty ones left out
+    (an added section is rendered only where its anchor is among the core sections)."""
+    texts = []
+    for anchor, text in core:
+        texts += [text, *(section.render(inputs) for section in sections if section.after == anchor)]
+    return "\n\n".join(text for text in texts if text) + "\n"
 
 
 def letter_groups(block: dict[str, Any], alpha: float) -> dict[str, str]:
@@ -78,12 +118,22 @@ def letter_groups(block: dict[str, Any], alpha: float) -> dict[str, str]:
 
 def _header(config: dict, stats: dict, judges: dict[str, dict]) -> str:
     name = config.get("name", "run")
+    counts = f"{stats['n_queries']} questions, {_systems_and_tests(stats, _judge_models(judges))}"
+    return f"# Verdict: {name}\n\n{counts}"
+
+
+def _judge_models(judges: dict[str, dict]) -> str:
     models = sorted({summary.get("judge_model") or "?" for summary in judges.values()})
-    return (f"# Verdict: {name}\n\n"
-            f"{stats['n_queries']} questions, {len(stats['systems'])} systems, judge "
-            f"{', '.join(f'`{model}`' for model in models) or 'unknown'}; randomized Tukey HSD with "
-            f"B = {stats['b']}, alpha = {stats['alpha']}, {int(round(100 * stats['ci_level']))}% "
-            "bootstrap CIs.")
+    return f", judge {', '.join(f'`{model}`' for model in models) or 'unknown'}"
+
+
+def _systems_and_tests(stats: dict, judge: str) -> str:
+    """The header's `6 systems, judge `m`; randomized Tukey HSD with B = ..., 95% bootstrap CIs.`"""
+    ci = f"{int(round(100 * stats['ci_level']))}%"
+    if len(stats["systems"]) == 1:
+        return f"1 system ({stats['systems'][0]}){judge}; {ci} bootstrap CIs from B = {stats['b']} resamples."
+    return (f"{len(stats['systems'])} systems{judge}; randomized Tukey HSD with B = {stats['b']}, alpha = "
+            f"{stats['alpha']}, {ci} bootstrap CIs.")
 
 
 def _left_out(layout: RunLayout) -> str:
@@ -133,6 +183,9 @@ def k_text(chunks: Sequence[int]) -> str:
 
 
 def _means_section(stats: dict, suites: dict[str, str]) -> str:
+    few = _few_questions_line(stats)
+    if len(stats["systems"]) == 1:
+        return _single_system_means(stats, suites) + (f"\n\n{few}" if few else "")
     systems, alpha = stats["systems"], stats["alpha"]
     header = "| metric | " + " | ".join(systems) + " | DP |"
     rule = "| --- | " + " | ".join("---" for _ in systems) + " | --- |"
@@ -147,7 +200,41 @@ def _means_section(stats: dict, suites: dict[str, str]) -> str:
     return ("## Means, 95% CIs and HSD groups\n\n"
             f"Per metric, systems sharing a letter are not significantly different (randomized Tukey HSD, "
             f"alpha = {alpha}); the highest mean gets `a`. DP: discriminative power, the share of system "
-            "pairs that differ significantly.\n\n" + "\n".join([header, rule, *rows]))
+            "pairs that differ significantly.\n\n" + "\n".join([header, rule, *rows])
+            + (f"\n\n{few}" if few else ""))
+
+
+def _single_system_means(stats: dict, suites: dict[str, str]) -> str:
+    (system,) = stats["systems"]
+    rows = [f"| {f'{metric} ({suites[metric]})' if metric in suites else metric} | "
+            f"{_cell(stats['per_metric'][metric], system, '')} |" for metric in stats["metrics"]]
+    return ("## Means and 95% CIs\n\n"
+            f"One system ({system}): the HSD groups, discriminative power and hypotheses compare systems and "
+            "need two or more.\n\n" + "\n".join([f"| metric | {system} |", "| --- | --- |", *rows]))
+
+
+def _few_questions_line(stats: dict) -> str:
+    """One line when a metric rests on fewer questions than can separate anything: for several systems,
+    fewer than the HSD needs to find any pair different (or MIN_QUESTIONS); for one system, fewer than
+    a night's paired comparison with its baseline needs (the same count as two systems')."""
+    k, alpha = len(stats["systems"]), stats["alpha"]
+    separate = questions_to_separate(max(k, 2), alpha)
+    needed = max(MIN_QUESTIONS, separate)
+    few = {metric: stats["per_metric"][metric]["n_used"] for metric in stats["metrics"]
+           if 0 < stats["per_metric"][metric]["n_used"] < needed}
+    if not few:
+        return ""
+    listed = ", ".join(f"{metric} ({n})" for metric, n in few.items())
+    if k == 1:
+        why = (f"95% CIs from so few are rough, and a night compared with its baseline (`ccrs nightly`) "
+               f"cannot show a significant drop on fewer than {separate}")
+    elif min(few.values()) < separate:
+        why = (f"with {k} systems the HSD cannot find any pair different at alpha = {alpha} on fewer than "
+               f"{separate}")
+    else:
+        why = "their 95% CIs and HSD groups rest on too few questions to be trusted"
+    return (f"**Too few questions:** {listed} rest on fewer than {needed} questions each: {why}; "
+            "`ccrs plan power` says how many questions a difference needs.")
 
 
 def _cell(block: dict, system: str, letters: str) -> str:
@@ -158,42 +245,9 @@ def _cell(block: dict, system: str, letters: str) -> str:
     return f"{mean:.2f} [{_number(low)}, {_number(high)}] {letters}".rstrip()
 
 
-def _judge_noise_section(stats: dict) -> str:
-    """Per metric judged more than once per answer (judge.repeats): the judge's reliability, its noise and
-    the HSD verdicts that a single repeat would have changed (stats.json per_metric[M].judge_noise)."""
-    noisy = {metric: stats["per_metric"][metric].get("judge_noise") for metric in stats["metrics"]
-             if "judge_noise" in stats["per_metric"][metric]}
-    if not noisy:
-        return ""
-    rows, flaky = [], []
-    for metric, noise in noisy.items():
-        if noise is None:
-            rows.append(f"| {metric} | | n/a | | | | fewer than 2 questions with every repeat |")
-            continue
-        low, high = noise["reliability_ci95"]
-        pairs = noise["flaky_pairs"]
-        stable = round(noise["stable_share"] * len(noise["pair_verdicts"]))
-        rows.append(f"| {metric} | {noise['n_repeats']} | {noise['reliability']:.2f} [{_number(low)}, "
-                    f"{_number(high)}] | {noise['reliability_one_judgment']:.2f} | "
-                    f"{100 * noise['residual_share']:.0f}% | {stable}/{len(noise['pair_verdicts'])} | "
-                    f"{', '.join(f'{a} vs {b}' for a, b in pairs) or '-'} |")
-        flaky += [f"{a} vs {b} ({metric})" for a, b in pairs]
-    text = ("## Judge noise\n\n"
-            "Each answer was judged several times; the statistics above use the repeat-averaged scores. "
-            "Reliability: the share of the system x question variation (the noise the HSD weighs each "
-            "difference against) that is real rather than judge noise, for the mean of the repeats and for "
-            "one judgment (1 = a judge without noise; docs/judge-trust.md). Judge noise: its share of one "
-            "judgment's variance. Stable: HSD pair verdicts that every repeat alone reproduces.\n\n"
-            "| metric | repeats | reliability [95% CI] | one judgment | judge noise | stable "
-            "| flaky pairs |\n| --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
-    if flaky:
-        text += (f"\n\n**Flaky:** {', '.join(flaky)}: at least one repeat alone gives another verdict than "
-                 "the average, so the verdict rests on the judge's noise; more repeats or more questions "
-                 "(`ccrs plan power --pilot`) make it firm.")
-    return text
-
-
 def _hypotheses_section(stats: dict, config: dict) -> str:
+    if len(stats["systems"]) == 1:
+        return ""  # the means section's line says that hypotheses need two or more systems
     results = stats.get("hypotheses") or {}
     if not results:
         return ("## Hypotheses\n\nNone stated (set `stats.hypotheses` in the run config; `ccrs evaluate` and "
@@ -226,44 +280,67 @@ def _failures_section(failures: dict | None) -> str:
             + "\n".join(rows))
 
 
+def _unscored_summary(layout: RunLayout, config: dict, failures: dict | None, judges: dict[str, dict],
+                      sections: Sequence[VerdictSection] = (), inputs: VerdictInputs | None = None) -> str:
+    """The verdict of a run in which no judgment has a score (every one failed): what failed, the most
+    common reasons and what the judge replied, instead of statistics there is nothing to compute from."""
+    from tasks.failures import failed_replies, judge_failure_reasons, unscored_line
+
+    headline = unscored_line(failures) if failures else "no judgment has a score: no statistics"
+    reasons = judge_failure_reasons(failures) if failures else []
+    core = [
+        ("headline", f"# Verdict: {config.get('name', 'run')}\n\n**{headline[0].upper() + headline[1:]}.** "
+         "The judge's replies below say why; a judge that answers in prose rather than marks needs other "
+         "judge settings (docs/judges.md: judge.scoring, structured output) or another judge model."),
+        ("failures", _failures_section(failures)),
+        ("reasons", "## Most common reasons\n\n| reason | judgments |\n| --- | --- |\n"
+         + "\n".join(f"| {_escape(reason)} | {count} |" for reason, count in reasons) if reasons else ""),
+        ("replies", _replies_section(failed_replies(_all_judgments(layout)))),
+        ("judge", _judges_section(judges)),
+    ]
+    return _joined(core, sections, inputs or VerdictInputs({}, config, layout, judges))
+
+
+def _replies_section(replies) -> str:
+    if replies.empty:
+        return ""
+    rows = [f"| {row.query_id} | {row.system} | {row.metric} | {_escape(row.reason or '')} | "
+            f"{_escape(row.raw) or '(empty)'} |" for row in replies.itertuples()]
+    return ("## The judge's replies\n\nA few failed judgments and what the judge replied (every reply: "
+            "`judge_<suite>/judgments.parquet`, column `raw`; the MLflow run's per-sample table).\n\n"
+            "| question | system | metric | reason | reply |\n| --- | --- | --- | --- | --- |\n"
+            + "\n".join(rows))
+
+
 def _judges_section(judges: dict[str, dict]) -> str:
     if not judges:
         return ""
     rows = [f"| {suite} | {summary.get('judge_model', '?')} | {summary.get('prompt_version', '?')} | "
             f"{_scoring(summary.get('scoring_counts'))} |" for suite, summary in judges.items()]
-    repeated = [f"{suite} {summary['repeats']}" for suite, summary in judges.items()
-                if summary.get("repeats")]
-    repeats = f"\n\nRepeated judgments (judge.repeats): {'; '.join(repeated)}." if repeated else ""
     return ("## Judge\n\n| suite | judge model | prompt version | scores (judge.scoring) |\n"
-            "| --- | --- | --- | --- |\n" + "\n".join(rows) + repeats)
-
-
-def _probes_section(layout: RunLayout, config: dict) -> str:
-    """The judge bias probes of a run whose config asks for them (`probes:`, tasks/bias_probes.py)."""
-    if not config.get("probes") or not layout.probe_report.exists():
-        return ""
-    from tasks.bias_probes import probes_markdown
-
-    return probes_markdown(json.loads(layout.probe_report.read_text()))
-
-
-def _calibration_section(layout: RunLayout, config: dict) -> str:
-    """The calibration gate's outcome (`judge.preflight`, tasks/calibration.py), a warning when it failed."""
-    from tasks.calibration import calibration_section, read_preflight
-
-    preflight = read_preflight(layout.root, (config.get("judge") or {}).get("preflight"))
-    return calibration_section(preflight) if preflight is not None else ""
+            "| --- | --- | --- | --- |\n" + "\n".join(rows))
 
 
 def _scoring(counts: dict[str, int] | None) -> str:
     """How the ok judgments were scored: `expected 238, integer_fallback 2` (docs/judges.md)."""
-    return ", ".join(f"{kind} {n}" for kind, n in counts.items()) if counts else "?"
+    if counts is None:
+        return "?"
+    return ", ".join(f"{kind} {n}" for kind, n in counts.items()) or "none (no judgment scored)"
 
 
 # --- inputs ------------------------------------------------------------------------------------------
 
 def _read_json(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def _all_judgments(layout: RunLayout):
+    import pandas as pd
+
+    frames = [pd.read_parquet(layout.judgments(suite)) for suite in layout.judged_suites()
+              if layout.judgments(suite).exists()]
+    columns = ["query_id", "system", "metric", "status", "reason", "raw"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
 def _judge_summaries(layout: RunLayout) -> dict[str, dict]:

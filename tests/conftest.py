@@ -158,6 +158,18 @@ def sample_field(value):
     return value
 
 
+def bioasq_sample(snippets: int = 3):
+    """A judge `Sample` of the first BioASQ question: its ideal answer as both the response and the ground
+    truth, its first gold snippets as the context (system "A")."""
+    from judges.suite import Sample
+
+    question = bioasq_questions(1)[0]
+    ideal = sample_field(question["ideal_answer"])
+    answer = ideal[0] if isinstance(ideal, list) else str(ideal)
+    context = [s["text"] for s in sample_field(question["snippets"])][:snippets]
+    return Sample(question["id"], "A", question["body"], answer, answer, context)
+
+
 def write_bioasq_inputs(directory: Path, limit: int = 4, chunks_per_query: int = 5) -> tuple[Path, Path]:
     """queries.parquet and retrieved.parquet in the retrieval stage's schema, from real BioASQ questions.
 

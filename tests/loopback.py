@@ -35,3 +35,40 @@ class LoopbackServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class JudgeProxy(LoopbackServer):
+    """An OpenAI-compatible endpoint in front of a real one (the session's vLLM server) that behaves as
+    other APIs do: a request carrying one of the `refused` fields is answered with HTTP 400, as OpenAI's
+    API answers an unrecognized argument; with `logprobs=False` every reply comes without log-probabilities,
+    as from servers that ignore the request for them. `bodies`: every chat request it received."""
+
+    def __init__(self, upstream: str, refused: tuple[str, ...] = (), logprobs: bool = True):
+        import httpx
+
+        bodies: list[dict] = []
+
+        class Handler(JsonHandler):
+            def do_GET(self):  # noqa: N802
+                response = httpx.get(f"{upstream}{self.path.removeprefix('/v1')}", timeout=60)
+                self.send_json(response.status_code, response.content)
+
+            def do_POST(self):  # noqa: N802
+                body = self.read_json()
+                bodies.append(body)
+                unknown = [key for key in refused if key in body]
+                if unknown:
+                    message = f"Unrecognized request argument supplied: {unknown[0]}"
+                    self.send_json(400, {"error": {"message": message, "type": "invalid_request_error"}})
+                    return
+                response = httpx.post(f"{upstream}{self.path.removeprefix('/v1')}", json=body, timeout=120)
+                if logprobs or response.status_code != 200:
+                    self.send_json(response.status_code, response.content)
+                    return
+                reply = response.json()
+                for choice in reply.get("choices", []):
+                    choice["logprobs"] = None
+                self.send_json(200, reply)
+
+        super().__init__(Handler, "/v1")
+        self.bodies = bodies

@@ -276,16 +276,64 @@ def test_no_private_names_across_packages():
 # The Ray stages of tasks/: each reads its inputs from files (RunLayout) and none imports another; what
 # two stages share lives below them (retrievers/, judges/, infra/) or in tasks' non-stage modules (e.g.
 # tasks.tracking, the MLflow logging the track stage and the tools use; tasks.gqm_report).
-STAGE_MODULES = frozenset({"tasks.retrieval_stages", "tasks.generate", "tasks.outputs", "tasks.judge",
-                           "tasks.reduce", "tasks.track"})
+PIPELINE = REPO / "pipelines" / "pipeline.py"
+
+
+def core_stage_modules() -> frozenset[str]:
+    """The modules of tasks/ whose stage functions (`run_*`) the pipeline composes."""
+    return frozenset(imp.target for imp in imports_of(PIPELINE) if top(imp.target) == "tasks"
+                     and any(name.startswith("run_") for name in imp.names))
+
+
+def extension_stage_modules() -> frozenset[str]:
+    """The module of tasks/ that runs each registered run extension's stage (pipelines/extensions/)."""
+    from pipelines.extensions import extensions
+
+    return frozenset(extension.stage.code[0] for extension in extensions().values()
+                     if extension.stage is not None and top(extension.stage.code[0]) == "tasks")
+
+
+def stage_modules() -> frozenset[str]:
+    return core_stage_modules() | extension_stage_modules()
+
+
+def test_the_stage_modules_come_from_the_pipeline_and_the_extension_registry():
+    """No hand list: the pipeline's core stages and the extensions' stages, among them every module of
+    tasks/ that writes a stage folder (calls tasks.stage.run_stage)."""
+    writers = {module_name(path) for path in source_files(REPO, ("tasks",))
+               if module_name(path) != "tasks.stage" and any(
+                   isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_stage"
+                   for node in ast.walk(ast.parse(path.read_text())))}
+    assert {"tasks.judge", "tasks.reduce", "tasks.track"} <= core_stage_modules()
+    assert {"tasks.calibration", "tasks.bias_probes"} <= extension_stage_modules()
+    unknown = writers - stage_modules()
+    assert not unknown, f"modules writing a stage folder, neither composed nor registered: {sorted(unknown)}"
+
+
+# Stage -> stage edges that are being removed: the calibration gate and the probes still judge through the
+# judge stage's judge_suite/load_samples; they go with the one judge session outside the judge stage module
+# (issue 34 item 3). The list may only shrink: an edge that is gone must be taken out of it.
+PENDING_STAGE_EDGES = frozenset({("tasks.calibration", "tasks.judge"), ("tasks.bias_probes", "tasks.judge")})
+
+
+def stage_edges() -> dict[tuple[str, str], list[str]]:
+    modules, stages = project_modules(), stage_modules()
+    edges: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for imp in all_imports():
+        if imp.importer in stages:
+            for target in targets(imp, modules):
+                if target in stages - {imp.importer}:
+                    edges[(imp.importer, target)].append(f"{imp.where}: {imp.importer} imports the stage "
+                                                         f"{target} ({imp.statement})")
+    return edges
 
 
 def test_no_stage_imports_another_stage():
-    modules = project_modules()
-    violations = [f"{imp.where}: {imp.importer} imports the stage {target} ({imp.statement})"
-                  for imp in all_imports() if imp.importer in STAGE_MODULES
-                  for target in targets(imp, modules) if target in STAGE_MODULES - {imp.importer}]
+    edges = stage_edges()
+    violations = [line for edge, lines in edges.items() if edge not in PENDING_STAGE_EDGES for line in lines]
     assert not violations, _report("stage importing a stage", violations)
+    gone = sorted(PENDING_STAGE_EDGES - edges.keys())
+    assert not gone, f"take these edges out of PENDING_STAGE_EDGES, they are gone: {gone}"
 
 
 def test_no_command_imports_the_cli_back():
@@ -444,6 +492,7 @@ def test_every_command_takes_the_llm_endpoint_as_llm_base_url():
         parser = argparse.ArgumentParser(prog=f"ccrs {name}")
         importlib.import_module(module_name).add_arguments(parser, name)
         for action in _actions(parser):
-            if action.dest in ENDPOINT_DESTS and "--llm-base-url" not in action.option_strings:
+            shown = action.help != argparse.SUPPRESS  # not an old spelling kept one release
+            if action.dest in ENDPOINT_DESTS and "--llm-base-url" not in action.option_strings and shown:
                 missing.append(f"ccrs {name}: {'/'.join(action.option_strings)} (dest {action.dest})")
     assert not missing, "commands taking an LLM endpoint without --llm-base-url:\n" + "\n".join(missing)

@@ -11,6 +11,9 @@
 #   CCRS_NIGHTLY_OUTPUTS  outputs files of your own systems to evaluate instead of running the pipeline
 #   CCRS_NOTIFY_URL       alert webhook (Slack-compatible), read by name, never printed
 #   MLFLOW_TRACKING_URI   one store for the run and the gate (default: sqlite:///<repo>/mlflow.db)
+#   RAY_ADDRESS           the head (default auto: the head on this machine, whose token Ray finds in
+#                         ~/.ray/auth_token; an explicit address also needs RAY_AUTH_MODE=token and
+#                         that token: docs/cluster.md)
 # Extra arguments are passed to `ccrs nightly` (e.g. --llm-base-url URL, --max-failure-rate 0.02).
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -22,19 +22,18 @@ import pyarrow as pa
 
 from infra.serving import ServedModel
 from judges.client import ChatRequest
-from judges.config import RepeatOptions
-from judges.repeats import plan_units
+from judges.repeats import planned_judge_units
 from judges.readers import extractive_answer, fit_chunks, generation_prompt
 from judges.suite import JudgeSuite, Sample, get_suite
 from judges.tokens import CHARS_PER_TOKEN_FALLBACK, splits_numbers, token_counter, token_ids
-from pipelines.config import RESOURCE_ROOT, RunConfig, unit_tests_path
+from pipelines.config import RESOURCE_ROOT, RunConfig
+from pipelines.extensions import PlannedCalls, planned_calls
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 from infra.models import default_tokenizer
-from tasks.calibration import load_preflight_tests, preflight_requests
 from tasks.generate import RETRIEVER_ORDER, system_label
 from tasks.judge import judge_counter, parse_exact_answers
-from tasks.layout import PREFLIGHT_STAGE, RunLayout
+from tasks.layout import RunLayout
 
 DEFAULT_MFU = 0.3
 # vLLM's default KV-cache block (only whole blocks are reused from the prefix cache): 16 tokens on GPUs,
@@ -269,7 +268,13 @@ def continuation_prompt(prompt: str, reply: str | None) -> str:
     return f"{prompt}\n\n{reply[:digit + 1] if digit is not None else '5'}"
 
 
-def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
+def judge_stages(config: RunConfig, samples: list[Sample],
+                 planned: list[tuple[str, str | None, PlannedCalls]] | None = None) -> list[StageCost]:
+    """Per judge suite, the units the judge stage plans of each sample (planned_judge_units), their prompts
+    metered; `planned`: the run extensions' planned calls (pipelines.extensions.planned_calls), whose notes
+    on the judge stages' calls are added."""
+    extension_notes = [calls.judge_note for _, _, calls in (planned_calls(config) if planned is None
+                                                             else planned) if calls.judge_note]
     judge = config.judge
     count = judge_counter(judge)
     tokenizer = judge.tokenizer or default_tokenizer(judge.model)
@@ -282,7 +287,7 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
         notes: list[str] = []
         continued: tuple[int, str] | None = None  # (requests, why) once a request asks for expected marks
         for sample in samples:
-            for unit in plan_units(suite, sample, judge, config.client.seed, count, judge.repeats):
+            for unit in planned_judge_units(suite, sample, judge, config.client.seed, count):
                 calls += 1
                 request = suite.single_request(unit, judge)
                 if request is None:
@@ -300,8 +305,7 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
                     calls, output = calls + extra, output + extra
         if continued:
             notes.append(f"{name}: scoring: expected; {continued[1]}")
-        if judge.repeats.repeated:
-            notes.append(repeats_note(name, judge.repeats))
+        notes += [f"{name}: {note}" for note in extension_notes]
         if not modelled:
             notes.append(f"{name}: its calls depend on each other's replies; counted are its units (at least "
                           "one call each), not their tokens")
@@ -311,35 +315,17 @@ def judge_stages(config: RunConfig, samples: list[Sample]) -> list[StageCost]:
     return costs
 
 
-def preflight_stage(config: RunConfig) -> StageCost:
-    """The calibration gate (`judge.preflight`): every call its unit tests can ask (the GroUSE requests of
-    tasks.calibration.preflight_requests), counted through the judge's tokenizer and prefix cache model,
-    replies at their budgets. Paid once per judge model + prompt version: later runs find the replies in
-    the judgment cache."""
-    judge, options = config.judge, config.judge.preflight
-    tests = load_preflight_tests(unit_tests_path(options.tests))
+def extension_stage(config: RunConfig, stage: str, planned: PlannedCalls) -> StageCost:
+    """A run extension's own judge calls (its planned requests), counted through the judge's tokenizer and
+    prefix cache model, replies at their budgets; they do not grow with the run's questions."""
+    judge = config.judge
     tokenizer = judge.tokenizer or default_tokenizer(judge.model)
     meter = PromptMeter(tokenizer, kv_block_tokens(config, judge.model))
-    requests = preflight_requests(tests, judge, config.client.seed)
-    for request in requests:
+    for request in planned.requests:
         meter.add("\n\n".join(m["content"] for m in request.messages))
-    bound = " at most (its gates skip some)" if options.protocol == "pipeline" else ""
-    note = (f"{PREFLIGHT_STAGE}: judge.preflight, {meter.prompts} GroUSE calls{bound} "
-            f"(protocol {options.protocol}); paid once per judge model + prompt version, later runs are "
-            "answered by the judgment cache; replies counted at their budgets")
-    return StageCost(PREFLIGHT_STAGE, judge.model, len(requests), meter.sent, meter.computed,
-                     sum(r.max_tokens for r in requests), model_parameters(judge.model), notes=[note])
-
-
-def repeats_note(suite: str, repeats: RepeatOptions) -> str:
-    """What judge.repeats does to a judge stage's cost (its units are planned k times, as the stage does)."""
-    if repeats.mode == "sample":
-        how = ("the same prompts again at a temperature: their prompt tokens are sent k times and mostly "
-               "served from the prefix cache, their replies are k times the tokens")
-    else:
-        how = ("repeat 0 as usual, the others with the context's chunks in another order: a reordered "
-               "context is computed again")
-    return f"{suite}: judge.repeats k = {repeats.k}, mode {repeats.mode}: {repeats.k} x the calls; {how}"
+    return StageCost(stage, judge.model, len(planned.requests), meter.sent, meter.computed,
+                     sum(r.max_tokens for r in planned.requests), model_parameters(judge.model),
+                     notes=[planned.note] if planned.note else [])
 
 
 # --- scaling and hardware -------------------------------------------------------------------------------
@@ -394,16 +380,19 @@ def cost_plan(config: RunConfig, questions: int | None = None, sample_size: int 
     reader_costs, samples = reader_stage(config, pilot)
     factor = n / len(pilot.queries)
     served = {m.model_id: m for m in config.serving.models}
-    stages = [add_hardware(scaled(c, factor), served, mfu)
-              for c in reader_costs + judge_stages(config, samples)]
-    if config.judge.preflight is not None:  # its calls do not grow with the questions
-        stages.insert(len(reader_costs), add_hardware(preflight_stage(config), served, mfu))
+    planned = planned_calls(config)
+    own = [(at == "before_judge", add_hardware(extension_stage(config, stage, calls), served, mfu))
+           for stage, at, calls in planned if calls.requests]  # their calls do not grow with the questions
+    judging = [add_hardware(scaled(c, factor), served, mfu) for c in judge_stages(config, samples, planned)]
+    stages = ([add_hardware(scaled(c, factor), served, mfu) for c in reader_costs]
+              + [cost for before, cost in own if before] + judging
+              + [cost for before, cost in own if not before])
     return {"config": config.name, "questions": n, "systems": len(samples) // len(pilot.queries),
             "serving_profile": config.serving.profile, "mfu": mfu,
             "calibration": {"dataset": pilot.dataset, "questions": len(pilot.queries),
                             "chunker": pilot.chunker},
             "stages": [asdict(c) for c in stages], "totals": totals(stages),
-            "assumptions": assumptions(config, mfu)}
+            "assumptions": assumptions(config, mfu, planned)}
 
 
 def totals(stages: list[StageCost]) -> dict[str, Any]:
@@ -423,10 +412,11 @@ def totals(stages: list[StageCost]) -> dict[str, Any]:
             if by_stage and all(c.tokens_modelled for c in stages) else None}
 
 
-def assumptions(config: RunConfig, mfu: float) -> list[str]:
+def assumptions(config: RunConfig, mfu: float,
+                planned: list[tuple[str, str | None, PlannedCalls]] = ()) -> list[str]:
     return [
         "calls: every (question, system) is judged once per unit of its suite's plan()"
-        + (f", {config.judge.repeats.k} times (judge.repeats)" if config.judge.repeats.repeated else "")
+        + "".join(calls.calls_clause for _, _, calls in planned)
         + "; re-asks after an invalid reply and transport retries are not counted (each re-ask resends the "
         "prompt plus the reply)",
         "prompts: calibrated on the sample's questions, reference answers and passages, chunked with the "

@@ -21,12 +21,12 @@ from judges.config import ClientConfig, JudgeConfig
 from judges.grouse_unit_tests import UnitTest
 from judges.suite import Judgment, Sample
 from pipelines.config import REPO_ROOT
+from tasks.judge import JudgeSession
 from tasks.calibration import (
     PROTOCOLS,
     TestOutcome,
     failing_cases,
     failure_mode_table,
-    judge_through_stage,
     pass_rates,
     plot_matrix,
     run_grouse_tests,
@@ -104,9 +104,9 @@ def run_ccrs_calibration(tests: list[UnitTest], judge: JudgeConfig, client: LLMC
 
 def judge_needed(pairs: list[tuple[UnitTest, UnitTest, str]], tests: list[UnitTest], judge: JudgeConfig,
                  client: LLMClient, client_cfg: ClientConfig | None) -> dict[tuple[str, str], Judgment]:
-    """{(test_id, metric): judgment} for every test and metric the pairs compare, through the judge stage's
-    `judge_suite` (CCRS suite), one call per metric with that metric selected: each needed judgment is
-    asked once, and no other."""
+    """{(test_id, metric): judgment} for every test and metric the pairs compare, through a CCRS
+    `JudgeSession` asking in this process, one call per metric with that metric selected: each needed
+    judgment is asked once, and no other."""
     ground_truth = {t.set_id: t.answer for t in tests if t.test_type == 1}
     by_id = {t.test_id: t for t in tests}
     needed: dict[str, set[str]] = {}
@@ -116,8 +116,8 @@ def judge_needed(pairs: list[tuple[UnitTest, UnitTest, str]], tests: list[UnitTe
     for metric, test_ids in needed.items():
         samples = [_ccrs_input(by_id[i], ground_truth[by_id[i].set_id]) for i in sorted(test_ids)]
         one_metric = judge.model_copy(update={"ccrs": judge.ccrs.model_copy(update={"metrics": [metric]})})
-        for test_id, [judgment] in judge_through_stage(SUITE_CCRS, samples, one_metric, client,
-                                                       client_cfg).items():
+        session = JudgeSession.of(SUITE_CCRS, one_metric, client_cfg, llm=client)
+        for test_id, [judgment] in session.by_sample(samples)[0].items():
             judged[(test_id, metric)] = judgment
     return judged
 

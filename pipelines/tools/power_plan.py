@@ -66,6 +66,9 @@ def plan_power(scores: pd.DataFrame, metrics: list[str] | None, delta: float, po
     unknown = [m for m in chosen if m not in cube.metrics]
     if unknown:
         raise StatsInputError(f"metric(s) {unknown} not in the pilot; it has {list(cube.metrics)}")
+    if len(cube.systems) < 2:  # a valid run (issue 33), but no difference between systems to plan for
+        raise StatsInputError("power planning compares systems: the pilot holds one "
+                              f"({', '.join(cube.systems)})")
     per_metric = {}
     for index, metric in enumerate(chosen):
         matrix = cube.metric_matrix(metric)

@@ -5,10 +5,18 @@ Which baseline: `previous` is the most recent earlier run of the same config (ta
 ad hoc (`ccrs.adhoc`), that was accepted (`regression.status` pass, baseline or accepted), or the first
 such run; `RUN_ID` and `tag:NAME` (the run tagged `ccrs.baseline=NAME`) name one. Comparable means the same
 judge model, prompt versions, scoring mode and metric set (tags written by the pipeline). Every outcome is
-a status with its exit code (STATUSES) and lands on the run as `regression.status`."""
+a status with its exit code (STATUSES) and lands on the run as `regression.status`.
+
+What moved: for every regressed cell (or, with `show_moves`, every cell) the questions whose score moved
+most, with both nights' answers, judge replies and scores (`question_moves`, a pure function of two
+`sample_view` frames), in the report, as the MLflow table `regression/moves.json` and in the alert. Both
+runs' judgments and answers are read from their logged artifacts, or from the run folder where the run's
+own folder is on this machine. Systems only one of the two runs holds are named and left out."""
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,15 +24,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from infra.console import say
 from stats.multiple import holm_adjust
 from stats.paired import paired_randomization_test
 from stats.power import paired_minimum_detectable_difference
-from tasks.repeats import REPEAT_COLUMN, mean_over_repeats
 from tasks.calibration import STOP_EXIT_CODE
+from tasks.layout import RunLayout
+from tasks.repeats import REPEAT_COLUMN, SAMPLE_KEYS, mean_over_repeats
+from tasks.stage import read_manifest
+from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT, RAW_REPLY_MAX_CHARS
 
 MDD_POWER = 0.8
 
 JUDGMENTS_ARTIFACT = "samples/judgments.parquet"
+MOVES_ARTIFACT = "regression/moves.json"  # an MLflow table, as the per-sample table (tasks/tracking.py)
+MOVES_PER_CELL = 5  # questions listed per regressed cell unless --show-moves N says otherwise
+ALERT_MOVES = 3  # the largest drops named in the alert's text
+ALERT_FIELD_CHARS = 300  # an answer or judge reply in the alert's `moves` (the MLflow table has them whole)
+MARKDOWN_TEXT_CHARS = 160  # an answer or judge reply in the report's tables; the MLflow table keeps more
+MOVE_COLUMNS = ["system", "metric", "rank", "query_id", "question", "score_baseline", "score_run", "move",
+                "answer_baseline", "answer_run", "judge_baseline", "judge_run"]
 
 
 MDD_NOTE = ("mdd: the minimum detectable difference of each cell, the smallest drop that its n questions "
@@ -60,6 +79,7 @@ class GateOptions:
     seed: int = 0
     max_failure_rate: float = 0.05
     allow_judge_change: bool = False
+    show_moves: int | None = None  # None: MOVES_PER_CELL movers of each regressed cell; N: of every cell
 
 
 @dataclass(frozen=True)
@@ -76,17 +96,25 @@ class RegressionReport:
     failure_rate: float = 0.0
     differing: dict = field(default_factory=dict)
     experiment: str = ""
+    moves: pd.DataFrame | None = None  # question_moves of the listed cells (None when nothing was compared)
+    unpaired: dict = field(default_factory=dict)  # {"run_only": [...], "baseline_only": [...]} systems
 
     @property
     def exit_code(self) -> int:
         return STATUSES[self.status]
 
     def regressed_cells(self) -> list[str]:
-        if self.table is None:
-            return []
-        rows = self.table[self.table["verdict"] == "regression"]
         return [f"{r.system}/{r.metric} ({r.diff:+.3f}, adjusted p {r.adjusted_p:.4f})"
-                for r in rows.itertuples()]
+                for r in self._regressed_rows().itertuples()]
+
+    def regressed_pairs(self) -> list[tuple[str, str]]:
+        rows = self._regressed_rows()
+        return list(zip(rows["system"], rows["metric"]))
+
+    def _regressed_rows(self) -> pd.DataFrame:
+        if self.table is None:
+            return pd.DataFrame(columns=["system", "metric", "diff", "adjusted_p"])
+        return self.table[self.table["verdict"] == "regression"]
 
 
 # --- which runs ------------------------------------------------------------------------------------------
@@ -147,10 +175,48 @@ def differing_settings(current, baseline) -> dict[str, tuple[str, str]]:
 
 
 
-def _judgments(client, run_id: str, work: Path) -> pd.DataFrame:
-    """Every judgment of the run (failures included)."""
-    path = client.download_artifacts(run_id, JUDGMENTS_ARTIFACT, str(work / run_id))
-    return pd.read_parquet(path)
+def _judgments(client, run, work: Path) -> pd.DataFrame:
+    """Every judgment of the run (failures included): its logged artifact, else its own run folder."""
+    run_id = run.info.run_id
+    try:
+        return pd.read_parquet(client.download_artifacts(run_id, JUDGMENTS_ARTIFACT, str(work / run_id)))
+    except Exception as exc:  # noqa: BLE001 - MLflow raises many types for a missing artifact
+        layout = _own_run_folder(run)
+        if layout is None:
+            raise RegressionError(f"run {run_id} has no {JUDGMENTS_ARTIFACT} in MLflow ({type(exc).__name__})"
+                                  " and its run folder is not on this machine: nothing to compare") from exc
+        return pd.concat([pd.read_parquet(layout.judgments(suite)) for suite in layout.judged_suites()],
+                         ignore_index=True)
+
+
+def _answers(client, run, work: Path) -> pd.DataFrame | None:
+    """(query_id, system, answer, question) of the run: its logged per-sample table, else its own run
+    folder; None when neither is at hand (the moves then show scores and judge replies only)."""
+    run_id = run.info.run_id
+    try:
+        path = client.download_artifacts(run_id, PER_SAMPLE_TABLE_ARTIFACT, str(work / run_id))
+        table = json.loads(Path(path).read_text())
+        return pd.DataFrame(table["data"], columns=table["columns"])
+    except Exception:  # noqa: BLE001 - a run logged before the table existed, or a store that lost it
+        layout = _own_run_folder(run)
+        if layout is None or not layout.generations.exists():
+            return None
+        answers = pd.read_parquet(layout.generations, columns=["query_id", "system", "answer"])
+        questions = pd.read_parquet(layout.queries, columns=["query_id", "text"])
+        return answers.merge(questions.rename(columns={"text": "question"}), on="query_id", how="left")
+
+
+def _own_run_folder(run) -> RunLayout | None:
+    """The run folder (tag ccrs.run_dir) when this machine has it and it still holds this run: a night
+    reuses its folder, so after a later night it holds that night's outputs (its track stage names the
+    MLflow run it logged)."""
+    folder = run.data.tags.get("ccrs.run_dir")
+    if not folder:
+        return None
+    layout = RunLayout(Path(folder))
+    manifest = read_manifest(layout.track_dir) if layout.track_dir.is_dir() else None
+    logged = ((manifest or {}).get("summary") or {}).get("run_id")
+    return layout if logged == run.info.run_id else None
 
 
 def scored(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -189,6 +255,139 @@ def paired_table(current: pd.DataFrame, baseline: pd.DataFrame, alpha: float, b:
     return table[[c for c in table.columns if c != "mdd"] + ["mdd"]]
 
 
+# --- what moved, question by question (pure: frames in, frames out) --------------------------------------
+
+def unpaired_systems(run: pd.DataFrame, baseline: pd.DataFrame) -> dict[str, list[str]]:
+    """The systems of two runs' judgments (or scores) that only one of them holds: {"run_only": [...],
+    "baseline_only": [...]}, each sorted; both empty when the runs hold the same systems."""
+    ours, theirs = set(run["system"]), set(baseline["system"])
+    return {"run_only": sorted(ours - theirs), "baseline_only": sorted(theirs - ours)}
+
+
+def unpaired_line(unpaired: dict[str, list[str]]) -> str:
+    """One line naming the systems left out of the comparison; "" when there are none."""
+    labels = {"run_only": "only in this run", "baseline_only": "only in the baseline"}
+    parts = [f"{label}: {', '.join(unpaired[key])}" for key, label in labels.items() if unpaired.get(key)]
+    return f"Systems not compared ({'; '.join(parts)})." if parts else ""
+
+
+def sample_view(judgments: pd.DataFrame, answers: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per scored (question, system, metric) of a run: `score` as the gate pairs it (`scored`: the
+    mean of the scored repeats), `judge` what the judge said (each judgment's raw reply, or its status and
+    reason; with judge.repeats one line per repeat, `[r]` first) and, from `answers` (query_id, system,
+    answer and perhaps question), the answer and the question ("" where not at hand)."""
+    said = judgments.assign(judge=[_judge_said(row) for row in judgments.itertuples()])
+    notes = said.groupby(list(SAMPLE_KEYS), sort=False)["judge"].agg("\n".join).reset_index()
+    view = scored(judgments).merge(notes, on=list(SAMPLE_KEYS), how="left")
+    if answers is None:
+        answers = pd.DataFrame(columns=["query_id", "system", "answer", "question"])
+    columns = [c for c in ("answer", "question") if c in answers.columns]
+    view = view.merge(answers[["query_id", "system", *columns]].drop_duplicates(["query_id", "system"]),
+                      on=["query_id", "system"], how="left")
+    for column in ("answer", "question"):
+        view[column] = view[column].fillna("").astype(str) if column in view else ""
+    return view
+
+
+def _judge_said(row) -> str:
+    """One judgment's reply (cut at RAW_REPLY_MAX_CHARS), its status and reason where it is not ok."""
+    repeat = getattr(row, REPEAT_COLUMN, None)
+    label = "" if repeat is None or pd.isna(repeat) else f"[{int(repeat)}] "
+    raw = getattr(row, "raw", None)
+    raw = raw.strip()[:RAW_REPLY_MAX_CHARS] if isinstance(raw, str) else ""
+    reason = getattr(row, "reason", None)
+    status = "" if row.status == "ok" else f"({row.status}: {reason})" if reason else f"({row.status})"
+    return label + " ".join(part for part in (raw, status) if part)
+
+
+def question_moves(run: pd.DataFrame, baseline: pd.DataFrame, cells: list[tuple[str, str]] | None,
+                   top: int) -> pd.DataFrame:
+    """The `top` questions of each cell (system, metric) whose score moved most from `baseline` to `run`
+    (two `sample_view` frames; questions scored in both, as the paired test pairs them): the largest
+    |move| first, a drop before a rise of the same size, then by query id; a question whose score did not
+    move is left out. `cells` None: every cell both runs hold. Columns MOVE_COLUMNS, cells in (system,
+    metric) order, `rank` 1.. within a cell."""
+    joined = baseline.merge(run, on=list(SAMPLE_KEYS), suffixes=("_baseline", "_run"))
+    joined["move"] = joined["score_run"] - joined["score_baseline"]
+    joined = joined[joined["move"].abs() > 1e-12]
+    if cells is not None:
+        joined = joined[_in_cells(joined, cells)]
+    joined = joined.assign(size=joined["move"].abs()).sort_values(
+        ["system", "metric", "size", "move", "query_id"], ascending=[True, True, False, True, True])
+    joined = joined.groupby(["system", "metric"], sort=False).head(max(top, 0))
+    joined["rank"] = joined.groupby(["system", "metric"], sort=False).cumcount() + 1
+    tonight = joined["question_run"]
+    joined["question"] = tonight.where(tonight != "", joined["question_baseline"])
+    return joined[MOVE_COLUMNS].reset_index(drop=True)
+
+
+def _in_cells(frame: pd.DataFrame, cells: list[tuple[str, str]]) -> np.ndarray:
+    wanted = set(cells)
+    return np.array([(system, metric) in wanted for system, metric in zip(frame["system"], frame["metric"])],
+                    dtype=bool)
+
+
+def moved_cells(table: pd.DataFrame, show_moves: int | None) -> tuple[list[tuple[str, str]] | None, int]:
+    """(cells, top) whose movers the report lists: every regressed cell's MOVES_PER_CELL by default; every
+    cell's N with --show-moves N."""
+    if show_moves is not None:
+        return None, show_moves
+    regressed = table[table["verdict"] == "regression"]
+    return list(zip(regressed["system"], regressed["metric"])), MOVES_PER_CELL
+
+
+def moves_markdown(moves: pd.DataFrame, table: pd.DataFrame, cells: list[tuple[str, str]] | None) -> str:
+    """The report's section: per listed cell, its movers with both nights' scores, answers and replies."""
+    listed = list(zip(table["system"], table["metric"])) if cells is None else cells
+    if not listed:
+        return ""
+    cell_rows = table.set_index(["system", "metric"])
+    parts = ["## What moved, question by question"]
+    for system, metric in listed:
+        cell = cell_rows.loc[(system, metric)]
+        rows = moves[(moves["system"] == system) & (moves["metric"] == metric)]
+        parts.append(f"### {system}/{metric}: {cell['diff']:+.3f} ({cell['verdict']}), "
+                     f"the {len(rows)} question(s) that moved most")
+        if rows.empty:
+            parts.append("No question's score moved.")
+            continue
+        shown = pd.DataFrame({
+            "question": [_short(q or i) for q, i in zip(rows["question"], rows["query_id"])],
+            "baseline": rows["score_baseline"].to_numpy(), "run": rows["score_run"].to_numpy(),
+            "move": rows["move"].to_numpy(),
+            "answer (baseline)": rows["answer_baseline"].map(_short),
+            "answer (run)": rows["answer_run"].map(_short),
+            "judge (baseline)": rows["judge_baseline"].map(_short),
+            "judge (run)": rows["judge_run"].map(_short)})
+        parts.append(shown.to_markdown(index=False, floatfmt=".3f"))
+    return "\n\n".join(parts)
+
+
+def alert_moves_text(moves: pd.DataFrame | None, regressed: list[tuple[str, str]]) -> str:
+    """The ALERT_MOVES largest drops of the regressed cells, for the alert's text ("" when none)."""
+    if moves is None or moves.empty or not regressed:
+        return ""
+    drops = moves[_in_cells(moves, regressed) & (moves["move"] < 0).to_numpy()]
+    drops = drops.sort_values(["move", "query_id"]).head(ALERT_MOVES)
+    items = [f'{row.system}/{row.metric} "{_one_line(row.question or row.query_id, 60)}" '
+             f'{row.score_baseline:.2f} -> {row.score_run:.2f} (answer now "{_one_line(row.answer_run, 60)}")'
+             for row in drops.itertuples()]
+    return "Largest drops: " + "; ".join(items) + "." if items else ""
+
+
+def _short(text: str) -> str:
+    """A markdown table cell: one line, `|` escaped."""
+    return _one_line(text, MARKDOWN_TEXT_CHARS).replace("|", "\\|")
+
+
+def _one_line(text: str, limit: int) -> str:
+    """`text` on one line, cut at `limit` characters; "(empty)" for no text."""
+    flat = " ".join(str(text).split())
+    if not flat:
+        return "(empty)"
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
 def gate(tracking_uri: str, experiment: str, run: str = "latest", baseline: str = "previous",
          options: GateOptions = GateOptions()) -> RegressionReport:
     """Check `run` against its baseline and tag it with the outcome (`regression.status`, `.baseline`)."""
@@ -202,27 +401,43 @@ def gate(tracking_uri: str, experiment: str, run: str = "latest", baseline: str 
     run_id = current.info.run_id
     base = pick_baseline(runs, current, baseline)
     with tempfile.TemporaryDirectory() as tmp:
-        judgments = _judgments(client, run_id, Path(tmp))
+        judgments = _judgments(client, current, Path(tmp))
         rate = failure_rate(judgments)
         report = _judge_the_run(client, current, base, judgments, rate, options, Path(tmp))
     report = RegressionReport(**{**report.__dict__, "experiment": experiment})
     client.set_tag(run_id, "regression.baseline", report.baseline_id or "none")
     client.set_tag(run_id, "regression.status", report.status)
     client.log_text(run_id, report.markdown, "regression/summary.md")
+    moves_logged = report.moves is not None and not report.moves.empty
+    if moves_logged:
+        mlflow.log_table(data=report.moves, artifact_file=MOVES_ARTIFACT, run_id=run_id)
     table = [] if report.table is None else report.table.to_dict(orient="records")
     client.log_text(run_id, json.dumps({"status": report.status, "baseline": report.baseline_id,
                                         "failure_rate": rate, "differing": report.differing,
-                                        "cells": table}, indent=2, default=str), "regression/summary.json")
+                                        "systems_not_compared": report.unpaired, "cells": table,
+                                        "moves": MOVES_ARTIFACT if moves_logged else None},
+                                       indent=2, default=str), "regression/summary.json")
     return report
+
+
+def _common_reasons(judgments: pd.DataFrame, shown: int = 3) -> str:
+    if "reason" not in judgments:
+        return ""
+    reasons = judgments.loc[judgments["status"] == "failed", "reason"].dropna().value_counts().head(shown)
+    listed = "; ".join(f"{reason} ({count})" for reason, count in reasons.items())
+    return f" Most common reasons: {listed}." if listed else ""
 
 
 def _judge_the_run(client, current, base, judgments: pd.DataFrame, rate: float, options: GateOptions,
                    work: Path) -> RegressionReport:
     run_id = current.info.run_id
     base_id = base.info.run_id if base is not None else None
-    if rate > options.max_failure_rate:
-        text = (f"Run {run_id}: {rate:.1%} of its {len(judgments)} judgments failed, above the limit "
-                f"{options.max_failure_rate:.1%} (--max-failure-rate): its comparison is not trusted.")
+    unscored = len(judgments) > 0 and judgments["score"].isna().all()  # e.g. every judgment failed
+    if rate > options.max_failure_rate or unscored:
+        limit = (f", above the limit {options.max_failure_rate:.1%} (--max-failure-rate)"
+                 if rate > options.max_failure_rate else ", and none has a score")
+        text = (f"Run {run_id}: {rate:.1%} of its {len(judgments)} judgments failed{limit}: its comparison "
+                f"is not trusted.{_common_reasons(judgments)}")
         return RegressionReport("failure_rate", run_id, base_id, None, 0, text, rate)
     if base is None:
         return RegressionReport("baseline", run_id, None, None, 0,
@@ -237,16 +452,34 @@ def _judge_the_run(client, current, base, judgments: pd.DataFrame, rate: float, 
                     "are not comparable. Judge a new baseline, or compare anyway with --allow-judge-change.")
             return RegressionReport("incomparable", run_id, base_id, None, 0, text, rate, differing)
         note = f"\n\nCompared despite different judge settings (--allow-judge-change): {named}."
-    table = paired_table(scored(judgments), scored(_judgments(client, base_id, work)), options.alpha,
-                         options.b, options.seed)
+    return _compare(client, current, base, judgments, rate, options, work, differing, note)
+
+
+def _compare(client, current, base, judgments: pd.DataFrame, rate: float, options: GateOptions, work: Path,
+             differing: dict, note: str) -> RegressionReport:
+    """The paired test of the systems both runs hold, and the questions that moved most."""
+    run_id, base_id = current.info.run_id, base.info.run_id
+    base_judgments = _judgments(client, base, work)
+    unpaired = unpaired_systems(judgments, base_judgments)
+    if not set(judgments["system"]) & set(base_judgments["system"]):
+        raise RegressionError(f"run {run_id} and its baseline {base_id} share no system (run: "
+                              f"{', '.join(sorted(set(judgments['system'])))}; baseline: "
+                              f"{', '.join(sorted(set(base_judgments['system'])))}): nothing to compare")
+    table = paired_table(scored(judgments), scored(base_judgments), options.alpha, options.b, options.seed)
+    cells, top = moved_cells(table, options.show_moves)
+    moves = question_moves(sample_view(judgments, _answers(client, current, work)),
+                           sample_view(base_judgments, _answers(client, base, work)), cells, top)
     n_regressions = int((table["verdict"] == "regression").sum())
-    markdown = (f"Regression check of run {run_id} against {base_id} "
-                f"(paired sign-flip test, B={options.b}, Holm over {len(table)} cells, "
-                f"alpha={options.alpha}; failed judgments {rate:.1%})\n\n"
-                + table.to_markdown(index=False, floatfmt=".4f") + "\n\n" + MDD_NOTE.format(
-                    power=MDD_POWER, alpha=options.alpha, cells=len(table)) + note)
+    systems = unpaired_line(unpaired)
+    markdown = "\n\n".join(part for part in (
+        f"Regression check of run {run_id} against {base_id} (paired sign-flip test, B={options.b}, Holm "
+        f"over {len(table)} cells, alpha={options.alpha}; failed judgments {rate:.1%})", systems,
+        table.to_markdown(index=False, floatfmt=".4f"),
+        MDD_NOTE.format(power=MDD_POWER, alpha=options.alpha, cells=len(table)) + note,
+        moves_markdown(moves, table, cells)) if part)
     status = "regression" if n_regressions else "pass"
-    return RegressionReport(status, run_id, base_id, table, n_regressions, markdown, rate, differing)
+    return RegressionReport(status, run_id, base_id, table, n_regressions, markdown, rate, differing,
+                            moves=moves, unpaired=unpaired)
 
 
 def compare_runs(tracking_uri: str, experiment: str, run: str, baseline: str, alpha: float, b: int,
@@ -285,12 +518,20 @@ def alert_payload(report: RegressionReport) -> dict:
         "pass": "no regression",
     }[report.status]
     table = [] if report.table is None else json.loads(report.table.to_json(orient="records"))
+    regressed = report.regressed_pairs()
+    extra = " ".join(part for part in (alert_moves_text(report.moves, regressed),
+                                       unpaired_line(report.unpaired)) if part)
+    moves = [] if report.moves is None else [
+        {key: _one_line(value, ALERT_FIELD_CHARS) if isinstance(value, str) else value
+         for key, value in row.items()}
+        for row in json.loads(report.moves[_in_cells(report.moves, regressed)].to_json(orient="records"))]
     return {"text": f"ccrs nightly [{report.experiment}] {report.status.upper()} (exit {report.exit_code}): "
-                    f"{headline}. Run {report.run_id}, baseline {report.baseline_id or 'none'}.",
+                    f"{headline}. {extra + ' ' if extra else ''}"
+                    f"Run {report.run_id}, baseline {report.baseline_id or 'none'}.",
             "status": report.status, "exit_code": report.exit_code, "experiment": report.experiment,
             "run_id": report.run_id, "baseline_id": report.baseline_id, "failure_rate": report.failure_rate,
             "differing": {k: list(v) for k, v in report.differing.items()}, "cells": table,
-            "detail": report.markdown[:3000]}
+            "systems_not_compared": report.unpaired, "moves": moves, "detail": report.markdown[:3000]}
 
 
 def notify(url: str, payload: dict, timeout_s: float = 15.0) -> str:
@@ -302,3 +543,32 @@ def notify(url: str, payload: dict, timeout_s: float = 15.0) -> str:
     except httpx.HTTPError as exc:
         return f"notification failed ({type(exc).__name__})"
     return f"notified (HTTP {response.status_code})"
+
+
+# --- the commands' ends (`ccrs compare`, `ccrs nightly`) --------------------------------------------------
+
+def gate_options(args: argparse.Namespace) -> GateOptions:
+    """The gate's limits from the options of pipelines.options.add_gate."""
+    return GateOptions(alpha=args.alpha, b=args.b, seed=args.seed, max_failure_rate=args.max_failure_rate,
+                       allow_judge_change=args.allow_judge_change, show_moves=args.show_moves)
+
+
+def report_outcome(report: RegressionReport, notify_url: str | None, fail: bool = True) -> int:
+    """The gate's outcome on the console (and as one JSON line), the alert, and the exit code."""
+    say(report.markdown)
+    say(json.dumps({"status": report.status, "run": report.run_id, "baseline": report.baseline_id,
+                    "regressions": report.n_regressions, "failure_rate": round(report.failure_rate, 4),
+                    "exit_code": report.exit_code}))
+    if notify_url and report.status != "pass":
+        say(notify(notify_url, alert_payload(report)), err=True)
+    return report.exit_code if fail else 0
+
+
+def notify_target(value: str | None) -> str | None:
+    """--notify URL, or env:NAME for a URL kept in the environment / secrets file (never printed)."""
+    if not value or not value.startswith("env:"):
+        return value
+    name = value.removeprefix("env:")
+    if not os.environ.get(name):
+        raise ValueError(f"--notify {value}: the variable {name} is not set (secrets file or environment)")
+    return os.environ[name]

@@ -2,15 +2,15 @@
 statistics with a convergence report, repository topicality (N query sets through the run's own retrievers,
 section 3.4 / 5.2) and the section 5.1 experiment (perfectly relevant vs irrelevant contexts from qrels).
 
-Scoring goes through the generic judge stage function (tasks/judge.py `judge_suite` with the registered
+Scoring goes through the judge session (tasks/judge.py `JudgeSession` with the registered
 "vera" suite: cache, Ray fan-out, context fitted to the judge's window); `ccrs run` with
 `judges: [..., vera]` computes the same four metrics as a stage of the run (RUN_DIR/judge_vera/).
 Outputs (RunLayout(RUN_DIR).vera_dir): judgments.parquet (every metric of every (query, system) with
 status/reason/usage, the tasks.judge judgments frame; vera_aggregate rows carry the logit in `detail`),
 scores.parquet (long format query_id, system, metric, score of the scored rows: vera_faithfulness,
 vera_retrieval_recall, vera_retrieval_precision, vera_answer_relevance, and vera_aggregate (sigmoid) when a
-trained cross-encoder is named) and bootstrap.json. Topicality and qrels write their report (and the judged
-scores beside it) where asked.
+trained cross-encoder is named) and bootstrap.json. Topicality and qrels write their report and the judged
+scores into an output folder. The qrels, queries and corpus files are read by retrievers/trec.py.
 
 Topicality and qrels answer with VERA's summarisation prompt (reader prompt `vera-summary`, temperature 0,
 top_p 0.01, section 5.1) through the generate stage function, judge with the "vera" suite through the judge
@@ -38,6 +38,7 @@ from judges.config import ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import Judgment, Metric, Sample, get_suite
 from judges.vera import SUITE, UNTRAINED_DEMO_HEAD, VERA_METRICS, CrossEncoderAggregator, enrich_answer
 from retrievers.config import DatasetConfig
+from retrievers.trec import QrelsError
 from stats.vera import bootstrap_metric, compare_query_sets, convergence
 from infra.models import default_tokenizer
 from pipelines.config import RESOURCE_ROOT
@@ -96,16 +97,15 @@ def score_samples(samples: list[Sample], failed: list[dict], judge: JudgeConfig,
     """Every selected VERA metric of every sample through the judge stage function (failed generations as
     failed rows), plus the aggregate when a cross-encoder is named: (judgments frame, stage stats).
     `progress`: a bar counting judgments (samples x metrics), as the judge stage moves it."""
-    suite = get_suite(SUITE)
-    metrics = suite.selected_metrics(judge)
+    session = judge_stage.JudgeSession.of(SUITE, judge, client_cfg, base_url)
+    metrics = session.metrics()
     bar = progress_bar(len(samples) * len(metrics), f"judge {SUITE}", "judgment") if progress else None
     try:
-        judgments, stats = judge_stage.judge_suite(suite, samples, judge, client_cfg, base_url,
-                                                   bar if bar is not None else False)
+        judgments, stats = session.judge_samples(samples, bar if bar is not None else False)
     finally:
         if bar is not None:
             bar.close()
-    judgments += judge_stage.failed_generation_judgments(suite, failed, judge)
+    judgments += session.failed_generations(failed)
     if cross_encoder:
         judgments += aggregate_judgments(samples, failed, judgments, cross_encoder, judge)
         metrics = (*metrics, aggregate_metric(cross_encoder))
@@ -415,10 +415,10 @@ def run_retriever_hits(config, run_dir: str | Path, texts: list[str], k: int, pr
     """The query texts through the run config's own retrievers (its dataset as the repository, its
     chunking, embedder, index backend and retrieval methods; tasks.retrieval_stages.retrieve_texts), the
     index stages of `run_dir` reused when the run built them."""
+    from retrievers.config import RetrievalSpec
     from tasks.retrieval_stages import retrieve_texts
 
-    return retrieve_texts(Path(run_dir), config.dataset, config.chunking, config.embedder, config.index,
-                          config.retrieval, texts, k, progress)
+    return retrieve_texts(Path(run_dir), RetrievalSpec.of(config), texts, k, progress)
 
 
 def topicality_asks(sets: list[QuerySet], hits: Hits) -> list[Ask]:
@@ -464,70 +464,6 @@ def topicality_report(scores: pd.DataFrame, b: int = 500, n: int | None = None, 
 
 PERFECTLY_RELEVANT, IRRELEVANT = "perfectly_relevant", "irrelevant"
 QRELS_UNITS = ("pair", "query")
-
-
-class QrelsError(ValueError):
-    """A qrels, queries or corpus file that cannot be read; the message names the file and line."""
-
-
-def read_qrels(path: str | Path) -> pd.DataFrame:
-    """TREC qrels: one judgment per line, `query_id iteration doc_id grade` (whitespace separated, the
-    grade an integer); blank lines skipped. Columns query_id, doc_id, grade, in file order."""
-    rows = []
-    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) != 4 or not _is_int(fields[3]):
-            raise QrelsError(f"{path}:{number}: expected 'query_id iteration doc_id grade' with an integer "
-                             f"grade, got {line.strip()[:80]!r}")
-        rows.append((fields[0], fields[2], int(fields[3])))
-    if not rows:
-        raise QrelsError(f"{path}: no judgments")
-    frame = pd.DataFrame(rows, columns=["query_id", "doc_id", "grade"])
-    return frame.drop_duplicates(["query_id", "doc_id"], keep="last").reset_index(drop=True)
-
-
-def _is_int(text: str) -> bool:
-    return text.lstrip("-").isdigit()
-
-
-def read_tsv(path: str | Path, keep: set[str] | None = None, columns: int = 2) -> dict[str, list[str]]:
-    """id -> the other fields of a tab-separated file (MS MARCO's collection.tsv and queries.tsv: `id<TAB>
-    text`; a queries file may add `<TAB>ground truth`); read line by line, only ids in `keep` kept."""
-    out: dict[str, list[str]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            fields = line.rstrip("\n").split("\t")
-            if not line.strip():
-                continue
-            if not 2 <= len(fields) <= columns:
-                raise QrelsError(f"{path}:{number}: expected {'2' if columns == 2 else f'2 to {columns}'} "
-                                 f"tab-separated fields, got {len(fields)}")
-            if keep is None or fields[0] in keep:
-                out[fields[0]] = fields[1:]
-    return out
-
-
-def load_qrels_texts(queries_path: str | Path, corpus_path: str | Path, qrels: pd.DataFrame
-                     ) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
-    """({query_id: (text, ground truth or "")}, {doc_id: passage text}) for the ids the qrels name, from
-    TSV files (MS MARCO layout) or a dataset the loaders read (BioASQ JSON, rag-mini-bioasq)."""
-    from retrievers.loaders import load_dataset
-
-    qids, docids = set(qrels["query_id"]), set(qrels["doc_id"])
-    if Path(queries_path).suffix == ".tsv":
-        queries = {k: (v[0], v[1] if len(v) > 1 else "") for k, v in read_tsv(queries_path, qids, 3).items()}
-    else:
-        table = load_dataset(DatasetConfig(path=str(queries_path))).queries.to_pandas()
-        queries = {str(r.query_id): (str(r.text), str(r.answer or "")) for r in table.itertuples()
-                   if str(r.query_id) in qids}
-    if Path(corpus_path).suffix == ".tsv":
-        corpus = {k: v[0] for k, v in read_tsv(corpus_path, docids).items()}
-    else:
-        table = load_dataset(DatasetConfig(path=str(corpus_path))).passages.to_pandas()
-        corpus = {str(r.doc_id): str(r.text) for r in table.itertuples() if str(r.doc_id) in docids}
-    return queries, corpus
 
 
 @dataclass(frozen=True)

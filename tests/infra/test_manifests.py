@@ -183,6 +183,34 @@ def test_every_ray_pod_mounts_the_volume_the_paper_config_reads():
     assert paper.dataset.path.startswith("/mnt/ccrs/") and paper.run_dir.startswith("/mnt/ccrs/")
 
 
+def test_every_ray_cluster_runs_with_token_authentication():
+    """Ray 2.60 starts heads with token authentication on; the manifests ask KubeRay for it (authOptions,
+    KubeRay >= 1.5.1, Ray >= 2.52): the operator creates each cluster's token Secret and sets RAY_AUTH_MODE
+    and RAY_AUTH_TOKEN on every Ray container and on the submitter of a RayJob that runs on the cluster
+    (clusterSelector). A variable set by hand would win over the operator's, so none is (docs/cluster.md)."""
+    (cluster,) = by_kind("RayCluster")
+    (service,) = by_kind("RayService")
+    for spec in (cluster["spec"], service["spec"]["rayClusterConfig"]):
+        assert spec["authOptions"] == {"mode": "token"}
+        assert tuple(int(part) for part in spec["rayVersion"].split(".")[:2]) >= (2, 52)
+    for rayjob in [*documents(RAYJOB), *(doc["spec"]["jobTemplate"] for doc in by_kind("RayCronJob"))]:
+        spec = rayjob.get("spec", rayjob)
+        assert spec["clusterSelector"] == {"ray.io/cluster": cluster["metadata"]["name"]}
+        assert "rayClusterSpec" not in spec
+    set_by_hand = {item["name"] for path in MANIFESTS for doc in documents(path) for item in env_entries(doc)}
+    assert not set_by_hand & {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"}
+
+
+def env_entries(node) -> list[dict]:
+    """Every `env:` entry of every container in a manifest, wherever it is nested."""
+    if isinstance(node, list):
+        return [entry for item in node for entry in env_entries(item)]
+    if not isinstance(node, dict):
+        return []
+    own = node["env"] if isinstance(node.get("env"), list) else []
+    return own + [entry for key, value in node.items() if key != "env" for entry in env_entries(value)]
+
+
 def test_the_ray_pods_log_to_the_mlflow_service():
     (service,) = by_kind("Service")
     (cluster,) = by_kind("RayCluster")

@@ -104,3 +104,46 @@ def test_a_dead_recorded_head_is_ignored(fake_ray, tmp_path):
     assert ray_runtime.detached_head() is None
     ray = fake_ray()
     assert ray_runtime.connect_ray(start_if_missing=False) is False and ray.calls == []
+
+
+# --- what the cluster cannot place: the line a waiting Serve app reports ---------------------------------
+
+def _status(tasks=(), groups=(), usage=None):
+    """An autoscaler ClusterStatus as the GCS reports it (Ray's own schema classes, no cluster)."""
+    from ray.autoscaler.v2.schema import (
+        ClusterStatus,
+        PlacementGroupResourceDemand,
+        RayTaskActorDemand,
+        ResourceDemandSummary,
+        ResourceRequestByCount,
+        ResourceUsage,
+    )
+
+    demands = ResourceDemandSummary(
+        ray_task_actor_demand=[RayTaskActorDemand([ResourceRequestByCount(b, n)]) for b, n in tasks],
+        placement_group_demand=[PlacementGroupResourceDemand([ResourceRequestByCount(b, n)],
+                                                             "pg1:PACK|PENDING") for b, n in groups])
+    usage = [ResourceUsage(name, total, used) for name, (total, used) in (usage or {}).items()]
+    return ClusterStatus(cluster_resource_usage=usage, resource_demands=demands)
+
+
+def test_the_pending_demand_and_the_free_resources_it_asks_for_in_one_line():
+    usage = {"CPU": (2.0, 2.0), "memory": (8 * 2**30, 0.0), "node:127.0.0.1": (1.0, 0.0),
+             "CPU_group_0_abc": (2.0, 1.0), "object_store_memory": (1e9, 0.0)}
+    in_a_group = {"CPU_group_0_def": 1.0}  # an actor waiting for its placement group: shown by the group
+    status = _status(tasks=[({"CPU": 1.0}, 1), (in_a_group, 1)], groups=[({"CPU": 6.0, "GPU": 0.0}, 1)],
+                     usage=usage)
+    assert ray_runtime.describe_pending_demand(status) == (
+        "pending demand: tasks/actors 1 x {CPU: 1}; placement groups 1 x {CPU: 6}; free: CPU 0 of 2")
+
+
+def test_a_resource_the_cluster_lacks_shows_as_none_free():
+    status = _status(groups=[({"GPU": 4.0, "accelerator_type:A100-80G": 0.001}, 2)],
+                     usage={"CPU": (5.0, 1.0), "memory": (2**31, 2**30)})
+    assert ray_runtime.describe_pending_demand(status) == (
+        "pending demand: placement groups 2 x {GPU: 4, accelerator_type:A100-80G: 0.001}; "
+        "free: CPU 4 of 5, GPU 0 of 0, accelerator_type:A100-80G 0 of 0")
+
+
+def test_nothing_waiting_is_an_empty_line():
+    assert ray_runtime.describe_pending_demand(_status(usage={"CPU": (5.0, 3.0)})) == ""

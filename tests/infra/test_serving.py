@@ -136,58 +136,68 @@ def test_prepared_model_folder_is_cached():
     assert {"config.json", "tokenizer.json", "chat_template.jinja", "model.safetensors"} <= names
 
 
-# Runs in its own process (its own local Ray and Serve proxy): the session's `llm_endpoint` app already
-# holds route "/" on this process's Ray. Two replicas of the CPU model behind PrefixCacheAffinityRouter;
-# two real BioASQ contexts, three questions each, sent one after the other.
-_TWO_REPLICAS = r"""
-import json, socket, sys
-import httpx, ray
-from ray import serve
-from infra.serving import ServingConfig, start_serve_app, stop_serve_app
+# The routing itself, without vLLM: PrefixCacheAffinityRouter, configured as infra/serving.py configures it,
+# in front of two plain Serve replicas that answer with their own id, on the session's Ray. That two vLLM
+# replicas behind it then serve each prefix from their cache is a measurement:
+# benchmarks/bench_prefix_cache.py (`--routing-check` for the two-context scenario; docs/testing.md).
+def _replica_id(request) -> str:
+    from ray import serve
 
-contexts = json.loads(sys.argv[1])
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-cfg = ServingConfig.for_profile("cpu", port=port, ready_timeout_s=600)
-model = cfg.models[0]
-model.min_replicas = model.max_replicas = 2
-model.cpus_per_replica = 0.5
-model.request_router = "prefix_affinity"
-try:
-    url = start_serve_app(cfg)
-    cached = []
-    for context in contexts:
-        for question in ("Summarize the passage.", "Name one entity in it.", "Is it about a disease?"):
-            body = {"model": model.model_id, "max_tokens": 2, "temperature": 0,
-                    "messages": [{"role": "user", "content": context + "\n\n" + question}]}
-            usage = httpx.post(f"{url}/chat/completions", json=body, timeout=120).json()["usage"]
-            details = usage.get("prompt_tokens_details") or {}
-            cached.append([usage["prompt_tokens"], details.get("cached_tokens") or 0])
-    deployments = serve.status().applications[cfg.app_name].deployments
-    states = {name: {str(k): v for k, v in d.replica_states.items()} for name, d in deployments.items()}
-    print("RESULT " + json.dumps({"cached": cached, "deployments": states}))
-finally:
-    stop_serve_app()
-    ray.shutdown()
-"""
+    return serve.get_replica_context().replica_id.unique_id
 
 
-@pytest.mark.llm
-def test_two_replicas_behind_the_prefix_affinity_router_reuse_each_prefix():
-    import json
-    import subprocess
-    import sys
+def _serve_was_running() -> bool:
+    import ray
+    from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
 
-    from tests.conftest import REPO, bioasq_questions
+    try:
+        ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
+    except ValueError:
+        return False
+    return True
 
-    contexts = ["\n".join(s["text"] for s in q["snippets"])[:2500] for q in bioasq_questions(2)]
-    done = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, json.dumps(contexts)], cwd=REPO,
-                          capture_output=True, text=True, timeout=900)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, done.stderr[-3000:]
-    result = json.loads(lines[0].removeprefix("RESULT "))
-    assert 2 in [states.get("RUNNING") for states in result["deployments"].values()], result
-    for first, *followers in (result["cached"][:3], result["cached"][3:]):
-        assert first[1] < first[0] // 2  # a new prefix: computed
-        for prompt, cached in followers:  # the same prefix: routed to the replica that holds it
-            assert cached >= first[0] // 2, result["cached"]
+
+def test_the_prefix_affinity_router_sends_each_prefix_to_the_replica_that_served_it(ray_session):
+    from types import SimpleNamespace
+
+    import ray
+    from ray import serve
+    from ray.serve.config import RequestRouterConfig
+
+    from infra.serving import ServedModel
+    from tests.conftest import bioasq_questions
+
+    model = ServedModel(model_id="m", source="m", request_router="prefix_affinity")
+    router = llm_config_kwargs(model, "cpu")["deployment_config"]["request_router_config"]
+    app, name = "ccrs-router-test", "replica"
+    deployment = serve.deployment(_replica_id, name=name, num_replicas=2, ray_actor_options={"num_cpus": 0},
+                                  request_router_config=RequestRouterConfig(**router))
+    was_running = _serve_was_running()
+    if not was_running:  # no proxy: the session's model server sets Serve's HTTP options when it starts
+        serve.start(proxy_location="Disabled")
+    try:
+        handle = serve.run(deployment.bind(), name=app, route_prefix=None)
+        contexts = ["\n".join(s["text"] for s in q["snippets"])[:2500] for q in bioasq_questions(2)]
+        served = [[handle.remote(SimpleNamespace(messages=[{"role": "user", "content": f"{context}\n\n{q}"}]))
+                   .result(timeout_s=60) for q in ("Summarize it.", "Name one entity.", "Is it a disease?")]
+                  for context in contexts]
+    finally:
+        serve.delete(app)
+        if not was_running:
+            serve.shutdown()
+        else:  # the router's prefix tree: a detached actor that only serve.shutdown() would remove
+            for actor in ray.util.list_named_actors(all_namespaces=True):
+                if actor["namespace"] == f"serve::{app}::{name}":
+                    ray.kill(ray.get_actor(actor["name"], namespace=actor["namespace"]))
+    assert [len(set(replicas)) for replicas in served] == [1, 1], served  # each prefix stays on its replica
+    assert served[0][0] != served[1][0], served  # a new prefix goes to the replica holding less
+
+
+def test_health_check_options_reach_serve_only_when_set():
+    from infra.serving import ServedModel
+
+    assert "health_check_timeout_s" not in llm_config_kwargs(ServedModel(model_id="m", source="m"),
+                                                             "cpu")["deployment_config"]
+    slow = ServedModel(model_id="m", source="m", health_check_period_s=30, health_check_timeout_s=120)
+    deployment = llm_config_kwargs(slow, "cpu")["deployment_config"]
+    assert (deployment["health_check_period_s"], deployment["health_check_timeout_s"]) == (30, 120)

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from judges.cache import JudgmentCache
 from judges.caching import SCORING_FIELDS, CachingJudge, prompt_files
-from judges.config import CcrsOptions, ClientConfig, JudgeConfig
+from judges.config import CcrsOptions, JudgeConfig
 from judges.suite import Sample, Unit, get_suite, suites
 from tests.conftest import bioasq_questions, sample_field
 from tests.fakes import FakeLLMClient
@@ -143,15 +143,15 @@ def test_a_sampled_repeat_is_keyed_by_its_mode_index_and_temperature_a_perturbed
 
 def test_lenient_parse_regression_a_strict_failure_is_not_served_to_a_lenient_run(tmp_path):
     """The bug this module ended: turning judge.ccrs.lenient_parse on served judgments parsed strictly."""
-    from tasks.judge import judge_suite
+    from tasks.judge import JudgeSession
 
     prose = "I would give this response a score of 70 out of a possible maximum."
     store, suite = JudgmentCache(tmp_path), get_suite("ccrs")
 
     def run(lenient: bool):
         judge = JudgeConfig(max_reasks=0, ccrs=CcrsOptions(metrics=["QR"], lenient_parse=lenient))
-        return judge_suite(suite, [SAMPLE], judge, ClientConfig(), "", False, cache=store,
-                           llm=FakeLLMClient(prose))
+        session = JudgeSession.of(suite, judge, llm=FakeLLMClient(prose), cache=store)
+        return session.judge_samples([SAMPLE])
 
     (strict,), strict_stats = run(False)
     (lenient,), lenient_stats = run(True)

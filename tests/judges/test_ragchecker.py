@@ -153,7 +153,7 @@ def test_registry_and_not_judged():
 @pytest.mark.llm
 def test_ragchecker_on_real_bioasq_questions(llm_endpoint, judge_cache_dir):
     from judges.config import ClientConfig
-    from tasks.judge import judge_suite
+    from tasks.judge import JudgeSession
     from tests.conftest import sample_field, bioasq_questions
 
     samples = []
@@ -163,9 +163,9 @@ def test_ragchecker_on_real_bioasq_questions(llm_endpoint, judge_cache_dir):
         snippets = [s["text"] for s in sample_field(q["snippets"])][:3]
         samples.append(Sample(q["id"], "ideal", q["body"], ideal, ideal, snippets))
     judge = JudgeConfig(model=llm_endpoint.judge_model, ragchecker=RagCheckerOptions(max_tokens=96))
-    judgments, stats = judge_suite(get_suite("ragchecker"), samples, judge,
-                                   ClientConfig(max_concurrency=4, timeout_s=120), llm_endpoint.base_url,
-                                   progress=False)
+    session = JudgeSession.of("ragchecker", judge, ClientConfig(max_concurrency=4, timeout_s=120),
+                              llm_endpoint.base_url)
+    judgments, stats = session.judge_samples(samples)
     assert len(judgments) == 6 and stats["judge_requests"] == 2
     assert sum(j.attempts for j in judgments) >= 2 * 5
     for j in judgments:

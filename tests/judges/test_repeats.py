@@ -131,7 +131,7 @@ def test_a_perturbed_repeat_reorders_only_the_chunks_the_window_kept():
 # --- asking -------------------------------------------------------------------------------------------
 
 def test_sampled_repeats_send_their_temperature_and_seed_k_1_sends_the_clients():
-    from tasks.judge import judge_suite
+    from tasks.judge import JudgeSession
 
     def planned_seeds(repeats):
         return {unit.repeat.seed for unit in plan_units(get_suite("ccrs"), SAMPLE, _judge(), 0, len, repeats)}
@@ -143,8 +143,8 @@ def test_sampled_repeats_send_their_temperature_and_seed_k_1_sends_the_clients()
         (RepeatOptions(k=3, mode="perturb"), {0.0}, {None}),
     ]:
         llm = FakeLLMClient("50")
-        judgments, stats = judge_suite(get_suite("ccrs"), [SAMPLE], _judge(), ClientConfig(), "", False,
-                                       llm=llm, repeats=repeats)
+        session = JudgeSession.of("ccrs", _judge(), llm=llm, repeats=repeats)
+        judgments, stats = session.judge_samples([SAMPLE])
         assert {r.temperature for r in llm.requests} == temperatures
         assert {r.seed for r in llm.requests} == seeds
         k = repeats.k if repeats else 1
@@ -166,7 +166,7 @@ def test_the_client_sends_a_requests_own_seed_else_its_own():
 def test_repeats_are_cached_and_a_killed_run_resumes_with_the_finished_ones(tmp_path):
     """Repeat 2's requests fail in transport (the server went away): repeats 0 and 1 are checkpointed,
     the next pass asks repeat 2 only, and a rerun is answered by the judgment cache alone."""
-    from tasks.judge import judge_suite
+    from tasks.judge import JudgeSession
 
     repeats = RepeatOptions(k=3)
     judge = _judge().model_copy(update={"cache": True})
@@ -179,9 +179,9 @@ def test_repeats_are_cached_and_a_killed_run_resumes_with_the_finished_ones(tmp_
         return LLMRequestError("connection refused") if request.seed in dead else "40"
 
     def run(llm):
-        return judge_suite(get_suite("ccrs"), [SAMPLE], judge, ClientConfig(), "", False, checkpoint,
-                           cache=JudgmentCache(tmp_path / "cache") if llm is not None else store, llm=llm,
-                           repeats=repeats)
+        session = JudgeSession.of("ccrs", judge, llm=llm, repeats=repeats,
+                                  cache=JudgmentCache(tmp_path / "cache") if llm is not None else store)
+        return session.judge_samples([SAMPLE], checkpoint=checkpoint)
 
     first, stats = run(FakeLLMClient(flaky))
     assert stats["judge_requests"] == 6
@@ -192,14 +192,13 @@ def test_repeats_are_cached_and_a_killed_run_resumes_with_the_finished_ones(tmp_
     assert sorted((j.metric, j.repeat, j.llm_score) for j in second) == [
         ("CC", 0, 40), ("CC", 1, 40), ("CC", 2, 60), ("QR", 0, 40), ("QR", 1, 40), ("QR", 2, 60)]
     third_llm = FakeLLMClient("99")
-    third, stats = judge_suite(get_suite("ccrs"), [SAMPLE], judge, ClientConfig(), "", False,
-                               cache=JudgmentCache(tmp_path / "cache"), llm=third_llm, repeats=repeats)
+    third, stats = JudgeSession.of("ccrs", judge, llm=third_llm, repeats=repeats,
+                                   cache=JudgmentCache(tmp_path / "cache")).judge_samples([SAMPLE])
     assert third_llm.requests == [] and stats["cache_hits"] == 6
     assert sorted((j.metric, j.repeat, j.llm_score) for j in third) == sorted(
         (j.metric, j.repeat, j.llm_score) for j in second)
     # a larger k reuses the three repeats judged and asks the two new ones
     fourth_llm = FakeLLMClient("10")
-    _, stats = judge_suite(get_suite("ccrs"), [SAMPLE], judge, ClientConfig(), "", False,
-                           cache=JudgmentCache(tmp_path / "cache"), llm=fourth_llm,
-                           repeats=RepeatOptions(k=4))
+    _, stats = JudgeSession.of("ccrs", judge, llm=fourth_llm, repeats=RepeatOptions(k=4),
+                               cache=JudgmentCache(tmp_path / "cache")).judge_samples([SAMPLE])
     assert stats["cache_hits"] == 6 and {r.seed for r in fourth_llm.requests} == seeds[3]

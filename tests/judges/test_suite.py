@@ -4,17 +4,9 @@ import pytest
 
 from judges.ccrs import unit_request
 from judges.config import CcrsOptions, GrouseOptions, JudgeConfig, RagCheckerOptions, VeraOptions
-from judges.suite import SUITE_METHODS, Sample, get_suite, register_suite, suites
-from tests.conftest import bioasq_questions, sample_field
+from judges.suite import SUITE_METHODS, get_suite, register_suite, suites
+from tests.conftest import bioasq_sample
 from tests.fakes import FakeLLMClient
-
-
-def _sample() -> Sample:
-    question = bioasq_questions(1)[0]
-    ideal = sample_field(question["ideal_answer"])
-    answer = ideal[0] if isinstance(ideal, list) else str(ideal)
-    snippets = [s["text"] for s in sample_field(question["snippets"])][:3]
-    return Sample(question["id"], "A", question["body"], answer, answer, snippets)
 
 
 def count(text: str) -> int:
@@ -72,11 +64,12 @@ def test_vera_check_names_a_template_the_version_lacks():
                                      {"scoring": "expected"}])
 def test_a_ccrs_unit_is_one_request_the_one_it_sends(options):
     judge, suite = JudgeConfig.model_validate(options), get_suite("ccrs")
-    units = suite.plan(_sample(), judge, 0, count)
+    sample = bioasq_sample()
+    units = suite.plan(sample, judge, 0, count)
     assert [u.metrics for u in units] == [(m,) for m in judge.ccrs.metrics]
     for unit in units:
         request = suite.single_request(unit, judge)
-        assert request == unit_request(unit, judge) and _sample().response in request.messages[0]["content"]
+        assert request == unit_request(unit, judge) and sample.response in request.messages[0]["content"]
         assert bool(request.top_logprobs) == (judge.scoring == "expected")
         client = FakeLLMClient('{"score": 50}' if judge.structured_output else "50")
         (judgment,) = suite.evaluate(client, unit, judge, None)
@@ -86,7 +79,7 @@ def test_a_ccrs_unit_is_one_request_the_one_it_sends(options):
 @pytest.mark.parametrize("name", [n for n in suites() if n not in ("ccrs", "gqm")])
 def test_units_whose_calls_depend_on_each_other_have_no_single_request(name):
     suite, judge = get_suite(name), JudgeConfig()
-    (unit,) = suite.plan(_sample(), judge, 0, count)
+    (unit,) = suite.plan(bioasq_sample(), judge, 0, count)
     assert suite.single_request(unit, judge) is None
 
 
@@ -95,7 +88,7 @@ def test_a_ccrs_reply_is_a_bare_mark_or_its_json_and_a_justification_counts_its_
 
     def estimate(justification=False, **options):
         judge = JudgeConfig(ccrs=CcrsOptions(justification=justification), **options)
-        request = suite.single_request(suite.plan(_sample(), judge, 0, count)[0], judge)
+        request = suite.single_request(suite.plan(bioasq_sample(), judge, 0, count)[0], judge)
         return suite.reply_estimate(request, judge)
 
     assert estimate() == "50"

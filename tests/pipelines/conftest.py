@@ -3,6 +3,7 @@ config against it (reusing the session's real CPU LLM stack from tests/conftest.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -107,7 +108,7 @@ def e2e_config(run_dir: Path, llm_base_url: str, tracking_uri: str, experiment: 
 # The session run also asks for the judge bias probes (docs/probes.md) on two answers of the extractive
 # top-1 reader (C: its answers are never empty): the probe stage, its verdict section and MLflow logging.
 # One kind (order: 2 x 4 new judgments, the clean ones come from the judge stage's cache); verbosity runs
-# on the real judge in tests/pipelines/test_injection_cmd.py.
+# on the real judge (with injection) in tests/pipelines/test_probe_cmd.py.
 E2E_PROBES = {"kinds": ["order"], "questions": 2, "system": "C", "b": 200}
 
 
@@ -139,22 +140,29 @@ BIN = Path(sys.executable).parent
 class RayHead:
     dashboard: str  # http://127.0.0.1:<port>, for `ray job submit --address`
     gcs: str  # 127.0.0.1:<port>, for a driver's RAY_ADDRESS
-    env: dict
+    env: dict  # a client's: the head's token and what docs/cluster.md's `ray job submit` line sets
 
 
 @pytest.fixture(scope="session")
 def ray_head(tmp_path_factory):
-    """A separate Ray head on loopback (`ray start --head --block` in its own process group, stopped by
-    killing that group: `ray stop` would kill every Ray on the machine, the session's LLM stack included),
-    shared by the tests that submit to a cluster (ray job submit, the cron recipe). Token auth is off
-    because it is loopback only and ~/.ray/auth_token is shared by every local cluster."""
+    """A separate Ray head on loopback, started with the `ray start --head` line of docs/cluster.md (the
+    README's) plus `--block`, loopback addresses, free ports and its own temp folder; token authentication
+    left as Ray 2.60 sets it (on: the head finds a token). Its token comes from RAY_AUTH_TOKEN, one of the
+    places Ray reads it from, not ~/.ray/auth_token (shared by every Ray on the machine). It runs in its own
+    process group, stopped by killing that group (`ray stop` would kill every Ray on the machine, the
+    session's LLM stack included); shared by the tests that submit to a cluster (ray job submit, the cron
+    recipe, a Serve app too large for the head)."""
+    from tests.cluster_doc import head_start_words, submit_env
+
     dashboard_port, gcs_port = free_port(), free_port()
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RAY_AUTH_MODE": "disabled"}
-    env.pop("RAY_ADDRESS", None)
+    token = secrets.token_hex(32)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    env.update(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", RAY_AUTH_TOKEN=token)
     temp_dir = Path("/tmp") / f"ccrs-ray-{dashboard_port}"
-    start = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+    start = [str(BIN / "ray"), *head_start_words()[1:], "--block", "--node-ip-address=127.0.0.1",
              f"--port={gcs_port}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
-             "--num-cpus=8", "--disable-usage-stats", f"--temp-dir={temp_dir}",
+             "--disable-usage-stats", f"--temp-dir={temp_dir}",
              # Every agent port explicit: the defaults (e.g. 52365) are taken by the session's own Ray.
              f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
              f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
@@ -163,8 +171,8 @@ def ray_head(tmp_path_factory):
                             start_new_session=True)
     address = f"http://127.0.0.1:{dashboard_port}"
     try:
-        wait_http(f"{address}/api/version", 180)
-        yield RayHead(address, f"127.0.0.1:{gcs_port}", env)
+        wait_http(f"{address}/api/authentication_mode", 180)  # a route open without the token
+        yield RayHead(address, f"127.0.0.1:{gcs_port}", {**env, **submit_env()})
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         try:  # a head that has not stopped within seconds is killed (its own shutdown took ~40 s here)

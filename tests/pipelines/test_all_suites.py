@@ -12,10 +12,13 @@ from tasks.layout import RunLayout
 from tests.pipelines.conftest import e2e_config
 
 QUESTIONS = 2
-# One extractive reader (2 systems, deterministic generations) and at most 2 claims per answer keep the
-# four suites' ~150 judge calls within a few CPU minutes; every suite still runs through every stage.
-READERS = [{"name": "extractive-top3", "kind": "extractive", "max_sentences": 3}]
-SYSTEMS = 2 * len(READERS)
+# Two extractive readers over BM25 alone (2 systems, deterministic generations, no embedding model to
+# load), 3 chunks a context and at most 2 claims per answer keep the suites' ~150 judge calls within a few
+# CPU minutes; every suite still runs through every stage.
+READERS = [{"name": "extractive-top1", "kind": "extractive", "max_sentences": 1},
+           {"name": "extractive-top3", "kind": "extractive", "max_sentences": 3}]
+RETRIEVERS = ["bm25"]
+SYSTEMS = len(RETRIEVERS) * len(READERS)
 
 
 @pytest.mark.llm
@@ -24,7 +27,9 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
                                                                           judge_cache_dir):
     config = e2e_config(tmp_path / "run", llm_endpoint.base_url, f"sqlite:///{tmp_path / 'mlflow.db'}",
                         experiment="ccrs-all-suites")
-    config = RunConfig.model_validate({**config.model_dump(), "judges": list(suites()), "readers": READERS})
+    retrieval = {**config.retrieval.model_dump(), "retrievers": RETRIEVERS, "top_k": 3}
+    config = RunConfig.model_validate({**config.model_dump(), "judges": list(suites()), "readers": READERS,
+                                       "retrieval": retrieval})
     # Small reply budgets (CI time): the tiny judge rambles up to its budget, e.g. the `paper` GroUSE
     # faithfulness analysis until the JSON is cut (a recorded failure, which this test accepts).
     config.judge.max_reasks = 1

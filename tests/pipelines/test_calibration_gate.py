@@ -20,7 +20,7 @@ LINE = "judge calibration 0.34 < 0.60: stopped before 20 judge calls"
 
 
 def test_a_stopped_run_exits_6_with_its_line(tmp_path, monkeypatch, capsys):
-    from pipelines.run_cmd import run_guarded
+    from pipelines.tools.run_outcome import run_guarded
 
     monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray stays up
 
@@ -43,7 +43,7 @@ def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_log
     logged = log_failed_run(tracking_uri=uri, experiment="ccrs-cpu-demo", run_name="stopped", error=LINE,
                             tags={"ccrs.judge_calibration": "stop"})
 
-    def stops(config, outputs):
+    def stops(config, outputs, started_at):
         raise JudgeCalibrationStop(LINE, logged)
 
     monkeypatch.setattr(nightly_cmd, "_run_night", stops)
@@ -87,7 +87,7 @@ def test_a_threshold_the_135m_judge_cannot_meet_stops_ccrs_run_before_the_judge_
     from mlflow.tracking import MlflowClient
 
     from pipelines.pipeline import run_pipeline
-    from pipelines.run_cmd import run_guarded
+    from pipelines.tools.run_outcome import run_guarded
 
     tests = tmp_path / "two-tests.jsonl"
     tests.write_text("".join((REPO / "data" / "grouse-bioasq" / "train.jsonl").read_text()

@@ -103,11 +103,14 @@ def test_bad_inputs_exit_2_with_one_line_before_any_work(tmp_path, capsys):
     bare = tmp_path / "bare.jsonl"
     bare.write_text("".join(json.dumps({"user_input": r["user_input"], "response": r["response"],
                                         "system": r["system"]}) + "\n" for r in rows))
+    hypotheses = tmp_path / "h.yaml"
     cases = {
         "no answer": ([str(tmp_path / "q.jsonl")], "no answer column"),
         "needs contexts": ([str(bare)], "metric(s) CC, ID, AC, IR need contexts and reference"),
         "unknown type": ([str(REPO / "README.md")], "unknown file type '.md'"),
-        "one system": ([str(tmp_path / "one.jsonl")], "the outputs hold one system (top1-sentence)"),
+        "hypotheses on one system": ([str(tmp_path / "one.jsonl"), "--hypotheses", str(hypotheses)],
+                                     "hypotheses compare systems, and the scores hold one (top1-sentence): "
+                                     "H1 cannot be tested"),
         "answered twice": ([str(tmp_path / "twice.jsonl")], "answers question"),
         "contexts not a list": ([str(tmp_path / "flat.jsonl")],
                                 "retrieved_contexts must be a list of strings"),
@@ -118,6 +121,8 @@ def test_bad_inputs_exit_2_with_one_line_before_any_work(tmp_path, capsys):
     (tmp_path / "q.jsonl").write_text(json.dumps({"user_input": "What is X?"}) + "\n")
     (tmp_path / "one.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["system"] ==
                                                 "top1-sentence"))
+    hypotheses.write_text("hypotheses:\n  - {name: H1, pairs: [[top1-sentence, top3-sentences]], "
+                          "metrics: [CC]}\n")
     for name, (args, expected) in cases.items():
         assert main(["evaluate", *args, "--run-dir", str(tmp_path / "run")]) == 2, name
         error = capsys.readouterr().err.strip()
@@ -126,6 +131,21 @@ def test_bad_inputs_exit_2_with_one_line_before_any_work(tmp_path, capsys):
                                                                                / "cpu-demo.yaml")]) == 2
     assert "unknown system(s)" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def test_one_system_is_a_valid_run_and_a_config_copied_from_the_demo_names_no_hypotheses(tmp_path):
+    """The checks before any work pass one system (a production system judged every night), with the
+    default config and with a copy of it: the demo's hypotheses about A-F are not in it."""
+    from pipelines.evaluate import prepare_evaluation
+
+    one = tmp_path / "prod.jsonl"
+    one.write_text("".join(json.dumps(r) + "\n" for r in example_rows() if r["system"] == "top1-sentence"))
+    copy = tmp_path / "mine.yaml"
+    copy.write_text((REPO / "configs" / "cpu-demo.yaml").read_text())
+    for config in (None, copy):
+        run_config, outputs = prepare_evaluation(one, config=config, run_dir=tmp_path / "run")
+        assert outputs.systems == ["top1-sentence"] and run_config.stats.hypotheses is None
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.llm

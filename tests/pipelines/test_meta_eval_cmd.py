@@ -18,17 +18,18 @@ def test_help_lists_meta_eval(capsys):
 def test_bad_unit_test_file_is_an_error_naming_the_line(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"input": "q"}\n')
-    assert main(["meta-eval", "--tests", str(bad), "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]) == 2
+    assert main(["meta-eval", "--tests", str(bad), "--llm-base-url", "http://127.0.0.1:9/v1",
+                 "--no-mlflow"]) == 2
     assert f"{bad}:1: missing key 'actual_output'" in capsys.readouterr().err
 
 
 def test_no_selected_tests_is_an_error(capsys):
-    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--sets", "nope", "--base-url", "http://x/v1"]
+    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--sets", "nope", "--llm-base-url", "http://x/v1"]
     assert main(args) == 2 and "no tests selected" in capsys.readouterr().err
 
 
 def test_grouse_reply_budget_below_its_minimum_is_an_error_before_any_call(capsys):
-    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--max-tokens", "8", "--base-url", "http://127.0.0.1:9/v1",
+    args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--max-tokens", "8", "--llm-base-url", "http://127.0.0.1:9/v1",
             "--no-mlflow"]
     assert main(args) == 2 and "--max-tokens" in capsys.readouterr().err
 
@@ -56,7 +57,7 @@ def test_grouse_prompt_version_and_reply_budgets_are_selectable():
 
 def test_unknown_grouse_prompt_version_is_an_error_before_any_call(capsys):
     args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--grouse-prompt-version", "v9",
-            "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
+            "--llm-base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "--grouse-prompt-version" in err and "unknown GroUSE prompt version 'v9'" in err and "paper" in err
@@ -93,7 +94,7 @@ def test_real_run_reports_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--limit", "1",
-            "--base-url", llm_endpoint.base_url, "--model", llm_endpoint.judge_model,
+            "--llm-base-url", llm_endpoint.base_url, "--judge-model", llm_endpoint.judge_model,
             "--structured-output", "--max-tokens", "128", "--faithfulness-max-tokens", "256",
             "--max-reasks", "0",
             "--context-window", "2048", "--out", str(tmp_path / "out"), "--tracking-uri", uri,
@@ -115,7 +116,7 @@ def test_real_run_reports_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
 def test_public_grouse_format_with_free_text_types_is_read(capsys):
     """The public shape (free-text metadata.test_type, no set id) loads; sets are named by question."""
     args = ["meta-eval", "--tests", str(DATA / "public-format-sample.jsonl"), "--sets", "nope",
-            "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
+            "--llm-base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
     assert main(args) == 2 and "no tests selected" in capsys.readouterr().err  # loaded, then filtered out
 
 
@@ -123,7 +124,7 @@ def test_public_format_without_a_readable_type_is_a_clear_error(tmp_path, capsys
     lines = (DATA / "public-format-sample.jsonl").read_text().splitlines()[:15]
     bad = tmp_path / "public.jsonl"
     bad.write_text("".join(line.replace('"Highest marks 1"', '"warm-up"') + "\n" for line in lines))
-    args = ["meta-eval", "--tests", str(bad), "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
+    args = ["meta-eval", "--tests", str(bad), "--llm-base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
     assert main(args) == 2
     assert (f"{bad}:1: test type 'warm-up' names no GroUSE Table 6 test, and its question has 15 tests"
             in capsys.readouterr().err)
@@ -138,5 +139,5 @@ def test_ablation_flag_selects_the_paper_ablation_prompt_version():
 
 def test_ablation_and_prompt_version_together_are_an_error_before_any_call(capsys):
     args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--ablation", "no-cot",
-            "--grouse-prompt-version", "v1", "--base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
+            "--grouse-prompt-version", "v1", "--llm-base-url", "http://127.0.0.1:9/v1", "--no-mlflow"]
     assert main(args) == 2 and "give one" in capsys.readouterr().err

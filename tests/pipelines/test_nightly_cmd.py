@@ -65,6 +65,16 @@ def outputs(path: Path, degrade: str | None = None) -> Path:
     return path
 
 
+def production_outputs(path: Path, worse: bool = False) -> Path:
+    """One production system ("prod": the example's top3-sentences answers to its 8 questions, with contexts
+    and references); `worse` empties every answer (a release that broke the generator). 8 questions: with
+    fewer than 6 the paired sign-flip test cannot reach p < 0.05 at all."""
+    rows = [{**row, "system": "prod", "response": "" if worse else row["response"]}
+            for row in example_rows() if row["system"] == "top3-sentences"]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
 def night(*argv: str) -> int:
     parser = argparse.ArgumentParser()
     nightly_cmd.add_arguments(parser)
@@ -106,6 +116,48 @@ def test_nights_baseline_regression_alert_and_the_accepted_baseline(llm_endpoint
     assert night("--outputs", str(answers), *integer, *common[2:]) == 5  # another scoring mode
     assert "scoring mode: baseline 'expected', run 'integer'" in capsys.readouterr().out
     assert receiver.received[-1]["status"] == "incomparable"
+
+
+def test_one_production_system_judged_every_night_names_the_questions_that_got_worse(
+        llm_endpoint, mlflow_server, receiver, tmp_path, monkeypatch, capsys):
+    """The everyday loop (issue 33): one system's outputs file through `ccrs nightly --outputs`; night two's
+    answers got worse: exit 3, and the moved questions, both answers, judge replies and scores are in
+    regression/summary.md, the MLflow table regression/moves.json and the alert."""
+    from pipelines.tools.regression import MOVES_ARTIFACT, MOVES_PER_CELL
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    prod = tmp_path / "prod.jsonl"
+    command = ["--outputs", str(prod), "--config", str(nightly_config(tmp_path / "nightly.yaml")),
+               "--llm-base-url", llm_endpoint.base_url, "--run-dir", str(tmp_path / "run"),
+               "--experiment", "nightly-prod", "--notify", receiver.url, "--b", "1000"]
+    production_outputs(prod)
+    assert night(*command) == 0
+    assert '"status": "baseline"' in capsys.readouterr().out
+
+    production_outputs(prod, worse=True)
+    assert night(*command) == 3
+    printed = capsys.readouterr().out
+    assert '"status": "regression"' in printed and "### prod/QR: -" in printed
+
+    client = MlflowClient(mlflow_server)
+    experiment = client.get_experiment_by_name("nightly-prod").experiment_id
+    run = client.search_runs([experiment], "tags.`ccrs.kind` = 'pipeline'",
+                             order_by=["attributes.start_time DESC"])[0].info.run_id
+    moves = client.load_table(experiment, MOVES_ARTIFACT, [run])
+    questions = {row["user_input"]: row["response"] for row in example_rows()
+                 if row["system"] == "top3-sentences"}
+    assert len(moves) == MOVES_PER_CELL and (moves["system"] + "/" + moves["metric"]).eq("prod/QR").all()
+    assert moves["move"].lt(0).all() and moves["score_run"].eq(0).all() and moves["answer_run"].eq("").all()
+    assert all(questions[q] == a for q, a in zip(moves["question"], moves["answer_baseline"]))
+    assert moves["judge_baseline"].ne("").all() and moves["judge_run"].str.contains("empty response").all()
+    summary = Path(client.download_artifacts(run, "regression/summary.md", str(tmp_path))).read_text()
+    assert "## What moved, question by question" in summary
+    assert all(question[:40] in summary for question in moves["question"])
+
+    alert = receiver.received[-1]
+    assert alert["status"] == "regression" and alert["exit_code"] == 3
+    assert f'Largest drops: prod/QR "{moves["question"][0][:40]}' in alert["text"]
+    assert [m["query_id"] for m in alert["moves"]] == moves["query_id"].tolist()
 
 
 def test_a_crash_is_a_failed_mlflow_run_with_its_error_and_exit_1(llm_endpoint, tmp_path, monkeypatch,

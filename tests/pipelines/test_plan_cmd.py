@@ -12,7 +12,7 @@ PILOT = REPO_ROOT / "data" / "bioasq-sample-pilot"  # real BioASQ 12b sample pil
 def test_plan_power_on_a_real_pilot_scores_file(tmp_path, capsys):
     out, plot = tmp_path / "plan.json", tmp_path / "power.png"
     code = cli.main(["plan", "power", "--pilot", str(PILOT / "extractive_scores.parquet"), "--delta", "0.2",
-                     "--replicates", "20", "--b", "200", "--json", str(out), "--plot", str(plot)])
+                     "--replicates", "20", "--sim-b", "200", "--json", str(out), "--plot", str(plot)])
     assert code == 0
     plan = json.loads(out.read_text())
     assert set(plan["n_questions"]) == {"token_f1", "token_recall"}
@@ -47,13 +47,14 @@ def test_plan_power_reports_bad_input(tmp_path, capsys):
     assert "not in the pilot" in capsys.readouterr().err
     scores[scores["system"] == "A"].to_csv(path, index=False)
     assert cli.main(["plan", "power", "--pilot", str(path)]) == 2
-    assert "two systems" in capsys.readouterr().err
+    line = "ccrs plan power: power planning compares systems: the pilot holds one (A)"
+    assert capsys.readouterr().err.splitlines() == [line]
     assert cli.main(["plan", "power", "--pilot", str(tmp_path / "missing.parquet")]) == 2
 
 
 def test_ccrs_run_prints_the_cost_plan_or_why_not_before_a_cluster_run(capsys):
     from pipelines.config import load_config
-    from pipelines.run_cmd import print_cost_plan
+    from pipelines.tools.run_outcome import print_cost_plan
 
     # the paper config's dataset lives on the cluster (/mnt/ccrs): the run goes on with a note
     print_cost_plan(load_config(REPO_ROOT / "configs" / "paper-bioasq.yaml"))
@@ -71,8 +72,8 @@ def test_a_pilot_with_repeated_judgments_gets_a_decision_study(tmp_path, capsys)
     repeats against questions (three systems: each new n costs a studentized range quantile, ~0.5 s)."""
     pilot, out = tmp_path / "pilot.parquet", tmp_path / "plan.json"
     make_repeated_scores(n_queries=30, judge_sd=0.15, seed=2).to_parquet(pilot)
-    code = cli.main(["plan", "power", "--pilot", str(pilot), "--delta", "0.15", "--replicates", "40", "--b",
-                     "200", "--max-repeats", "3", "--max-questions", "60", "--json", str(out)])
+    code = cli.main(["plan", "power", "--pilot", str(pilot), "--delta", "0.15", "--replicates", "40",
+                     "--sim-b", "200", "--max-repeats", "3", "--max-questions", "60", "--json", str(out)])
     assert code == 0
     plan = json.loads(out.read_text())
     rows = plan["decision_study"]

@@ -1,23 +1,32 @@
-"""`ray job submit --working-dir . -- ccrs run --config ...` against a Ray head node started by the test
-on loopback, as a user submits to a cluster (the LLM endpoint is the session's real CPU stack)."""
+"""A Ray head started as docs/cluster.md and the README say (`ray start --head --num-cpus=5`, Ray 2.60's
+token authentication left on), on loopback: `ray job submit --working-dir . -- ccrs run --config ...`
+authenticated as they say (the LLM endpoint is the session's real CPU stack), and a Serve app too large
+for that head, which fails with one line at its ready_timeout_s instead of waiting forever."""
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tests.pipelines.conftest import free_port
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
+def test_the_head_has_token_authentication_on(ray_head):
+    mode = httpx.get(f"{ray_head.dashboard}/api/authentication_mode", timeout=10).json()
+    assert mode == {"authentication_mode": "token"}
+    assert httpx.get(f"{ray_head.dashboard}/api/jobs/", timeout=10).status_code == 401  # no token
+
+
 def test_ray_job_submit_runs_the_pipeline(ray_head, llm_endpoint, mlflow_server, tmp_path):
-    address, env = ray_head.dashboard, ray_head.env
     run_dir = tmp_path / "job-run"
     config = yaml.safe_load((ROOT / "configs" / "cpu-demo.yaml").read_text())
     config.update(name="ray-job", run_dir=str(run_dir))
@@ -28,11 +37,12 @@ def test_ray_job_submit_runs_the_pipeline(ray_head, llm_endpoint, mlflow_server,
     config["mlflow"] = {"tracking_uri": mlflow_server, "experiment": "ccrs-ray-job"}
     config_path = tmp_path / "job.yaml"
     config_path.write_text(yaml.safe_dump(config))
-    submit = [str(BIN / "ray"), "job", "submit", "--address", address, "--working-dir", ".",
+    submit = [str(BIN / "ray"), "job", "submit", "--address", ray_head.dashboard, "--working-dir", ".",
               "--runtime-env-json", json.dumps({"env_vars": {"HF_HUB_OFFLINE": "1"}}),
               "--", "ccrs", "run", "--config", str(config_path)]
     for _ in range(20):  # the head's job agent registers a little after the dashboard answers
-        finished = subprocess.run(submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        finished = subprocess.run(submit, cwd=ROOT, env=ray_head.env, capture_output=True, text=True,
+                                  timeout=900)
         if "No available agent" not in finished.stderr:
             break
         time.sleep(3)
@@ -43,3 +53,29 @@ def test_ray_job_submit_runs_the_pipeline(ray_head, llm_endpoint, mlflow_server,
     experiment = client.get_experiment_by_name("ccrs-ray-job")
     runs = client.search_runs([experiment.experiment_id], "tags.`ccrs.kind` = 'pipeline'")
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+
+
+def test_a_serve_app_too_large_for_the_head_fails_in_one_line_at_ready_timeout(ray_head, tmp_path):
+    """`ccrs serve up`, a driver of the head, deploys the CPU profile's app with an engine of 5 CPUs: its
+    placement group (the replica actor's CPU + 5) is larger than the head's 5. The app waits, the command
+    says for what (the pending demand, the free CPUs: 4 of 5, the ingress holds one), fails with one
+    line at ready_timeout_s and removes the app again."""
+    from infra.serving import ServingConfig
+
+    serving = ServingConfig.for_profile("cpu", port=free_port(), ready_timeout_s=25)
+    serving.models[0].cpus_per_replica = 5
+    config_path = tmp_path / "too-large.yaml"
+    config_path.write_text(yaml.safe_dump(serving.model_dump(mode="json")))
+    env = {**ray_head.env, "RAY_ADDRESS": ray_head.gcs, "CCRS_HOME": str(tmp_path / "home")}
+    done = subprocess.run([str(BIN / "ccrs"), "serve", "up", "--config", str(config_path)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (error,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert "not ready within ready_timeout_s=25s: waiting for resources" in error, error
+    assert "pending demand: placement groups 1 x {CPU: 6}; free: CPU 4 of 5" in error, error
+    assert "this app asks for 7 logical CPUs" in error  # 1 + 5 for the replica, 1 for the ingress
+    assert "serving: waiting for resources: pending demand:" in done.stderr
+    assert "Traceback" not in done.stderr
+    token = {"Authorization": f"Bearer {ray_head.env['RAY_AUTH_TOKEN']}"}
+    apps = httpx.get(f"{ray_head.dashboard}/api/serve/applications/", headers=token, timeout=30).json()
+    assert serving.app_name not in (apps.get("applications") or {})

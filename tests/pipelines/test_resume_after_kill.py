@@ -1,6 +1,7 @@
 """`ccrs run` killed with SIGKILL (its whole process group: driver and local Ray) between two stages and
 then inside the judging stage; each rerun resumes from the last finished stage or shard and the final
-results equal those of an uninterrupted run of the same config and seeds."""
+results equal those of an uninterrupted run of the same config and seeds (run in this process, on the
+session's Ray: only the runs that are killed need a process and a Ray of their own)."""
 from __future__ import annotations
 
 import json
@@ -27,10 +28,13 @@ def _write_config(path: Path, llm_base_url: str) -> Path:
     config = yaml.safe_load(Path(DEFAULT_CONFIG).read_text())
     config.update({"name": "resume", "run_dir": str(path.parent / "run")})
     config["dataset"]["limit"] = 2
-    # the LLM reader (its generations must resume identically) and one extractive reader: 4 systems
-    config["readers"] = config["readers"][:2]
+    # the LLM reader (its generations must resume identically) and two extractive readers over BM25 alone
+    # (no embedding model to load in each process): 3 systems, 30 judgments
+    config["readers"] = config["readers"][:3]
+    config["retrieval"].update({"retrievers": ["bm25"], "top_k": 3})
     config["stats"].update({"b": 200, "hypotheses": None})  # the demo's hypotheses name systems E and F
     config["serving"] = {"profile": "external", "base_url": llm_base_url}
+    config["mlflow"]["tracking_uri"] = f"sqlite:///{path.parent / 'mlflow.db'}"
     # small shards so the judging stage checkpoints several times before it ends
     config["client"].update({"shard_size": 4, "max_shards_in_flight": 2})
     config["judge"]["scoring"] = "integer"  # CI time: the demo's expected marks cost 3x (tested in e2e)
@@ -40,7 +44,7 @@ def _write_config(path: Path, llm_base_url: str) -> Path:
 
 
 def _start(workdir: Path, config: Path, cache: Path) -> subprocess.Popen:
-    # MLflow settings of the calling process are not inherited: the run logs to ./mlflow.db in `workdir`
+    # MLflow settings of the calling process are not inherited: the run logs where its config says
     env = {name: value for name, value in os.environ.items() if not name.startswith("MLFLOW_")}
     env.update({"CCRS_JUDGE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"})
     env.pop("RAY_ADDRESS", None)
@@ -48,6 +52,14 @@ def _start(workdir: Path, config: Path, cache: Path) -> subprocess.Popen:
         return subprocess.Popen([str(Path(sys.executable).with_name("ccrs")), "run", "--config", str(config)],
                                 cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+
+
+def _run_here(config: Path, cache: Path, monkeypatch) -> None:
+    from pipelines.config import load_config
+    from pipelines.pipeline import run_pipeline
+
+    monkeypatch.setenv("CCRS_JUDGE_CACHE", str(cache))
+    run_pipeline(load_config(config), keep_serving=True)
 
 
 def _run_to_end(workdir: Path, config: Path, cache: Path) -> None:
@@ -83,11 +95,12 @@ def _results(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     return judgments, generations, {m: block["means"] for m, block in stats["per_metric"].items()}
 
 
-def test_a_killed_run_resumes_between_and_inside_stages_with_identical_results(tmp_path, llm_endpoint):
+def test_a_killed_run_resumes_between_and_inside_stages_with_identical_results(tmp_path, llm_endpoint,
+                                                                               monkeypatch):
     baseline_dir, killed_dir = tmp_path / "baseline", tmp_path / "killed"
     baseline_cfg = _write_config(baseline_dir / "config.yaml", llm_endpoint.base_url)
     killed_cfg = _write_config(killed_dir / "config.yaml", llm_endpoint.base_url)
-    _run_to_end(baseline_dir, baseline_cfg, tmp_path / "cache-baseline")
+    _run_here(baseline_cfg, tmp_path / "cache-baseline", monkeypatch)
 
     run_dir = killed_dir / "run"
     cache = tmp_path / "cache-killed"

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,8 +13,8 @@ from pipelines.retrieval_cmd import (
     format_metrics,
     load_command_config,
 )
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "configs" / "retrieval-cpu.yaml"
 
 

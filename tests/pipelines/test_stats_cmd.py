@@ -157,3 +157,31 @@ def test_a_repeat_that_is_no_integer_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["stats", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "repeat must be an integer" in err
+
+
+def test_one_system_csv_gives_means_cis_and_one_line_for_what_needs_two(tmp_path, capsys):
+    """A team's one production system, three questions, 1-5 marks: exit 0, the verdict's means and CIs, the
+    one line about the HSD and hypotheses, the too-few-questions line; stats.json in its layout; hypotheses
+    about it are one line and exit 2."""
+    path = tmp_path / "prod.csv"
+    path.write_text("question_id,system,faithfulness\nq1,prod,4\nq2,prod,2\nq3,prod,5\n")
+    out = tmp_path / "out"
+    args = ["stats", str(path), "--out", str(out), "--scale", "1-5", "--b", "300", "--no-progress",
+            "--markdown"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "3 questions, 1 system (prod); 95% bootstrap CIs from B = 300 resamples." in printed
+    assert ("One system (prod): the HSD groups, discriminative power and hypotheses compare systems and need "
+            "two or more.") in printed
+    assert "| faithfulness | 0.67 [" in printed and "**Too few questions:** faithfulness (3)" in printed
+    result = json.loads((out / "stats.json").read_text())
+    entry = result["per_metric"]["faithfulness"]
+    assert (result["systems"], entry["pairwise"], entry["discriminative_power"]) == (["prod"], [], None)
+    assert entry["means"]["prod"] == pytest.approx(2 / 3) and (out / "summary.md").read_text() in printed
+    assert (out / "tables" / "means.csv").is_file() and (out / "plots" / "boxplots.png").is_file()
+
+    hypotheses = tmp_path / "h.yaml"
+    hypotheses.write_text("hypotheses:\n  - {name: H1, pairs: [[prod, old]], metrics: [faithfulness]}\n")
+    assert main([*args, "--hypotheses", str(hypotheses)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("ccrs stats: error: hypotheses compare systems, and the scores hold one (prod)")

@@ -1,19 +1,23 @@
 """MLflow going away during a real pipeline run: before the track stage, and in the middle of logging.
 The error names the service and its address, every finished stage stays on disk, and the next run (server
 back on the same address) reuses them all and logs a complete MLflow run; a half-logged run is marked
-FAILED and tagged superseded."""
+FAILED and tagged superseded.
+
+The run is the session's e2e run (`e2e_run`) again, in a copy of its folder without the track stage: its
+retrieval, generation, judging, probes and statistics are reused, so that what runs is what is tested,
+the tracking (the subject here), against a server of the test's own that it stops."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from pipelines.config import DEFAULT_CONFIG, load_config
 from tasks.layout import RunLayout
-from tests.pipelines.conftest import free_port, wait_http
+from tests.pipelines.conftest import E2E_PROBES, e2e_config, free_port, wait_http
 
 pytestmark = pytest.mark.llm
 
@@ -53,18 +57,21 @@ def mlflow_outage_server(tmp_path):
         server.stop()
 
 
-def _config(run_dir: Path, llm_base_url: str, tracking_uri: str):
-    return load_config(DEFAULT_CONFIG, {
-        "name": "outage", "run_dir": str(run_dir), "dataset.limit": 2, "stats.b": 200,
-        "judge.scoring": "integer",  # CI time: the demo's expected marks cost 3x (tested in e2e)
-        "serving": {"profile": "external", "base_url": llm_base_url},
-        "mlflow.tracking_uri": tracking_uri, "mlflow.experiment": "ccrs-outage",
-    })
+def _untracked_copy_of(run_dir: Path, into: Path) -> Path:
+    """The finished run's folder without what tracking leaves (its track stage) and without the Ray logs
+    it copied (each run copies them again)."""
+    ray_logs = RunLayout(run_dir).ray_logs_dir
+    shutil.copytree(run_dir, into, ignore=lambda folder, names: [ray_logs.name]
+                    if Path(folder) == ray_logs.parent else [])
+    layout = RunLayout(into)
+    shutil.rmtree(layout.track_dir)
+    layout.track_pending.unlink(missing_ok=True)
+    return into
 
 
 @pytest.mark.parametrize("when", ["before_tracking", "while_logging"])
 def test_mlflow_down_mid_run_keeps_results_and_the_next_run_logs_them(
-        when, tmp_path, monkeypatch, llm_endpoint, judge_cache_dir, mlflow_outage_server):
+        when, tmp_path, monkeypatch, llm_endpoint, e2e_run, mlflow_outage_server):
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -74,7 +81,9 @@ def test_mlflow_down_mid_run_keeps_results_and_the_next_run_logs_them(
     from tasks.tracking import TrackingError
 
     server = mlflow_outage_server
-    config = _config(tmp_path / "run", llm_endpoint.base_url, server.url)
+    run_dir = _untracked_copy_of(e2e_run[1].run_dir, tmp_path / "run")
+    config = e2e_config(run_dir, llm_endpoint.base_url, server.url, experiment="ccrs-outage",
+                        overrides={"probes": E2E_PROBES})
     if when == "before_tracking":
         real_reduce = tasks.reduce.run_reduce
 
@@ -96,7 +105,7 @@ def test_mlflow_down_mid_run_keeps_results_and_the_next_run_logs_them(
     with pytest.raises(TrackingError) as failure:
         run_pipeline(config, keep_serving=True)
     assert server.url in str(failure.value) and "MLflow" in str(failure.value)
-    run_dir = config.resolved_run_dir()
+    assert config.resolved_run_dir() == run_dir
     for stage in ("generate", RunLayout.judge_stage("ccrs"), "reduce"):
         assert (run_dir / stage / "_STAGE.json").exists()
     assert (run_dir / "failures.json").exists() and not (run_dir / "track").exists()

@@ -146,7 +146,7 @@ def test_undefined_values_are_null_with_notes():
             lambda f: pd.concat([f, f.iloc[[3]]]),
             r"duplicate \(query_id, system, metric\) rows: 2 rows, e\.g\. \(q000, B, QR\)",
         ),
-        (lambda f: f[f.system == "A"], r"at least two systems.*\['A'\]"),
+        (lambda f: f.assign(score=None), r"no scores to analyse: no row has a score"),
         (lambda f: f.assign(system=f.system.where(f.index != 1, "")), r"empty system in row\(s\) 1"),
     ],
 )
@@ -218,3 +218,62 @@ def test_a_repeated_metric_with_one_complete_query_has_no_judge_noise_and_says_w
     result = compute_all(scores, b=B)
     assert result["per_metric"]["CC"]["n_used"] == 1 and result["per_metric"]["CC"]["judge_noise"] is None
     assert any("judge_noise" in note and "fewer than 2" in note for note in result["notes"])
+
+
+ONE_SYSTEM = pd.DataFrame([("q1", "prod", "CC", 0.2), ("q2", "prod", "CC", 0.4), ("q3", "prod", "CC", 0.9),
+                           ("q1", "prod", "QR", 1.0), ("q2", "prod", "QR", 1.0), ("q3", "prod", "QR", 0.5)],
+                          columns=["query_id", "system", "metric", "score"])
+
+
+def test_one_system_has_means_cis_and_the_layout_with_empty_pairs_and_null_power():
+    result = compute_all(ONE_SYSTEM, b=B)
+    several = compute_all(make_scores(n_queries=3), b=B)
+    assert set(result) == set(several) and result["systems"] == ["prod"] and result["n_queries"] == 3
+    cc = result["per_metric"]["CC"]
+    assert set(cc) == set(several["per_metric"]["CC"])
+    assert cc["means"] == {"prod": pytest.approx(0.5)} and result["per_metric"]["QR"]["means"]["prod"] == \
+        pytest.approx(2.5 / 3)
+    low, high = cc["ci95"]["prod"]
+    assert 0.2 <= low < 0.5 < high <= 0.9
+    assert (cc["pairwise"], cc["discriminative_power"], cc["n_used"]) == ([], None, 3)
+    assert cc["tie_rate"]["prod"] == 0.0 and result["per_metric"]["QR"]["bounds"]["prod"] == {"at_0": 0,
+                                                                                               "at_1": 2}
+    rows = result["discriminative_power_comparison"]
+    assert [(row["pairs"], row["discriminative_power"]) for row in rows] == [(0, None), (0, None)]
+    assert result["hypotheses"] == {}
+    assert any(note.startswith("one system (prod): the HSD, discriminative power and hypotheses")
+               for note in result["notes"])
+    json.dumps(result, allow_nan=False)
+
+
+def test_one_system_with_repeats_has_judge_noise_in_the_layout_of_several():
+    scores = make_repeated_scores(n_queries=12, systems=("prod",), n_repeats=3)
+    result = compute_all(scores, b=B)
+    several = compute_all(make_repeated_scores(n_queries=12, systems=("A", "B"), n_repeats=3), b=B)
+    noise = result["per_metric"]["CC"]["judge_noise"]
+    assert list(noise) == list(several["per_metric"]["CC"]["judge_noise"])
+    assert list(noise["components"]) == ["system", "question", "system_x_question", "residual"]
+    assert noise["components"]["system"] is None and noise["components"]["question"] > 0
+    assert noise["df"] == {"system": 0, "question": 11, "system_x_question": 0, "residual": 24}
+    assert (noise["stable_share"], noise["pair_verdicts"], noise["flaky_pairs"]) == (None, [], [])
+    assert 0 < noise["reliability"] <= 1 and noise["reliability_one_judgment"] < noise["reliability"]
+    low, high = result["per_metric"]["CC"]["ci95"]["prod"]
+    assert low < result["per_metric"]["CC"]["means"]["prod"] < high
+    assert any("judge_noise: one system" in note for note in result["notes"])
+
+
+def test_hypotheses_on_one_system_are_a_clear_error():
+    hypotheses = HypothesisSet([Hypothesis("H1", [("prod", "other")], ["CC"])])
+    message = r"hypotheses compare systems, and the scores hold one \(prod\): H1 cannot be tested"
+    with pytest.raises(StatsInputError, match=message):
+        compute_all(ONE_SYSTEM, hypotheses, b=10)
+
+
+def test_no_score_at_all_is_an_error_here_and_an_empty_layout_for_a_run():
+    from stats.analysis import unscored_result
+
+    with pytest.raises(StatsInputError, match="no scores to analyse"):
+        compute_all(ONE_SYSTEM.assign(score=None), b=10)
+    empty = unscored_result(B, 0, 0.05, "every judgment failed")
+    assert set(empty) == set(compute_all(ONE_SYSTEM, b=B))
+    assert (empty["systems"], empty["per_metric"], empty["notes"]) == ([], {}, ["every judgment failed"])

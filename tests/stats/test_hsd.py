@@ -138,3 +138,14 @@ def test_tied_queries_are_left_out_exactly():
     np.testing.assert_allclose(result.means, scores.mean(axis=0))
     all_tied = randomized_tukey_hsd(np.full((4, 3), 0.5), 50, np.random.default_rng(0))
     assert (all_tied.p_values == 1.0).all()
+
+
+def test_the_smallest_p_value_is_the_share_of_the_relabellings_of_every_query_alike():
+    """(k!)^(1 - n): two systems separated on every one of 5 queries reach p = 2/32, never below 0.05, so
+    they need 6 queries; three systems need 3."""
+    assert hsd.smallest_p_value(5, 2) == 1 / 16 and hsd.smallest_p_value(2, 3) == 1 / 6
+    assert [hsd.questions_to_separate(k, 0.05) for k in (2, 3, 4)] == [6, 3, 2]
+    assert hsd.smallest_p_value(10, 1) == 1.0
+    separated = np.column_stack([np.ones(5), np.zeros(5)])
+    p = randomized_tukey_hsd(separated, 20_000, np.random.default_rng(0)).p_values[0, 1]
+    assert p == pytest.approx(hsd.smallest_p_value(5, 2), abs=0.01)

@@ -140,3 +140,25 @@ def test_bad_designs_are_clear_errors():
         two_level_bootstrap(HAND, 0, np.random.default_rng(0))
     with pytest.raises(StatsInputError, match="averaged p-values"):
         verdict_stability(HAND, np.ones((3, 3)), 10, np.random.default_rng(0), 0.05)
+
+
+def test_one_system_components_and_reliability_of_a_hand_computed_design():
+    """Repeats within questions: question means 0.25, 0.5, 0.8, 0.5 (grand 0.5125); MS_question =
+    2 x 0.151875 / 3 = 0.10125, MS_residual = 0.045 / 4 = 0.01125; var_q = (0.10125 - 0.01125) / 2 = 0.045;
+    rho = 0.045 / (0.045 + 0.01125 / 2) = 8/9, one judgment 0.8, judge noise 20%."""
+    from stats.judge_noise import single_system_noise
+
+    scores = np.array([[0.2, 0.3], [0.5, 0.5], [0.9, 0.7], [0.4, 0.6]])
+    noise = single_system_noise(scores, 2000, np.random.default_rng(0))
+    np.testing.assert_allclose(noise.mean_squares, [0.10125, 0.01125])
+    np.testing.assert_allclose(noise.variances, [0.045, 0.01125])
+    assert list(noise.df) == [3, 4] and noise.truncated == ()
+    assert noise.reliability() == pytest.approx(8 / 9) and noise.reliability(1) == pytest.approx(0.8)
+    assert noise.residual_share == pytest.approx(0.2)
+    assert noise.mean_low < scores.mean() < noise.mean_high
+    assert noise.reliability_low <= noise.reliability() <= noise.reliability_high
+    again = single_system_noise(scores, 2000, np.random.default_rng(0))  # a function of the seed
+    assert (again.mean_low, again.mean_high, again.reliability_low) == (
+        noise.mean_low, noise.mean_high, noise.reliability_low)
+    with pytest.raises(StatsInputError, match="n_repeats >= 2"):
+        single_system_noise(scores[:, :1], 10, np.random.default_rng(0))

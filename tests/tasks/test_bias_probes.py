@@ -118,6 +118,31 @@ def test_run_probes_judges_each_variant_on_the_metrics_that_read_what_it_changes
     assert probes_markdown(report).startswith("## Judge bias probes\n")
 
 
+def test_the_injection_kind_reports_the_detectors_flag_rates(tmp_path):
+    """The detector on the clean texts (none flagged) and on each variant's injected text (all flagged);
+    a report without the injection kind has no detector entry, as before."""
+    from tasks.bias_probes import probe_metrics
+
+    samples = _samples(2)
+    probes = ProbesConfig(kinds=["injection"], templates=["score_dictation"], b=200)
+    judge = JudgeConfig(model="m", cache=False, ccrs=CcrsOptions(metrics=["QR", "CC"]))
+    result = run_probes(samples, probes, judge, ClientConfig(), "http://unused/v1", tmp_path / "out",
+                        llm=FakeLLMClient("50"))
+    report = json.loads(result.paths["report"].read_text())
+    detector = report["detector"]
+    assert detector["clean_responses"] == {"n": 2, "flagged": 0, "flag_rate": 0.0}
+    assert detector["clean_chunks"]["n"] == sum(len(s.context) for s in samples)
+    assert detector["injected"] == [{"variant": f"score_dictation@{where}", "n": 2, "flagged": 2,
+                                     "flag_rate": 1.0} for where in ("response", "context")]
+    assert probe_table(report)[-1].startswith("detector (judges/injection.py injection_markers) flagged 0/2 "
+                                              "clean responses")
+    assert "score_dictation@context 2/2." in probes_markdown(report)
+    assert probe_metrics(report)["probe/injection/detector/score_dictation.context/flag_rate"] == 1.0
+    without = run_probes(samples, ProbesConfig(kinds=["order"], b=200), judge, ClientConfig(),
+                         "http://unused/v1", tmp_path / "order", llm=FakeLLMClient("50"))
+    assert "detector" not in json.loads(without.paths["report"].read_text())
+
+
 def _write_run_inputs(root):
     queries, retrieved = write_bioasq_inputs(root / "retrieve", limit=4, chunks_per_query=3)
     query_ids = pd.read_parquet(queries).query_id.tolist()
@@ -169,6 +194,7 @@ def test_run_probe_stage_probes_one_systems_answers_and_is_reused(tmp_path, fake
 
 
 def test_verdict_shows_the_probes_of_a_run_that_asked_for_them(tmp_path, fake_fan_out):
+    from pipelines.extensions import verdict_sections
     from tasks.verdict import build_summary
     from tests.tasks.test_verdict import make_judged_run
 
@@ -177,10 +203,10 @@ def test_verdict_shows_the_probes_of_a_run_that_asked_for_them(tmp_path, fake_fa
     probes = ProbesConfig(kinds=["order"], questions=2, b=200)
     run_probe_stage(layout.root, inputs, 3, probes, JudgeConfig(model="m", cache=False,
                     ccrs=CcrsOptions(metrics=["CC"])), ClientConfig(), "http://unused/v1", progress=False)
-    assert "Judge bias probes" not in build_summary(layout.root)  # the config does not ask for them
+    assert "Judge bias probes" not in build_summary(layout.root, verdict_sections())  # not asked for
     config = json.loads(layout.config_json.read_text())
     layout.config_json.write_text(json.dumps({**config, "probes": probes.model_dump()}))
-    text = build_summary(layout.root)
+    text = build_summary(layout.root, verdict_sections())
     assert "## Judge bias probes" in text and "| order | order | CC | stable | 2 |" in text
 
 
@@ -196,7 +222,8 @@ def test_probes_are_logged_into_the_given_mlflow_run(tmp_path, fake_fan_out):
     report, files = logged_probe_files(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = mlflow.tracking.MlflowClient(tracking_uri=uri)
-    run_id = client.create_run(client.create_experiment("probes-test")).info.run_id
+    experiment = client.create_experiment("probes-test", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment).info.run_id
     log_probes(report, files, uri, run_id)
     metrics = client.get_run(run_id).data.metrics
     assert metrics["probe/verbosity/verbosity/ID/shift"] == 0.0 and metrics["probe/flagged_cells"] == 0.0

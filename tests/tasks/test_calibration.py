@@ -336,16 +336,17 @@ def test_a_stopped_run_is_a_failed_mlflow_run_with_the_pass_rates_and_files(tmp_
 
 
 def test_the_verdict_of_a_run_that_judged_anyway_opens_with_the_warning(tmp_path):
+    from pipelines.extensions import verdict_sections
     from tasks.stage import MANIFEST
     from tasks.verdict import build_summary
     from tests.tasks.test_verdict import make_judged_run
 
     layout = make_judged_run(tmp_path / "run")
     config = json.loads(layout.config_json.read_text())
-    assert "Judge calibration" not in build_summary(layout.root)  # no gate in the config
+    assert "Judge calibration" not in build_summary(layout.root, verdict_sections())  # no gate in the config
     layout.preflight_dir.mkdir()
     (layout.preflight_dir / MANIFEST).write_text(json.dumps({"summary": _gate(0.34, 0.6).summary}))
     layout.config_json.write_text(json.dumps({**config, "judge": {"preflight": {"min_pass_rate": 0.6,
                                                                                 "on_fail": "warn"}}}))
-    sections = build_summary(layout.root).split("\n\n## ")
+    sections = build_summary(layout.root, verdict_sections()).split("\n\n## ")
     assert sections[1].startswith("Judge calibration\n\n**Warning: judge calibration 0.34 < 0.60")

@@ -4,7 +4,7 @@ import pytest
 from judges.config import CcrsOptions, ClientConfig, JudgeConfig, ReaderConfig
 from tasks.generate import run_generation
 from judges.suite import get_suite
-from tasks.judge import judge_suite, load_samples, run_judging
+from tasks.judge import JudgeSession, load_samples, run_judging
 from tasks.layout import RunLayout
 
 
@@ -36,8 +36,8 @@ def test_empty_responses_score_zero_without_a_judge_call(tmp_path, bioasq_inputs
     gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs))
     gens["answer"] = ""
     samples, _ = load_samples(*(pd.read_parquet(p) for p in bioasq_inputs), gens, top_k=3)
-    judgments, stats = judge_suite(get_suite("ccrs"), samples, JudgeConfig(), ClientConfig(), "http://127.0.0.1:9/v1",
-                                   progress=False)
+    session = JudgeSession.of("ccrs", JudgeConfig(), ClientConfig(), "http://127.0.0.1:9/v1")
+    judgments, stats = session.judge_samples(samples)
     assert stats["judge_requests"] == 0
     assert {j.status for j in judgments} == {"empty_response"} and {j.score for j in judgments} == {0.0}
     assert all(j.em == 0.0 for j in judgments if j.metric == "AC")
@@ -132,8 +132,8 @@ def test_every_suite_records_empty_responses_and_failed_generations_one_row_per_
     samples, _ = load_samples(*(pd.read_parquet(p) for p in bioasq_inputs), gens, top_k=3)
     failed = [{"query_id": samples[0].query_id, "system": samples[0].system, "error": "HTTP 500"}]
     for name, suite in suites().items():
-        judgments, stats = judge_suite(suite, samples[1:], JudgeConfig(cache=False), ClientConfig(),
-                                       "http://127.0.0.1:9/v1", progress=False)
+        session = JudgeSession.of(suite, JudgeConfig(cache=False), ClientConfig(), "http://127.0.0.1:9/v1")
+        judgments, stats = session.judge_samples(samples[1:])
         judgments += failed_generation_judgments(suite, failed, JudgeConfig())
         metrics = suite.selected_metrics(JudgeConfig())
         frame = judgments_frame(judgments, metric_order=metrics)
@@ -173,7 +173,7 @@ def test_other_weights_behind_the_same_model_id_get_other_stage_and_cache_keys(t
                                                                                5, served)
 
 
-def test_judge_suite_asks_through_a_client_of_the_callers_and_moves_its_bar():
+def test_a_judge_session_asks_through_a_client_of_the_callers_and_moves_its_bar():
     """`llm`: a tool's own client, in this process (no Ray); a tqdm bar handed in as `progress` advances by
     judgments (an empty response's too), and the empty response is not sent."""
     import io
@@ -188,7 +188,7 @@ def test_judge_suite_asks_through_a_client_of_the_callers_and_moves_its_bar():
     judge = JudgeConfig(model="m", cache=False, ccrs=CcrsOptions(metrics=["CC", "QR"]))
     llm = FakeLLMClient("50")
     bar = tqdm(total=4, file=io.StringIO())
-    judgments, stats = judge_suite(get_suite("ccrs"), samples, judge, ClientConfig(), "", bar, llm=llm)
+    judgments, stats = JudgeSession.of("ccrs", judge, llm=llm).judge_samples(samples, bar)
     assert sorted((j.query_id, j.metric, j.status) for j in judgments) == [
         ("q1", "CC", "ok"), ("q1", "QR", "ok"),
         ("q2", "CC", "empty_response"), ("q2", "QR", "empty_response")]
@@ -212,8 +212,8 @@ def test_with_repeats_every_sample_has_k_rows_per_metric_and_a_missing_repeat_is
     samples, _ = load_samples(*(pd.read_parquet(p) for p in bioasq_inputs), gens, top_k=3)
     failed = [{"query_id": samples[0].query_id, "system": samples[0].system, "error": "HTTP 500"}]
     suite, judge, repeats = get_suite("ccrs"), JudgeConfig(cache=False), RepeatOptions(k=3)
-    judgments, stats = judge_suite(suite, samples[1:], judge, ClientConfig(), "http://127.0.0.1:9/v1",
-                                   progress=False, repeats=repeats)
+    session = JudgeSession.of(suite, judge, ClientConfig(), "http://127.0.0.1:9/v1", repeats=repeats)
+    judgments, stats = session.judge_samples(samples[1:])
     judgments += failed_generation_judgments(suite, failed, judge, repeats)
     metrics = suite.selected_metrics(judge)
     frame = judgments_frame(judgments, metric_order=metrics)
@@ -225,7 +225,7 @@ def test_with_repeats_every_sample_has_k_rows_per_metric_and_a_missing_repeat_is
                        metrics, repeats=3)
     with pytest.raises(IncompleteJudgingError, match="no repeat column"):
         check_complete(frame.drop(columns="repeat"), gens, metrics, repeats=3)
-    once = judgments_frame(judge_suite(suite, samples[1:], judge, ClientConfig(), "", progress=False)[0])
+    once = judgments_frame(JudgeSession.of(suite, judge).judge_samples(samples[1:])[0])
     assert "repeat" not in once.columns  # k = 1: the columns a run always had
 
 

@@ -6,42 +6,21 @@ OpenAI-compatible APIs do: one rejects vLLM's extra chat arguments with a 400, a
 unrecognized request argument; one answers without log-probabilities, as servers that ignore `logprobs` do."""
 from __future__ import annotations
 
-import httpx
 import pytest
 
+from judges.client import VLLM_ONLY_FIELDS
 from judges.config import ClientConfig, JudgeConfig
 from judges.scoring import ScoringUnsupportedError
 from tasks.judge import probe_judge
-from tests.loopback import JsonHandler, LoopbackServer
+from tests.loopback import JudgeProxy
 
 pytestmark = pytest.mark.llm
-VLLM_ONLY_ARGUMENTS = ("continue_final_message", "add_generation_prompt")
 
 
-class OtherApiProxy(LoopbackServer):
-    def __init__(self, upstream: str, behaviour: str):
-        class Handler(JsonHandler):
-            def do_GET(self):  # noqa: N802
-                response = httpx.get(f"{upstream}{self.path.removeprefix('/v1')}", timeout=60)
-                self.send_json(response.status_code, response.content)
-
-            def do_POST(self):  # noqa: N802
-                body = self.read_json()
-                unknown = [key for key in VLLM_ONLY_ARGUMENTS if key in body]
-                if behaviour == "rejects_vllm_arguments" and unknown:
-                    message = f"Unrecognized request argument supplied: {unknown[0]}"
-                    self.send_json(400, {"error": {"message": message, "type": "invalid_request_error"}})
-                    return
-                response = httpx.post(f"{upstream}{self.path.removeprefix('/v1')}", json=body, timeout=120)
-                if behaviour == "no_logprobs" and response.status_code == 200:
-                    reply = response.json()
-                    for choice in reply.get("choices", []):
-                        choice["logprobs"] = None
-                    self.send_json(200, reply)
-                    return
-                self.send_json(response.status_code, response.content)
-
-        super().__init__(Handler, "/v1")
+def other_api_proxy(upstream: str, behaviour: str) -> JudgeProxy:
+    if behaviour == "rejects_vllm_arguments":
+        return JudgeProxy(upstream, refused=VLLM_ONLY_FIELDS)
+    return JudgeProxy(upstream, logprobs=False)
 
 
 @pytest.mark.parametrize("behaviour, problem", [
@@ -50,7 +29,7 @@ class OtherApiProxy(LoopbackServer):
 ])
 def test_expected_scoring_against_a_judge_that_is_not_vllm_fails_at_start_up(llm_endpoint, behaviour,
                                                                              problem):
-    proxy = OtherApiProxy(llm_endpoint.base_url, behaviour)
+    proxy = other_api_proxy(llm_endpoint.base_url, behaviour)
     judge = JudgeConfig(model=llm_endpoint.judge_model, scoring="expected")
     try:
         with pytest.raises(ScoringUnsupportedError) as error:

@@ -18,8 +18,8 @@ from tasks.outputs import (
     read_outputs,
     run_outputs_stage,
 )
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "ragas-two-systems.jsonl"
 GROUSE_TESTS = REPO / "data" / "grouse-bioasq" / "test.jsonl"
 

@@ -8,26 +8,24 @@ import pyarrow.parquet as pq
 import pytest
 
 from retrievers.config import (
-    ChunkingConfig,
-    DatasetConfig,
-    EmbedderConfig,
-    IndexConfig,
-    OpenSearchConfig,
-    RetrievalConfig,
+    ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, OpenSearchConfig, RetrievalConfig,
+    RetrievalSpec,
 )
 from retrievers.schema import CHUNKS_SCHEMA, QUERIES_SCHEMA, RETRIEVED_SCHEMA, DatasetError
 from tasks.retrieval_stages import build_retrieval_index, run_retrieval
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "bioasq-sample"
 MEASURES = {"R@20", "P@20", "RR@20", "nDCG@20"}
 
 
-def _run(run_dir, dataset=None, index=None, retrieval=None, chunking=None, **kwargs):
-    return run_retrieval(
-        run_dir, dataset or DatasetConfig(path=str(SAMPLE)), chunking or ChunkingConfig(), EmbedderConfig(),
-        index or IndexConfig(), retrieval or RetrievalConfig(), progress=False, **kwargs,
-    )
+def sample_spec(**blocks) -> RetrievalSpec:
+    """The default retrieval over the shipped BioASQ sample, with the blocks given replaced."""
+    return RetrievalSpec(**{"dataset": DatasetConfig(path=str(SAMPLE)), **blocks})
+
+
+def _run(run_dir, force=False, **blocks):
+    return run_retrieval(run_dir, sample_spec(**blocks), force=force, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +103,8 @@ def test_limit_reruns_only_retrieval(run_dir, first, tmp_path):
 
 
 def test_bm25_only_skips_embedding_and_chunk_ids_are_stable(tmp_path, first, ray_session):
-    built = build_retrieval_index(
-        tmp_path, DatasetConfig(path=str(SAMPLE)), ChunkingConfig(), EmbedderConfig(), IndexConfig(),
-        RetrievalConfig(retrievers=["bm25"]), progress=False,
-    )
+    built = build_retrieval_index(tmp_path, sample_spec(retrieval=RetrievalConfig(retrievers=["bm25"])),
+                                  progress=False)
     assert [s.name for s in built.stages] == ["ingest", "chunk", "index"]
     assert pq.read_table(built.chunks_path).equals(pq.read_table(first.chunks_path))
 
@@ -249,8 +245,7 @@ def test_retrieve_texts_searches_other_queries_with_the_runs_own_retrievers(run_
     question = pq.read_table(first.queries_path).slice(0, 1).to_pylist()[0]
     texts = [question["text"], "Who won the 1998 FIFA World Cup final?"]
     manifest = (run_dir / "index" / "_STAGE.json").read_text()
-    hits = retrieve_texts(run_dir, DatasetConfig(path=str(SAMPLE)), ChunkingConfig(), EmbedderConfig(),
-                          IndexConfig(), RetrievalConfig(), texts, 3, progress=False)
+    hits = retrieve_texts(run_dir, sample_spec(), texts, 3, progress=False)
     assert (run_dir / "index" / "_STAGE.json").read_text() == manifest  # the run's index, not a new one
     assert list(hits) == ["bm25", "knn"] and all(len(rows) == 2 for rows in hits.values())
     for retriever, rows in hits.items():

@@ -1,18 +1,18 @@
-"""The track stage (tasks/track.py): one MLflow run per call, the GQM report beside it, its key covering the
-MLflow logging and GQM code."""
+"""The track stage (tasks/track.py): one MLflow run per call, the GQM report beside it (the `gqm_goals`
+run extension's payload), its key covering the MLflow logging and GQM code."""
 import json
 import shutil
 
 import pandas as pd
 
+from pipelines.extensions import track_payloads
 from pipelines.tools.gqm_report import DEFAULT_GOALS
 from tasks.layout import RunLayout
 from tasks.reduce import run_reduce
-from tasks.stage import code_version
-from tasks.track import RunRecord, run_track
+from tasks.track import RunRecord, run_track, track_code
 from tests.tasks.test_gqm_report import make_run
 
-GOALS = str(DEFAULT_GOALS)
+GOALS = track_payloads({"gqm_goals": str(DEFAULT_GOALS)})  # what the pipeline passes for `gqm_goals: FILE`
 
 
 def _record(run_dir, tags):
@@ -53,7 +53,7 @@ def test_track_logs_a_run_with_its_tags_and_the_gqm_report_every_time(tmp_path):
 def test_the_track_stage_key_covers_the_mlflow_logging_and_the_gqm_report(tmp_path, monkeypatch):
     from tasks import stage
 
-    before = code_version("tasks.track")
+    before = track_code(GOALS)
     found = stage._module_file
     for module in ("tasks.gqm_report", "tasks.tracking"):
         edited = tmp_path / f"{module}.py"
@@ -61,5 +61,48 @@ def test_the_track_stage_key_covers_the_mlflow_logging_and_the_gqm_report(tmp_pa
         edited.write_text(edited.read_text() + "\n# an edit\n")
         monkeypatch.setattr(stage, "_module_file",
                             lambda name, m=module, e=edited: e if name == m else found(name))
-        assert code_version("tasks.track") != before
+        assert track_code(GOALS) != before
         monkeypatch.setattr(stage, "_module_file", found)
+
+
+def test_the_mlflow_run_spans_the_command_and_its_description_is_the_verdicts_headline(tmp_path):
+    """The run starts when the command started (RunRecord.started_at) and ends when it is logged, so that
+    the UI's Duration is the command's; its Description (mlflow.note.content) is the verdict's headline,
+    and `ccrs nightly`'s gate outcome goes into it before the link to summary.md."""
+    import dataclasses
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from tasks.tracking import GATE_PREFIX, NOTE_TAG, set_gate_status
+
+    run_dir = make_run(tmp_path / "run")
+    layout = RunLayout(run_dir)
+    layout.summary_md.write_text("# Verdict: t\n")
+    reduce = run_reduce(run_dir, [layout.scores("ccrs")], b=50, seed=0, alpha=0.05)
+    started_at = time.time() - 3600  # the command began an hour before its track stage
+    record = _record(run_dir, {"ccrs.config_name": "t"})
+    record = dataclasses.replace(record, config={**record.config, "judge": {"model": "judge-x"}},
+                                 started_at=started_at)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracked = run_track(run_dir, record, reduce, uri, "track-test").summary
+    client = MlflowClient(uri)
+    run = client.get_run(tracked["run_id"])
+    assert run.info.start_time == int(started_at * 1000) and run.info.status == "FINISHED"
+    assert run.info.end_time >= run.info.start_time + 3600 * 1000
+    assert run.data.tags["mlflow.user"] and run.data.tags["ccrs.config_name"] == "t"
+
+    stats = json.loads((reduce.out_dir / "stats.json").read_text())
+    note = run.data.tags[NOTE_TAG]
+    assert note.startswith("**track-test**: 2 systems (bm25+r, knn+r), 8 questions, judge `judge-x`.")
+    for metric, block in stats["per_metric"].items():
+        best = max(block["means"], key=block["means"].get)
+        assert f"- {metric}: {best} {block['means'][best]:.3f}" in note
+    link = f"/#/experiments/{tracked['experiment_id']}/runs/{run.info.run_id}/artifacts/summary.md"
+    assert note.endswith(")") and link in note.splitlines()[-1]
+
+    set_gate_status(uri, run.info.run_id, f"{GATE_PREFIX} **baseline**")
+    set_gate_status(uri, run.info.run_id, f"{GATE_PREFIX} **regression** against run r0: bm25+r/CC")
+    gated = client.get_run(run.info.run_id).data.tags[NOTE_TAG].split("\n\n")
+    assert gated[:-2] == note.split("\n\n")[:-1] and gated[-1] == note.split("\n\n")[-1]
+    assert gated[-2] == f"{GATE_PREFIX} **regression** against run r0: bm25+r/CC"

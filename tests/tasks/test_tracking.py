@@ -1,4 +1,4 @@
-from tasks.tracking import flatten, redact, run_url
+from tasks.tracking import flatten, redact, run_description, run_url
 
 
 def test_redact_hides_secret_values_but_keeps_env_var_names():
@@ -163,3 +163,18 @@ def test_logged_log_files_have_secret_values_masked(tmp_path, monkeypatch):
     assert (tmp_path / "down" / "logs" / "ray" / "serve" / "controller.log").read_text() == "deployed\n"
     text = (tmp_path / "down" / "logs" / "console.log").read_text()
     assert "sk-planted-logs-0042" not in text and "key ***" in text and local
+
+
+def test_the_description_of_a_run_without_scores_points_at_the_failures():
+    stats = {"systems": [], "metrics": [], "n_queries": 0, "per_metric": {}}
+    note = run_description("prod", stats, "judge-x", "http://mlflow/summary.md")
+    assert note.startswith("**prod**: no judgment has a score, so no statistics (judge `judge-x`)")
+    assert "0 systems" not in note and note.endswith("(the run's artifact `summary.md`)")
+
+
+def test_the_description_names_the_best_system_and_its_ties():
+    block = {"means": {"A": 0.8, "B": 0.7, "C": 0.2},
+             "pairwise": [{"a": "A", "b": "B", "significant": False}, {"a": "A", "b": "C", "significant": True}]}
+    stats = {"systems": ["A", "B", "C"], "metrics": ["CC"], "n_queries": 4, "per_metric": {"CC": block}}
+    note = run_description("demo", stats, "judge-x", None)
+    assert "**demo**: 3 systems (A, B, C), 4 questions" in note and "- CC: A 0.800 (tied: B)" in note

@@ -4,6 +4,7 @@ import json
 import pandas as pd
 import pytest
 
+from pipelines.extensions import verdict_sections
 from stats.analysis import compute_all
 from tasks.failures import write_failure_report
 from tasks.hypotheses_io import load_hypotheses
@@ -132,11 +133,75 @@ def test_the_verdict_of_repeated_judgments_names_the_judge_noise_and_each_flaky_
     stats = json.loads(json.dumps(compute_all(scores, b=300, seed=0)))  # as read from stats.json
     noise = stats["per_metric"]["CC"]["judge_noise"]
     assert noise["flaky_pairs"] == [["A", "C"]]
-    text = build_stats_summary(stats, "repeated")
+    text = build_stats_summary(stats, "repeated", sections=verdict_sections())  # judge.repeats' section
     assert "## Judge noise" in text
     row = next(line for line in text.splitlines() if line.startswith("| CC | 3 |"))
     low, high = noise["reliability_ci95"]
     assert f"{noise['reliability']:.2f} [{low:.2f}, {high:.2f}]" in row and row.endswith("| A vs C |")
     assert f"{100 * noise['residual_share']:.0f}%" in row and "| 2/3 |" in row
     assert "**Flaky:** A vs C (CC)" in text
-    assert "Judge noise" not in build_stats_summary(compute_all(make_scores(), b=50), "plain")
+    assert "Judge noise" not in build_stats_summary(compute_all(make_scores(), b=50), "plain",
+                                                    sections=verdict_sections())
+
+
+def one_system_scores(n_questions: int) -> pd.DataFrame:
+    return make_scores(n_queries=n_questions, systems=("prod",))
+
+
+def test_the_verdict_of_one_system_has_means_and_cis_and_one_line_for_what_needs_two():
+    stats = compute_all(one_system_scores(8), b=200)
+    text = build_stats_summary(stats, "prod.csv")
+    cc, qr = (stats["per_metric"][m] for m in ("CC", "QR"))
+    cell = "{:.2f} [{:.2f}, {:.2f}]".format
+    assert text == (
+        "# Verdict: prod.csv\n\n8 questions, 1 system (prod); 95% bootstrap CIs from B = 200 resamples.\n\n"
+        "## Means and 95% CIs\n\n"
+        "One system (prod): the HSD groups, discriminative power and hypotheses compare systems and need two "
+        "or more.\n\n| metric | prod |\n| --- | --- |\n"
+        f"| CC | {cell(cc['means']['prod'], *cc['ci95']['prod'])} |\n"
+        f"| QR | {cell(qr['means']['prod'], *qr['ci95']['prod'])} |\n")
+
+
+def test_the_verdict_of_one_system_with_repeats_names_its_judge_noise():
+    stats = compute_all(make_repeated_scores(n_queries=10, systems=("prod",)), b=200)
+    text = build_stats_summary(stats, "prod", sections=verdict_sections())
+    noise = stats["per_metric"]["CC"]["judge_noise"]
+    low, high = noise["reliability_ci95"]
+    assert "Reliability (one system): the share of the spread of the question scores" in text
+    assert (f"| CC | 3 | {noise['reliability']:.2f} [{low:.2f}, {high:.2f}] | "
+            f"{noise['reliability_one_judgment']:.2f} | {100 * noise['residual_share']:.0f}% |") in text
+    assert "stable" not in text and "Hypotheses" not in text
+
+
+PLAN = "; `ccrs plan power` says how many questions a difference needs."
+
+
+@pytest.mark.parametrize(("systems", "questions", "line"), [
+    (("A", "B"), 4, "**Too few questions:** CC (4), QR (4) rest on fewer than 6 questions each: with 2 "
+                    "systems the HSD cannot find any pair different at alpha = 0.05 on fewer than 6" + PLAN),
+    (("A", "B", "C"), 4, "**Too few questions:** CC (4), QR (4) rest on fewer than 5 questions each: their "
+                         "95% CIs and HSD groups rest on too few questions to be trusted" + PLAN),
+    (("prod",), 3, "**Too few questions:** CC (3), QR (3) rest on fewer than 6 questions each: 95% CIs from "
+                   "so few are rough, and a night compared with its baseline (`ccrs nightly`) cannot show a "
+                   "significant drop on fewer than 6" + PLAN),
+    (("A", "B"), 6, None),
+    (("A", "B", "C"), 5, None),
+])
+def test_a_verdict_on_fewer_questions_than_can_separate_anything_says_so_in_one_line(systems, questions,
+                                                                                     line):
+    text = build_stats_summary(compute_all(make_scores(n_queries=questions, systems=systems), b=100), "few")
+    found = [row for row in text.splitlines() if row.startswith("**Too few questions:**")]
+    assert found == ([line] if line else [])
+
+
+def test_the_run_verdict_of_one_system_says_one_system_and_has_no_hypotheses_section(tmp_path):
+    layout = RunLayout(tmp_path)
+    layout.stats_json.parent.mkdir(parents=True)
+    layout.stats_json.write_text(json.dumps(compute_all(one_system_scores(6), b=100)))
+    layout.config_json.write_text(json.dumps({"name": "prod-nightly", "stats": {"hypotheses": None}}))
+    write_failure_report(tmp_path, {"judge_ccrs": {"judgments": 12, "status_counts": {"ok": 12}}})
+    text = build_summary(tmp_path)
+    assert text.startswith("# Verdict: prod-nightly\n\n6 questions, 1 system (prod), judge unknown; 95% "
+                           "bootstrap CIs from B = 100 resamples.")
+    assert "## Means and 95% CIs" in text and "HSD groups, discriminative" in text
+    assert "## Hypotheses" not in text

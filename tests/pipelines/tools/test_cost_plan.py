@@ -191,3 +191,28 @@ def test_the_calibration_gate_counts_its_calls_once_whatever_the_question_count(
     assert [s["stage"] for s in plans[0]["stages"]] == ["generate", "preflight", "judge_ccrs"]
     assert plans[0]["totals"]["calls"] == 4 * 2 + gates[0]["calls"] + 4 * 6 * 5  # LLM reader, gate, CCRS
     assert all(s["stage"] != "preflight" for s in cost_plan(load_config(None), 4, sample_size=2)["stages"])
+
+
+@pytest.mark.parametrize("mode", ["sample", "perturb"])
+def test_the_calibration_gates_stop_line_counts_the_judge_calls_the_cost_plan_counts(tmp_path, bioasq_inputs,
+                                                                                     mode):
+    """With judge.repeats.k = 3 both count each unit 3 times (planned_judge_units): 4 questions x 2
+    retrievers x 2 extractive readers, CCRS (5 units an answer) and GroUSE (1 unit an answer)."""
+    from judges.config import ClientConfig, PreflightOptions
+    from tasks.calibration import Preflight, planned_judge_calls
+    from tasks.generate import run_generation
+
+    readers = [{"name": "extractive-top1", "kind": "extractive", "max_sentences": 1},
+               {"name": "extractive-top3", "kind": "extractive", "max_sentences": 3}]
+    config = load_config(None, {"judges": ["ccrs", "grouse"], "judge.scoring": "integer", "readers": readers,
+                                "judge.repeats": {"k": 3, "mode": mode}, "retrieval.top_k": 2})
+    plan = cost_plan(config, 4, sample_size=2)
+    planned = sum(s["calls"] for s in plan["stages"] if s["stage"].startswith("judge_"))
+    assert planned == 4 * 2 * 2 * (5 + 1) * 3
+
+    generations = run_generation(tmp_path / "run", *bioasq_inputs, config.readers, ClientConfig(), None,
+                                 top_k=2, progress=False).path
+    seed = config.client.seed
+    gate = planned_judge_calls(config.judges, *bioasq_inputs, generations, config.judge, seed, top_k=2)
+    stopped = Preflight({"pass_rate_overall": 0.34}, PreflightOptions(min_pass_rate=0.6, on_fail="stop"))
+    assert stopped.line(gate) == f"judge calibration 0.34 < 0.60: stopped before {planned:,} judge calls"

@@ -236,7 +236,7 @@ def test_load_test_command_against_the_cpu_stack(tmp_path, llm_endpoint, capsys)
 
     code = main(["load-test", "--levels", "2,8", "--requests", "8", "--max-concurrency", "4",
                  "--chunks-per-sample", "1", "--llm-base-url", llm_endpoint.base_url,
-                 "--model", llm_endpoint.judge_model, "--out", str(tmp_path / "lt")])
+                 "--judge-model", llm_endpoint.judge_model, "--out", str(tmp_path / "lt")])
     assert code == 0, capsys.readouterr().err
     data = json.loads((tmp_path / "lt" / "load_test.json").read_text())
     assert [(r["mode"], r["level"], r["client_limit"]) for r in data["levels"]] == [("limited", 2, 4),

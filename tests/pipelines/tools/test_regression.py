@@ -1,4 +1,6 @@
 import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -60,8 +62,8 @@ SETTINGS = {"ccrs.judge_model": "smollm2-135m-instruct", "ccrs.scoring": "expect
 
 
 class Store:
-    """Pipeline runs logged the way tasks/tracking.py logs them: the parent run's tags and the judgments
-    artifact the gate reads (samples/judgments.parquet)."""
+    """Pipeline runs logged the way tasks/tracking.py logs them: the parent run's tags, the judgments
+    artifact the gate reads (samples/judgments.parquet) and, with `answers`, the per-sample table."""
 
     def __init__(self, root):
         from mlflow.tracking import MlflowClient
@@ -71,7 +73,7 @@ class Store:
         self.experiment_id = self.client.create_experiment("gate", artifact_location=(root / "art").as_uri())
         self.root = root
 
-    def log(self, scores: pd.DataFrame, failed: int = 0, **tags) -> str:
+    def log(self, scores: pd.DataFrame, failed: int = 0, answers: bool = False, **tags) -> str:
         judgments = scores.assign(status="ok")
         if failed:
             judgments.loc[judgments.index[:failed], ["status", "score"]] = ["failed", None]
@@ -82,8 +84,21 @@ class Store:
         folder.mkdir()
         (folder / "judgments.parquet").write_bytes(path.read_bytes())
         self.client.log_artifact(run.info.run_id, str(folder / "judgments.parquet"), "samples")
+        if answers:
+            self._log_answers(run.info.run_id, scores)
         self.client.set_terminated(run.info.run_id, "FINISHED")
         return run.info.run_id
+
+    def _log_answers(self, run_id: str, scores: pd.DataFrame) -> None:
+        import mlflow
+
+        from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT
+
+        samples = scores[["query_id", "system"]].drop_duplicates()
+        mlflow.set_tracking_uri(self.uri)
+        table = samples.assign(question="question " + samples["query_id"],
+                               answer="answer of " + samples["system"] + " to " + samples["query_id"])
+        mlflow.log_table(table, artifact_file=PER_SAMPLE_TABLE_ARTIFACT, run_id=run_id)
 
     def tags(self, run_id: str) -> dict:
         return self.client.get_run(run_id).data.tags
@@ -205,3 +220,170 @@ def test_a_run_judged_with_repeats_is_incomparable_with_a_baseline_judged_once(s
     assert (report.status, report.differing) == (
         "incomparable", {"judge repeats": ("1", "3 x sample (temperature 0.7)")})
     assert _gate(store, allow_judge_change=True).status == "pass"  # each sample's mean pairs with its score
+
+
+# --- what moved, question by question -------------------------------------------------------------------
+
+def _judged(rows) -> pd.DataFrame:
+    """Judgments as the judge stage writes them: (query, system, metric, score, status, raw, reason)."""
+    return pd.DataFrame(rows, columns=["query_id", "system", "metric", "score", "status", "raw", "reason"])
+
+
+BASELINE_NIGHT = _judged([
+    ("q1", "P", "QR", 1.0, "ok", "5", None), ("q2", "P", "QR", 0.5, "ok", "3", None),
+    ("q3", "P", "QR", 0.25, "ok", "2", None), ("q4", "P", "QR", 0.5, "ok", "3", None),
+    ("q1", "P", "CC", 0.5, "ok", "3", None)])
+TONIGHT = _judged([
+    ("q1", "P", "QR", 0.25, "ok", "2", None), ("q2", "P", "QR", 0.5, "ok", "3", None),
+    ("q3", "P", "QR", 0.75, "ok", "4", None),
+    ("q4", "P", "QR", 0.0, "empty_response", None, "empty response scores 0 without calling the judge"),
+    ("q1", "P", "CC", 0.75, "ok", "4", None)])
+ANSWERS = pd.DataFrame({"query_id": ["q1", "q2", "q3", "q4"], "system": "P",
+                        "answer": ["Aspirin inhibits COX.", "b", "c", "d"],
+                        "question": ["What does aspirin inhibit?", "Q2?", "Q3?", "Q4?"]})
+
+
+def test_the_questions_that_moved_most_come_first_with_both_nights_answers_replies_and_scores():
+    from pipelines.tools.regression import MOVE_COLUMNS, alert_moves_text, question_moves, sample_view
+
+    worse = ANSWERS.assign(answer=["It does not.", "b", "c and more", ""])
+    moves = question_moves(sample_view(TONIGHT, worse), sample_view(BASELINE_NIGHT, ANSWERS),
+                           [("P", "QR")], top=5)
+    assert list(moves.columns) == MOVE_COLUMNS
+    # q1 -0.75, then q4 -0.5 before q3 +0.5 (a drop before a rise of the same size); q2 did not move
+    assert moves["query_id"].tolist() == ["q1", "q4", "q3"] and moves["rank"].tolist() == [1, 2, 3]
+    assert moves["move"].tolist() == [-0.75, -0.5, 0.5]
+    first = moves.iloc[0]
+    assert (first.score_baseline, first.score_run) == (1.0, 0.25)
+    assert first.question == "What does aspirin inhibit?"
+    assert (first.answer_baseline, first.answer_run, first.judge_baseline, first.judge_run) == (
+        "Aspirin inhibits COX.", "It does not.", "5", "2")
+    empty = moves.iloc[1]
+    assert empty.answer_run == "" and empty.judge_run == (
+        "(empty_response: empty response scores 0 without calling the judge)")
+    assert alert_moves_text(moves, [("P", "QR")]) == (  # the drops only, largest first
+        'Largest drops: P/QR "What does aspirin inhibit?" 1.00 -> 0.25 (answer now "It does not."); '
+        'P/QR "Q4?" 0.50 -> 0.00 (answer now "(empty)").')
+    assert question_moves(sample_view(TONIGHT, worse), sample_view(BASELINE_NIGHT, ANSWERS), [("P", "QR")],
+                          top=1)["query_id"].tolist() == ["q1"]
+    every = question_moves(sample_view(TONIGHT), sample_view(BASELINE_NIGHT), None, top=5)
+    assert every[["metric", "query_id"]].values.tolist() == [["CC", "q1"], ["QR", "q1"], ["QR", "q4"],
+                                                              ["QR", "q3"]]
+    assert (every["answer_run"] == "").all() and (every["question"] == "").all()  # no answers at hand
+    assert question_moves(sample_view(TONIGHT), sample_view(BASELINE_NIGHT), [], top=5).empty
+
+
+def test_moves_of_a_night_judged_with_repeats_use_each_samples_mean_and_show_every_reply():
+    from pipelines.tools.regression import question_moves, sample_view
+
+    repeats = _judged([("q1", "P", "QR", 0.25, "ok", "2", None),
+                       ("q1", "P", "QR", None, "failed", "two", "no number in reply"),
+                       ("q1", "P", "QR", 0.75, "ok", "4", None)]).assign(repeat=[0, 1, 2])
+    view = sample_view(repeats)
+    assert view[["query_id", "score"]].values.tolist() == [["q1", 0.5]]  # the failed repeat is left out
+    assert view.loc[0, "judge"] == "[0] 2\n[1] two (failed: no number in reply)\n[2] 4"
+    (move,) = question_moves(view, sample_view(BASELINE_NIGHT), None, top=5).itertuples()
+    assert (move.query_id, move.score_baseline, move.score_run, move.move) == ("q1", 1.0, 0.5, -0.5)
+
+
+def test_systems_only_one_night_holds_are_named():
+    from pipelines.tools.regression import unpaired_line, unpaired_systems
+
+    run = pd.DataFrame({"system": ["P", "N", "N"]})
+    assert unpaired_systems(run, pd.DataFrame({"system": ["P", "O"]})) == {"run_only": ["N"],
+                                                                           "baseline_only": ["O"]}
+    assert unpaired_line({"run_only": ["N"], "baseline_only": ["O"]}) == (
+        "Systems not compared (only in this run: N; only in the baseline: O).")
+    assert unpaired_systems(run, run) == {"run_only": [], "baseline_only": []}
+    assert unpaired_line(unpaired_systems(run, run)) == ""
+
+
+def test_the_gate_lists_the_movers_in_its_report_an_mlflow_table_and_the_alert(store):
+    from pipelines.tools.regression import MOVES_ARTIFACT, alert_payload
+
+    good = _scores(np.random.default_rng(0))
+    store.log(good)
+    _gate(store)
+    run = store.log(_scores(np.random.default_rng(0), shift_cell=("A", "CC"), shift=-0.3), answers=True)
+    report = _gate(store)
+    assert report.status == "regression" and set(zip(report.moves["system"], report.moves["metric"])) == {
+        ("A", "CC")}
+    assert len(report.moves) == 5 and report.moves["move"].lt(0).all()
+    assert "## What moved, question by question" in report.markdown
+    first = report.moves.iloc[0]
+    assert (first.answer_run, first.question) == (f"answer of A to {first.query_id}",
+                                                  f"question {first.query_id}")
+    assert first.answer_baseline == ""  # the baseline logged no per-sample table: its answers are not at hand
+    assert "### A/CC: -0.290 (regression), the 5 question(s) that moved most" in report.markdown
+    assert f"| answer of A to {first.query_id} " in report.markdown
+    table = store.client.load_table(store.experiment_id, MOVES_ARTIFACT, [run])  # an MLflow table
+    assert table["query_id"].tolist() == report.moves["query_id"].tolist()
+    summary = json.loads(Path(store.client.download_artifacts(run, "regression/summary.json",
+                                                              str(store.root))).read_text())
+    assert summary["moves"] == MOVES_ARTIFACT
+    payload = alert_payload(report)
+    assert "Largest drops: A/CC " in payload["text"] and len(payload["moves"]) == 5
+
+    every = _gate(store, run=run, show_moves=2)  # every cell, 2 questions each: only A/CC moved
+    assert every.moves["system"].eq("A").all() and every.moves["rank"].tolist() == [1, 2]
+    assert every.markdown.count("No question's score moved.") == 3
+
+
+def test_a_night_with_a_new_system_or_without_an_old_one_compares_the_systems_both_hold(store):
+    scores = _scores(np.random.default_rng(0))
+    store.log(scores)
+    _gate(store)
+    renamed = scores.assign(system=scores["system"].replace({"B": "C"}))  # B left, C came
+    store.log(renamed)
+    report = _gate(store)
+    assert report.status == "pass" and set(report.table["system"]) == {"A"}
+    assert report.unpaired == {"run_only": ["C"], "baseline_only": ["B"]}
+    assert "Systems not compared (only in this run: C; only in the baseline: B)." in report.markdown
+    store.log(scores.assign(system="Z"))
+    with pytest.raises(RegressionError, match="share no system"):
+        _gate(store)
+
+
+def test_a_night_whose_every_judgment_failed_is_the_failure_rate_status_with_its_reasons(store):
+    """Every judgment failed (a judge answering in prose): the night is `failure_rate` (exit 4) whatever
+    --max-failure-rate allows, and the report names the most common reasons."""
+    scores = _scores(np.random.default_rng(0))
+    store.log(scores)
+    failed = scores.assign(score=None, status="failed", reason="no number in reply")
+    failed.loc[failed.index[:5], "reason"] = "prose around the number"
+    tags = {"ccrs.kind": "pipeline", **SETTINGS}
+    run_id = store.client.create_run(store.experiment_id, tags=tags).info.run_id
+    (store.root / run_id).mkdir()
+    failed.to_parquet(store.root / run_id / "judgments.parquet")
+    store.client.log_artifact(run_id, str(store.root / run_id / "judgments.parquet"), "samples")
+    store.client.set_terminated(run_id, "FINISHED")
+    for limit in (0.05, 1.0):
+        report = _gate(store, max_failure_rate=limit)
+        assert (report.run_id, report.status, report.exit_code) == (run_id, "failure_rate", 4)
+        reasons = "Most common reasons: no number in reply (235); prose around the number (5)."
+        assert reasons in report.markdown
+    assert "none has a score" in report.markdown and store.tags(run_id)["regression.status"] == "failure_rate"
+
+
+def test_answers_missing_from_mlflow_come_from_the_runs_own_folder_while_it_still_holds_that_run(store):
+    from tasks.layout import OUTPUTS_STAGE, RunLayout
+
+    def folder_of(run_id: str, holds: str) -> None:
+        """The run's folder (tag ccrs.run_dir, a `ccrs evaluate` run) whose track stage logged `holds`."""
+        layout = RunLayout(store.root / f"folder-{run_id}")
+        for stage in (layout.stage_dir(OUTPUTS_STAGE), layout.track_dir):
+            stage.mkdir(parents=True)
+        pd.DataFrame({"query_id": ["q0"], "text": ["question zero?"]}).to_parquet(layout.queries)
+        pd.DataFrame({"query_id": ["q0"], "system": ["A"], "answer": [f"answer of {run_id}"]}).to_parquet(
+            layout.generations)
+        (layout.track_dir / "_STAGE.json").write_text(json.dumps({"summary": {"run_id": holds}}))
+        store.client.set_tag(run_id, "ccrs.run_dir", str(layout.root))
+
+    baseline = store.log(_scores(np.random.default_rng(0)))
+    _gate(store)
+    run = store.log(_scores(np.random.default_rng(0), shift_cell=("A", "CC"), shift=-0.3))
+    folder_of(baseline, holds=baseline)
+    folder_of(run, holds="a-later-night")  # the folder was reused since: not this run's answers
+    moves = _gate(store, show_moves=60).moves.set_index(["system", "metric", "query_id"])
+    q0 = moves.loc[("A", "CC", "q0")]
+    assert (q0.answer_baseline, q0.answer_run, q0.question) == (f"answer of {baseline}", "", "question zero?")

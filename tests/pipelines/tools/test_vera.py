@@ -18,25 +18,23 @@ from pipelines.tools.vera import (
     DEMO_AGGREGATE,
     IRRELEVANT,
     PERFECTLY_RELEVANT,
-    QrelsError,
     aggregate_metric,
     answer_asks,
     bootstrap_report,
     compare_sets_from_scores,
     hit_score_frame,
     judged_set_scores,
-    load_qrels_texts,
     load_query_sets,
     load_samples,
     qrels_asks,
     qrels_report,
-    read_qrels,
     run_vera,
     topicality_asks,
     topicality_report,
     vera_reader,
 )
 from retrievers.config import DatasetConfig
+from retrievers.trec import QrelsError, load_qrels_texts, read_qrels
 from retrievers.types import Hit
 from tasks.layout import RunLayout
 from tests.conftest import BIOASQ_SAMPLE, REPO
@@ -258,12 +256,18 @@ def test_topicality_cli_reads_judged_scores(tmp_path, capsys):
     frame = pd.DataFrame([(f"{s}/{i}", s, order, "bm25", "vera_answer_relevance", v)
                           for order, (s, vs) in enumerate(values.items()) for i, v in enumerate(vs)],
                          columns=["query_id", "query_set", "set_order", "system", "metric", "score"])
-    scores, out = tmp_path / "t.scores.parquet", tmp_path / "t.json"
+    scores, out = tmp_path / "t.scores.parquet", tmp_path / "out"
     frame.to_parquet(scores)
     assert main(["vera", "topicality", "--scores", str(scores), "--b", "200", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "retriever bm25" in printed and "holds, separated" in printed and f"wrote {out}" in printed
-    report = json.loads(out.read_text())
+    report_file = out / "topicality.json"
+    assert "retriever bm25" in printed and "holds, separated" in printed and f"wrote {report_file}" in printed
+    report = json.loads(report_file.read_text())
+    # the former file form of --out: written for one release, with a one-line note
+    assert main(["vera", "topicality", "--scores", str(scores), "--b", "200", "--out",
+                 str(tmp_path / "t.json")]) == 0
+    assert json.loads((tmp_path / "t.json").read_text()) == report
+    assert "--out" in capsys.readouterr().err
     assert report["systems"]["bm25"]["order_separated"] == ["vera_answer_relevance"]
     # a scores file of the two-set version (positive/negative, no retriever) still reads, in file order
     old = judged([(f"{s}-{i}", s, "vera_faithfulness", v) for s, vs in (("positive", [1.0, 1.0]),
@@ -278,39 +282,6 @@ def judged(rows):
 
 
 # --- the section 5.1 experiment on qrels ------------------------------------------------------------------
-
-def test_read_qrels_of_the_shipped_file_and_a_bad_line(tmp_path):
-    qrels = read_qrels(QRELS)
-    assert len(qrels) == 319 and set(qrels.grade) == {0, 1} and qrels.query_id.nunique() == 32
-    bad = tmp_path / "bad.txt"
-    bad.write_text("q1 0 d1 1\n\nq2 0 d2\n")
-    with pytest.raises(QrelsError, match=r"bad.txt:3: expected 'query_id iteration doc_id grade'"):
-        read_qrels(bad)
-    bad.write_text("q1 0 d1 high\n")
-    with pytest.raises(QrelsError, match="integer"):
-        read_qrels(bad)
-
-
-def test_qrels_texts_from_the_sample_and_from_msmarco_style_tsv_agree(tmp_path):
-    qrels = read_qrels(QRELS)
-    queries, corpus = load_qrels_texts(SAMPLE_DIR, SAMPLE_DIR, qrels)
-    assert set(queries) == set(qrels.query_id) and set(corpus) == set(qrels.doc_id)  # all in the repository
-    assert all(text and truth for text, truth in queries.values())
-
-    def flat(text):
-        return " ".join(text.split())
-
-    kept = sorted(queries)[:3]
-    (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{flat(queries[q][0])}\t{flat(queries[q][1])}\n"
-                                                  for q in kept) + "other\tnot judged\n")
-    (tmp_path / "collection.tsv").write_text("".join(f"{d}\t{flat(t)}\n" for d, t in corpus.items()))
-    tsv_queries, tsv_corpus = load_qrels_texts(tmp_path / "queries.tsv", tmp_path / "collection.tsv", qrels)
-    assert tsv_queries == {q: tuple(map(flat, queries[q])) for q in kept}
-    assert tsv_corpus == {d: flat(t) for d, t in corpus.items()}
-    (tmp_path / "broken.tsv").write_text("only-an-id\n")
-    with pytest.raises(QrelsError, match="broken.tsv:1"):
-        load_qrels_texts(tmp_path / "queries.tsv", tmp_path / "broken.tsv", qrels)
-
 
 def test_qrels_asks_by_pair_and_by_query():
     qrels = read_qrels(QRELS)
@@ -361,7 +332,8 @@ def test_the_relevant_vs_irrelevant_experiment_without_a_server(monkeypatch, tmp
     assert main(["vera", "qrels", "--qrels", str(QRELS)]) == 2  # needs an endpoint, or scores
     assert "--llm-base-url" in capsys.readouterr().err
     assert main(["vera", "qrels", "--qrels", str(QRELS), "--scores", str(scores_file), "--b", "100",
-                 "--out", str(tmp_path / "q.json")]) == 0
+                 "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "qrels.json").exists()
     printed = capsys.readouterr().out
     assert "2 perfectly relevant (PR), 2 irrelevant (IR)" in printed
     assert re.search(r"vera_faithfulness\s+1\.000 \(2\)\s+0\.000 \(2\)\s+\+1\.000", printed)
@@ -370,16 +342,47 @@ def test_the_relevant_vs_irrelevant_experiment_without_a_server(monkeypatch, tmp
 def test_the_paper_preset_sets_n_50_and_b_500_unless_given():
     import argparse
 
-    from pipelines.vera_cmd import bootstrap_settings
+    from pipelines.options import DEFAULT_B
+    from pipelines.vera_cmd import add_arguments, bootstrap_settings
 
-    def settings(**given):
-        args = bootstrap_settings(argparse.Namespace(**{"b": None, "n": None, "preset": None, **given}))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+
+    def settings(*flags):
+        args = bootstrap_settings(parser.parse_args(["bootstrap", "scores.parquet", *flags]))
         return args.b, args.n
 
-    assert settings() == (1000, None)
-    assert settings(preset="paper") == (500, 50)
-    assert settings(preset="paper", b=2000) == (2000, 50)
+    assert settings() == (DEFAULT_B, None)
+    assert settings("--preset", "paper") == (500, 50)
+    assert settings("--preset", "paper", "--b", "2000") == (2000, 50)
+    assert settings("--preset", "paper", "--b", str(DEFAULT_B)) == (DEFAULT_B, 50)  # given, even the default
 
+
+
+def test_vera_score_takes_the_runs_own_config_and_the_options(tmp_path):
+    import argparse
+
+    from pipelines.config import load_config
+    from pipelines.vera_cmd import add_arguments, score_config
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    run = tmp_path / "run"
+    run.mkdir()
+    assert score_config(parser.parse_args(["score", str(run)])) == load_config(None)  # no config.json yet
+    recorded = load_config(None, {"judge.model": "recorded-judge", "judge.vera.max_tokens": 99,
+                                  "retrieval.top_k": 3})
+    RunLayout(run).config_json.write_text(recorded.model_dump_json(indent=2))
+    assert score_config(parser.parse_args(["score", str(run)])) == recorded
+    given = score_config(parser.parse_args(["score", str(run), "--judge-model", "other", "--llm-base-url",
+                                            "http://x/v1"]))
+    assert (given.judge.model, given.judge.vera.max_tokens, given.serving.base_url) == ("other", 99,
+                                                                                       "http://x/v1")
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({"name": "other", "judge": {"model": "from-file"},
+                                     "readers": [{"name": "x", "kind": "extractive"}]}))
+    chosen = score_config(parser.parse_args(["score", str(run), "--config", str(other)]))
+    assert chosen.judge.model == "from-file"
 
 
 @pytest.mark.llm
@@ -403,15 +406,15 @@ def test_llm_topicality_three_sets_through_the_runs_retriever(llm_endpoint, judg
                   "vera": {"metrics": ["faithfulness", "retrieval_recall"], "max_tokens": 96,
                            "max_statements": 2}},
         "client": {"max_concurrency": 4, "timeout_s": 120}}))
-    out = tmp_path / "topicality.json"
+    out = tmp_path / "vera"
     assert main(["vera", "topicality", "--config", str(config), "--run-dir", str(tmp_path / "run"),
                  "--llm-base-url", llm_endpoint.base_url, "--limit", "2", "--k", "3", "--b", "200",
                  "--out", str(out)]) == 0
-    report = json.loads(out.read_text())
+    report = json.loads((out / "topicality.json").read_text())
     assert [(s["name"], s["n_queries"]) for s in report["sets"]] == [
         ("on-topic", 2), ("minority-colorectal", 2), ("unrelated", 2)]
     assert report["reader_prompt"] == "vera-summary-v1" and list(report["systems"]) == ["bm25"]
-    scores = pd.read_parquet(out.with_suffix(".scores.parquet"))
+    scores = pd.read_parquet(out / "topicality_scores.parquet")
     assert len(scores) == 6 * 2 and set(scores.query_set) == {"on-topic", "minority-colorectal", "unrelated"}
     unrelated_recall = scores[(scores.query_set == "unrelated") & (scores.metric == "vera_retrieval_recall")]
     assert unrelated_recall.score.isna().all()  # no ground truth

@@ -1,0 +1,245 @@
+"""The run-extension registry: each optional part of a run declared once, as a judge suite or a metric is.
+
+A `RunExtension` says what it adds to a run: its config block (where it lives in a run config, its model),
+whether a config turns it on, its stage (when it runs, the function, its run-layout folder, the code its
+key covers), the judge calls it plans (`ccrs plan cost`), its verdict sections and what it logs on the
+run's MLflow run. The pipeline, the cost plan, the verdict and the track stage read the registry through
+the functions below and name no extension. Every module of pipelines/extensions/ declares one; any other
+module registers one by calling `register_extension` when it is imported (docs/architecture.md, "Recipe:
+add a run extension").
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from judges.client import ChatRequest
+    from judges.config import ClientConfig
+    from tasks.track import TrackContext, TrackPayload
+    from tasks.verdict import VerdictSection
+
+When = Literal["before_judge", "after_judge", "after_reduce"]
+WHEN: tuple[When, ...] = ("before_judge", "after_judge", "after_reduce")
+_EXTENSIONS: dict[str, RunExtension] = {}
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What an extension's stage gets from the pipeline. `config` is the run's pipelines.config.RunConfig
+    (typed Any: that module imports this one); `judge_url` and `judge_client` are None after the judge
+    stages (their endpoint is closed then)."""
+
+    config: Any
+    run_dir: Path
+    inputs: tuple[Path, Path, Path]  # the judged answers: queries, retrieved, generations
+    top_k: int
+    judge_client: ClientConfig | None
+    judge_url: str | None
+    identity: dict = field(default_factory=dict)  # what the judge's endpoint serves
+    force: bool = False  # rerun a finished stage (`--from-stage`)
+    run_tags: dict[str, str] = field(default_factory=dict)  # the invocation's extra MLflow tags
+
+
+@dataclass(frozen=True)
+class ExtensionStage:
+    """A stage of its own: `run(context)` at `when`, writing the run folder `folder` (through
+    tasks/stage.py's run_stage); `code`: the modules its key covers, the first one the module that runs it."""
+
+    when: When
+    run: Callable[[StageContext], None]
+    folder: str
+    code: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PlannedCalls:
+    """The judge calls an extension adds to a run (`ccrs plan cost`): `requests`, the first request of each
+    call of its own stage (not scaled with the run's questions), with `note` on its line; what it does to the
+    judge stages' own calls (planned by the judge stage, judges.repeats.planned_judge_units): `judge_note`
+    on each judge stage's line (after the suite's name) and `calls_clause` in the calls assumption."""
+
+    requests: tuple[ChatRequest, ...] = ()
+    note: str = ""
+    judge_note: str = ""
+    calls_clause: str = ""
+
+
+@dataclass(frozen=True)
+class MlflowPayload:
+    """What an extension logs on the run's MLflow run (in the track stage): `log(context, block)`, with its
+    block of the run's config; `code`: the modules the track stage's key then covers."""
+
+    log: Callable[[TrackContext, Any], None]
+    code: tuple[str, ...] = ()
+
+
+def _given(block: Any) -> bool:
+    return bool(block)
+
+
+@dataclass(frozen=True)
+class RunExtension:
+    """One optional part of a run.
+
+    `key`: where its block lives in a run config (dotted, as the user writes it: `judge.preflight`,
+    `probes`); `model`: the block's pydantic model (a top-level key that RunConfig has no field for becomes
+    a block of its own, validated by it); `on(block)`: whether the block turns it on (default: the block is
+    given). Everything else is optional: `stage`; `plan(config)`, the one count of the judge calls it adds;
+    `verdict`, its sections; `mlflow`, its payload; `tags(config)`, MLflow tags every run carries, on or
+    off (what `ccrs compare` reads); `paths`, keys of its block holding a file path (resolved like dataset
+    paths); `check(config)`, made before any work; `rank`, its place among the extensions."""
+
+    name: str
+    description: str
+    key: str
+    model: type[BaseModel] | None = None
+    on: Callable[[Any], bool] = _given
+    stage: ExtensionStage | None = None
+    plan: Callable[[Any], PlannedCalls] | None = None
+    verdict: tuple[VerdictSection, ...] = ()
+    mlflow: MlflowPayload | None = None
+    tags: Callable[[Any], dict[str, str]] | None = None
+    paths: tuple[str, ...] = ()
+    check: Callable[[Any], None] | None = None
+    rank: int = 100
+
+    def block(self, config: Any) -> Any:
+        """Its block of `config` (a RunConfig, or the JSON data of config.json), as its model where it
+        declares one; None where the config has none."""
+        value = config
+        for name in self.key.split("."):
+            value = _member(value, name)
+            if value is None:
+                return None
+        return self.model.model_validate(value) if isinstance(value, dict) and self.model else value
+
+    def enabled(self, config: Any) -> bool:
+        return self.on(self.block(config))
+
+
+def _member(tree: Any, name: str) -> Any:
+    if isinstance(tree, dict):
+        return tree.get(name)
+    if name in type(tree).model_fields:
+        return getattr(tree, name)
+    blocks = getattr(tree, "extension_block", None)  # a RunConfig: the blocks registered extensions declare
+    return blocks(name) if blocks is not None else None
+
+
+def register_extension(extension: RunExtension) -> RunExtension:
+    """Add an extension to the registry (again under the same name: replaced)."""
+    if extension.stage is not None and extension.stage.when not in WHEN:
+        raise ValueError(f"extension {extension.name!r}: stage when {extension.stage.when!r} is not one of "
+                         f"{WHEN}")
+    _EXTENSIONS[extension.name] = extension
+    return extension
+
+
+def unregister_extension(name: str) -> None:
+    """Take an extension out of the registry (tests that declare one of their own)."""
+    _EXTENSIONS.pop(name, None)
+
+
+@cache
+def extension_modules() -> tuple[str, ...]:
+    """The modules of pipelines/extensions/ (each declares an extension), found on disk: no list to edit."""
+    folder = Path(__file__).parent
+    return tuple(f"{__package__}.{module.name}" for module in pkgutil.iter_modules([str(folder)])
+                 if not module.ispkg and module.name != "registry")
+
+
+def extensions() -> dict[str, RunExtension]:
+    """Every registered extension by `rank`, then name; importing the extension modules registers them."""
+    for module in extension_modules():
+        importlib.import_module(module)
+    return dict(sorted(_EXTENSIONS.items(), key=lambda item: (item[1].rank, item[0])))
+
+
+def enabled(config: Any) -> list[RunExtension]:
+    """The extensions `config` (a RunConfig or config.json's data) turns on."""
+    return [extension for extension in extensions().values() if extension.enabled(config)]
+
+
+# --- what the pipeline, the cost plan, the verdict and the track stage read -----------------------------
+
+def config_blocks() -> dict[str, type[BaseModel]]:
+    """{top-level key: block model} of the extensions that declare a block at the top of a run config
+    (RunConfig accepts those of them it has no field for)."""
+    return {extension.key: extension.model for extension in extensions().values()
+            if "." not in extension.key and extension.model is not None}
+
+
+def config_paths() -> tuple[str, ...]:
+    """The dotted config keys that hold a file path, of every extension."""
+    return tuple(path for extension in extensions().values() for path in extension.paths)
+
+
+def check_before_work(config: Any) -> None:
+    """Every enabled extension's checks, before the run starts any work."""
+    for extension in enabled(config):
+        if extension.check is not None:
+            extension.check(config)
+
+
+def run_stages(when: When, context: StageContext) -> None:
+    """The stages of the enabled extensions that run at `when`, in registry order."""
+    for extension in enabled(context.config):
+        if extension.stage is not None and extension.stage.when == when:
+            extension.stage.run(context)
+
+
+def planned_calls(config: Any) -> list[tuple[str, When | None, PlannedCalls]]:
+    """(stage, when, planned calls) of every enabled extension that plans some; the stage is its folder
+    (its name where it has no stage of its own)."""
+    planned = []
+    for extension in enabled(config):
+        if extension.plan is not None:
+            stage = extension.stage
+            planned.append((stage.folder if stage else extension.name, stage.when if stage else None,
+                            extension.plan(config)))
+    return planned
+
+
+def verdict_sections() -> tuple[VerdictSection, ...]:
+    """Every extension's verdict sections (each renders "" where its part has nothing to say)."""
+    return tuple(section for extension in extensions().values() for section in extension.verdict)
+
+
+def track_payloads(config: dict) -> list[TrackPayload]:
+    """The MLflow payloads of the extensions `config` (config.json's data) turns on; each one's block
+    enters the track stage's key."""
+    from tasks.track import TrackPayload
+
+    payloads = []
+    for extension in enabled(config):
+        if extension.mlflow is not None:
+            block = extension.block(config)
+            payloads.append(TrackPayload(extension.name, _bound(extension.mlflow.log, block), _json(block),
+                                         extension.mlflow.code))
+    return payloads
+
+
+def run_tags(config: Any) -> dict[str, str]:
+    """The MLflow tags every extension gives every run, on or off."""
+    tags: dict[str, str] = {}
+    for extension in extensions().values():
+        if extension.tags is not None:
+            tags.update(extension.tags(config))
+    return tags
+
+
+def _bound(log: Callable[[TrackContext, Any], None], block: Any) -> Callable[[TrackContext], None]:
+    return lambda context: log(context, block)
+
+
+def _json(block: Any) -> Any:
+    return block.model_dump(mode="json") if hasattr(block, "model_dump") else block
+
