@@ -34,7 +34,7 @@ def _samples(units: int):
     import pandas as pd
 
     from bench_orchestration import TOP_K, build_inputs
-    from tasks.judge import load_samples
+    from tasks.judge_session import load_samples
 
     queries, retrieved, generations, _ = build_inputs(Path(tempfile.mkdtemp(prefix="bench-parts-")), units, 5)
     samples, _ = load_samples(pd.read_parquet(queries), pd.read_parquet(retrieved),
@@ -122,7 +122,7 @@ def planning_memory(samples) -> dict:
     Unit.plan was the ChatRequest) and without (now), on the same samples; and planning time."""
     from judges.ccrs import unit_request
     from judges.suite import get_suite
-    from tasks.judge import judge_counter
+    from tasks.judge_session import judge_counter
     from bench_orchestration import paper_configs
 
     judge, client = paper_configs()

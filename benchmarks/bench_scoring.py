@@ -53,7 +53,7 @@ def prepare(config, base_url: str):
 
     from retrievers.config import RetrievalSpec
     from tasks.generate import run_generation
-    from tasks.judge import load_samples
+    from tasks.judge_session import load_samples
     from tasks.retrieval_stages import run_retrieval
 
     run_dir = config.resolved_run_dir()
@@ -86,7 +86,8 @@ def judge_both(config, base_url: str, samples, from_argmax: bool = False) -> dic
     """The CCRS suite over the same samples in both modes: {mode: (judgments frame, seconds, requests)}.
     `from_argmax`: one expected pass; the integer scores are its argmax marks (no second pass)."""
     from judges.suite import get_suite
-    from tasks.judge import JudgeSession, judgments_frame
+    from tasks.judge import judgments_frame
+    from tasks.judge_session import JudgeSession
 
     suite = get_suite("ccrs")
     out = {}

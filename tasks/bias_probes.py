@@ -37,7 +37,7 @@ from judges.suite import Judgment, Sample
 from judges.templates import PROMPTS_ROOT
 from stats.shift import paired_shift
 from tasks.fanout import progress_bar
-from tasks.judge import JUDGE_ENDPOINT_FIELDS, JudgeSession, load_samples
+from tasks.judge_session import JUDGE_ENDPOINT_FIELDS, JudgeSession, load_samples
 from tasks.layout import PROBE_FILES, PROBES_STAGE, RunLayout
 from tasks.stage import StageCheckpoint, StageResult, code_version, file_fingerprint, run_stage, stage_key
 

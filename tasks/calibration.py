@@ -1,7 +1,7 @@
 """A judge's calibration on GroUSE unit tests (GroUSE paper, section 4.2), and the calibration gate of a run.
 
 The checking core serves `ccrs meta-eval` (pipelines/tools/meta_eval.py) and the gate alike: every test goes
-through the judge stage's `judge_suite` (GroUSE suite), each expected condition is checked on the judge's
+through a GroUSE `JudgeSession` (tasks/judge_session.py), each expected condition is checked on the judge's
 raw mark, pass rates per metric and overall, the failure modes of the paper's Table 6, the pass/fail matrix.
 
 The gate (`judge.preflight`, docs/judge-trust.md "Calibration gate"): before the judge stage of `ccrs run` /
@@ -28,9 +28,9 @@ from judges.grouse import SUITE as SUITE_GROUSE
 from judges.grouse import layout_of, one_prompt_request
 from judges.grouse_unit_tests import FAILURE_MODE_NAMES, FAILURE_MODES, UnitTest, check_condition
 from judges.repeats import planned_judge_units
-from judges.suite import Judgment, Sample, get_suite
+from judges.suite import Judgment, get_suite
 from judges.templates import PROMPTS_ROOT
-from tasks.judge import judge_counter, judge_suite, load_samples
+from tasks.judge_session import JudgeSession, judge_counter, load_samples
 from tasks.layout import PREFLIGHT_STAGE, RunLayout
 from tasks.stage import code_version, file_fingerprint, read_manifest, run_stage, stage_key
 
@@ -99,7 +99,7 @@ def grouse_outcomes(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient
                     client_cfg: ClientConfig | None = None, progress: Any = None,
                     protocol: str = PROTOCOLS[0], identity: dict[str, Any] | None = None
                     ) -> tuple[dict[str, list[TestOutcome]], dict[str, Any]]:
-    """Every test through the judge stage's `judge_suite` (GroUSE suite: its plan fits the references to
+    """Every test through a GroUSE `JudgeSession` (the suite's plan fits the references to
     the judge window, its evaluate runs the Figure-4 calls), asked through `client` in this process (the
     judgment cache when judge.cache is on, keyed with the endpoint's `identity`); `progress`: a bar
     advanced by judgments (six a test). ({protocol: outcomes}, the stage's counts plus `judge_calls`, the
@@ -108,14 +108,13 @@ def grouse_outcomes(tests: list[UnitTest], judge: JudgeConfig, client: LLMClient
     what a run asks, and gives only its own."""
     ask_all = protocol == "all-calls"
     judge = judge.model_copy(update={"grouse": judge.grouse.model_copy(update={"ask_all": ask_all})})
-    judgments, stats = judged_through_stage(SUITE_GROUSE, [test.sample() for test in tests], judge, client,
-                                            client_cfg, progress, identity)
+    session = JudgeSession.of(SUITE_GROUSE, judge, client_cfg, llm=client, identity=identity)
+    judgments, stats = session.by_sample([test.sample() for test in tests], progress)
     outcomes = {protocol: [check_test(test, judgments[test.test_id]) for test in tests]}
     if ask_all:
         outcomes["pipeline"] = [check_test(test, as_pipeline(judgments[test.test_id], test.sample(), judge))
                                 for test in tests]
-    fresh = [j for found in judgments.values() for j in found if not j.cached]
-    return outcomes, {**stats, "judge_calls": sum(j.attempts for j in fresh)}
+    return outcomes, stats
 
 
 def failure_mode_table(outcomes: list[TestOutcome]) -> dict[str, dict[str, Any]]:
@@ -130,27 +129,6 @@ def failure_mode_table(outcomes: list[TestOutcome]) -> dict[str, dict[str, Any]]
                        "tests_all_passed": sum(o.passed for o in probing) / len(probing) if probing else None,
                        "checks_passed": sum(checks) / len(checks) if checks else None}
     return table
-
-
-def judge_through_stage(suite: str, samples: list[Sample], judge: JudgeConfig, client: LLMClient,
-                        client_cfg: ClientConfig | None = None, progress: Any = None
-                        ) -> dict[str, list[Judgment]]:
-    """{sample's query_id: its judgments}, judged by `tasks.judge.judge_suite` (the cache when
-    judge.cache is on) through `client`."""
-    return judged_through_stage(suite, samples, judge, client, client_cfg, progress)[0]
-
-
-def judged_through_stage(suite: str, samples: list[Sample], judge: JudgeConfig, client: LLMClient,
-                         client_cfg: ClientConfig | None = None, progress: Any = None,
-                         identity: dict[str, Any] | None = None
-                         ) -> tuple[dict[str, list[Judgment]], dict[str, Any]]:
-    """`judge_through_stage` and the stage's counts (cache_hits, judge_requests: units asked now)."""
-    judgments, stats = judge_suite(get_suite(suite), samples, judge, client_cfg or ClientConfig(), "",
-                                   progress, identity=identity, llm=client)
-    by_sample: dict[str, list[Judgment]] = {}
-    for judgment in judgments:
-        by_sample.setdefault(judgment.query_id, []).append(judgment)
-    return by_sample, stats
 
 
 def failing_cases(outcomes: list[TestOutcome], tests: list[UnitTest]) -> list[dict]:

@@ -397,16 +397,16 @@ class PlacementWatch:
         self.unplaced_since = now if self.unplaced_since is None else self.unplaced_since
         if line != self.told and now - self.idle_since >= WAIT_REPORT_AFTER_S \
                 and now - self.told_at >= (WAIT_REPORT_EVERY_S if self.told else 0.0):
-            self.say(f"waiting for resources: {line} (the {self.what} ask for {_shape_text(self.asks)} each)")
+            self.say(f"waiting for resources: {line} ({self.what}, each asking for {_shape_text(self.asks)})")
             self.told, self.told_at = line, now
         if now - self.unplaced_since >= self.limit_s:
             raise UnplacedTasksError(self._failure(line))
 
     def _failure(self, line: str) -> str:
         limit = f"{self.limit_name}={self.limit_s:g}s" if self.limit_name else f"{self.limit_s:g} s"
-        return (f"Ray could not place the {self.what} within {limit}: they wait for resources the cluster "
-                f"does not have free ({line}; each asks for {_shape_text(self.asks)}); give the cluster more "
-                "(sizing a head: docs/cluster.md) or ask for less")
+        return (f"Ray could not place the {self.what} within {limit}, for lack of free resources ({line}; "
+                f"each asks for {_shape_text(self.asks)}); give the cluster more (sizing a head: "
+                "docs/cluster.md) or ask for less")
 
 
 def watch_poll(watch: PlacementWatch, finished: bool, refs: list) -> None:

@@ -310,12 +310,6 @@ def test_the_stage_modules_come_from_the_pipeline_and_the_extension_registry():
     assert not unknown, f"modules writing a stage folder, neither composed nor registered: {sorted(unknown)}"
 
 
-# Stage -> stage edges that are being removed: the calibration gate and the probes still judge through the
-# judge stage's judge_suite/load_samples; they go with the one judge session outside the judge stage module
-# (issue 34 item 3). The list may only shrink: an edge that is gone must be taken out of it.
-PENDING_STAGE_EDGES = frozenset({("tasks.calibration", "tasks.judge"), ("tasks.bias_probes", "tasks.judge")})
-
-
 def stage_edges() -> dict[tuple[str, str], list[str]]:
     modules, stages = project_modules(), stage_modules()
     edges: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -329,11 +323,18 @@ def stage_edges() -> dict[tuple[str, str], list[str]]:
 
 
 def test_no_stage_imports_another_stage():
-    edges = stage_edges()
-    violations = [line for edge, lines in edges.items() if edge not in PENDING_STAGE_EDGES for line in lines]
+    violations = [line for lines in stage_edges().values() for line in lines]
     assert not violations, _report("stage importing a stage", violations)
-    gone = sorted(PENDING_STAGE_EDGES - edges.keys())
-    assert not gone, f"take these edges out of PENDING_STAGE_EDGES, they are gone: {gone}"
+
+
+def test_one_judge_session_and_no_caller_of_its_internals():
+    """Every judging path goes through tasks.judge_session.JudgeSession: no module outside it reaches for
+    the session's internals (the in-process asker, the evaluate callable, the restore of cached records)."""
+    internals = {"_Evaluate", "_restored", "ask_here", "asked_once", "twin_judgments"}
+    violations = [f"{imp.where}: {imp.statement}" for imp in all_imports()
+                  if imp.importer != "tasks.judge_session" and imp.target == "tasks.judge_session"
+                  and internals & set(imp.names)]
+    assert not violations, _report("judge session internals used outside it", violations)
 
 
 def test_no_command_imports_the_cli_back():

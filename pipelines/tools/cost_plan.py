@@ -32,7 +32,7 @@ from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 from infra.models import default_tokenizer
 from tasks.generate import RETRIEVER_ORDER, system_label
-from tasks.judge import judge_counter, parse_exact_answers
+from tasks.judge_session import judge_counter, parse_exact_answers
 from tasks.layout import RunLayout
 
 DEFAULT_MFU = 0.3

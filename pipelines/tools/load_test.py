@@ -42,7 +42,7 @@ from judges.config import ClientConfig, JudgeConfig
 from judges.suite import Sample, Unit, get_suite
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
-from tasks.judge import judge_counter, parse_exact_answers
+from tasks.judge_session import judge_counter, parse_exact_answers
 
 Mode = Literal["limited", "unlimited"]
 PERCENTILES = (50, 90, 99)

@@ -21,7 +21,7 @@ from judges.config import ClientConfig, JudgeConfig
 from judges.grouse_unit_tests import UnitTest
 from judges.suite import Judgment, Sample
 from pipelines.config import REPO_ROOT
-from tasks.judge import JudgeSession
+from tasks.judge_session import JudgeSession
 from tasks.calibration import (
     PROTOCOLS,
     TestOutcome,

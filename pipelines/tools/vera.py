@@ -44,6 +44,7 @@ from infra.models import default_tokenizer
 from pipelines.config import RESOURCE_ROOT
 from tasks import generate as generate_stage
 from tasks import judge as judge_stage
+from tasks import judge_session
 from tasks.fanout import progress_bar
 from tasks.layout import RunLayout
 
@@ -88,7 +89,7 @@ def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd
                  limit: int | None = None) -> tuple[list[Sample], list[dict]]:
     """The judge stage's samples (tasks.judge.load_samples: the context the reader saw, ranked) and failed
     generations, for the first `limit` queries when given."""
-    return judge_stage.load_samples(queries, retrieved, first_queries(queries, generations, limit), top_k)
+    return judge_session.load_samples(queries, retrieved, first_queries(queries, generations, limit), top_k)
 
 
 def score_samples(samples: list[Sample], failed: list[dict], judge: JudgeConfig, client_cfg: ClientConfig,
@@ -97,7 +98,7 @@ def score_samples(samples: list[Sample], failed: list[dict], judge: JudgeConfig,
     """Every selected VERA metric of every sample through the judge stage function (failed generations as
     failed rows), plus the aggregate when a cross-encoder is named: (judgments frame, stage stats).
     `progress`: a bar counting judgments (samples x metrics), as the judge stage moves it."""
-    session = judge_stage.JudgeSession.of(SUITE, judge, client_cfg, base_url)
+    session = judge_session.JudgeSession.of(SUITE, judge, client_cfg, base_url)
     metrics = session.metrics()
     bar = progress_bar(len(samples) * len(metrics), f"judge {SUITE}", "judgment") if progress else None
     try:
@@ -109,7 +110,7 @@ def score_samples(samples: list[Sample], failed: list[dict], judge: JudgeConfig,
     if cross_encoder:
         judgments += aggregate_judgments(samples, failed, judgments, cross_encoder, judge)
         metrics = (*metrics, aggregate_metric(cross_encoder))
-    frame = judge_stage.judgments_frame(judgments, judge_stage.suspicious_texts(samples), metrics)
+    frame = judge_stage.judgments_frame(judgments, judge_session.suspicious_texts(samples), metrics)
     return frame, stats
 
 

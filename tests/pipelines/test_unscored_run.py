@@ -1,7 +1,7 @@
 """A run in which every judgment failed (issue 33 item 6) is a verdict, not a crash: the reduce stage writes
 a stats.json with nothing in it, the verdict is the failure table, the most common reasons and the judge's
 replies, the track stage logs the MLflow run, and `ccrs run` / `ccrs evaluate` end with one line and exit 4.
-The judge is tests/fakes.py's FakeLLMClient answering in prose, through the judge stage's `judge_suite`;
+The judge is tests/fakes.py's FakeLLMClient answering in prose, through a `JudgeSession`;
 the MLflow store is a local SQLite file (the real-stack run of the same path: test_prose_judge.py)."""
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ import json
 
 import pandas as pd
 
-from judges.config import CcrsOptions, ClientConfig, JudgeConfig
-from judges.suite import Sample, get_suite
+from judges.config import CcrsOptions, JudgeConfig
+from judges.suite import Sample
 from pipelines.extensions import track_payloads
 from pipelines.tools.run_outcome import outcome_code
 from pipelines.tools.gqm_report import DEFAULT_GOALS
 from pipelines.tools.regression import STATUSES
 from tasks.failures import write_failure_report
-from tasks.judge import judge_suite, judgments_frame, judging_summary, write_judgments
+from tasks.judge import judgments_frame, judging_summary, write_judgments
+from tasks.judge_session import JudgeSession
 from tasks.layout import RunLayout
 from tasks.reduce import run_reduce
 from tasks.track import RunRecord, run_track
@@ -41,8 +42,7 @@ def judged_in_prose(root) -> tuple[RunLayout, dict]:
     layout.config_json.write_text(json.dumps({"name": "prose-judge", "judges": ["ccrs"]}))
     samples = [Sample(q, "prod", text, "An answer.", "gt", ["c"]) for q, text in zip(QUESTIONS, "XY")]
     judge = JudgeConfig(max_reasks=0, ccrs=CcrsOptions(metrics=["QR"]))
-    judgments, counts = judge_suite(get_suite("ccrs"), samples, judge, ClientConfig(), "", False,
-                                    llm=FakeLLMClient(PROSE))
+    judgments, counts = JudgeSession.of("ccrs", judge, llm=FakeLLMClient(PROSE)).judge_samples(samples)
     frame = judgments_frame(judgments)
     write_judgments(frame, layout.judge_dir("ccrs"))
     return layout, judging_summary(frame, counts, 1.0, "ccrs", "v1", "smollm2-135m-instruct")

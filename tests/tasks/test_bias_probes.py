@@ -1,4 +1,4 @@
-"""Bias probes through the judge stage's judge_suite with the fake client: one row per judged (variant,
+"""Bias probes through a judge session with the fake client: one row per judged (variant,
 metric), the paired-shift report on a hand-made frame, the outputs, the run's probe stage (keyed, reused),
 the verdict's section and the MLflow logging."""
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from judges.bias_probes import CLEAN, ProbeOptions, ProbeSample, ProbesConfig, build_probes
 from judges.config import CcrsOptions, ClientConfig, JudgeConfig
-from tasks import judge as judge_stage
+from tasks import judge_session as judge_stage
 from tasks.bias_probes import (
     PROBE_COLUMNS,
     ProbeSelectionError,
@@ -158,7 +158,7 @@ def _write_run_inputs(root):
 
 @pytest.fixture
 def fake_fan_out(monkeypatch):
-    """judge_suite's Ray fan-out replaced by the fake client in this process."""
+    """The judge session's Ray fan-out replaced by the fake client in this process."""
     llm = FakeLLMClient("55")
 
     def here(fn, items, *args, **kwargs):

@@ -7,7 +7,7 @@ from judges.config import CcrsOptions, ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite
 from tasks.fanout import _CLIENTS, group_shards, prefix_order, shard_client
 from tasks.generate import build_items, generate_extractive
-from tasks.judge import judge_counter, load_samples, ordered_for_prefix_reuse
+from tasks.judge_session import judge_counter, load_samples, ordered_for_prefix_reuse
 
 
 def test_prefix_order_keeps_groups_together_in_order_of_first_appearance():

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from judges.suite import get_suite
-from tasks.judge import load_samples
+from tasks.judge_session import load_samples
 from tasks.layout import RunLayout
 from tasks.outputs import (
     COLUMN_ALIASES,

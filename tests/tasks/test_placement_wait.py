@@ -50,13 +50,12 @@ def test_unplaced_tasks_are_reported_once_then_fail_in_one_line_at_the_limit():
     _idle_until(watch, clock, 19.0)
     assert told == []  # placing takes seconds: nothing said before WAIT_REPORT_AFTER_S
     _idle_until(watch, clock, 599.0)
-    assert told == [f"waiting for resources: {DEMAND} (the ingest task ask for {{CPU: 1}} each)"]
+    assert told == [f"waiting for resources: {DEMAND} (ingest task, each asking for {{CPU: 1}})"]
     with pytest.raises(UnplacedTasksError) as failed:
         _idle_until(watch, clock, 601.0)
     assert str(failed.value) == (
-        f"Ray could not place the ingest task within 600 s: they wait for resources the cluster does not "
-        f"have free ({DEMAND}; each asks for {{CPU: 1}}); give the cluster more (sizing a head: "
-        "docs/cluster.md) or ask for less")
+        f"Ray could not place the ingest task within 600 s, for lack of free resources ({DEMAND}; each asks "
+        "for {CPU: 1}); give the cluster more (sizing a head: docs/cluster.md) or ask for less")
     assert isinstance(failed.value, TimeoutError)  # the commands' one-line errors (run_outcome)
     assert cluster.reads <= 601 / fanout.DEMAND_READ_EVERY_S + 1  # a GCS call every few seconds, not per poll
 

@@ -174,7 +174,8 @@ def test_the_description_of_a_run_without_scores_points_at_the_failures():
 
 def test_the_description_names_the_best_system_and_its_ties():
     block = {"means": {"A": 0.8, "B": 0.7, "C": 0.2},
-             "pairwise": [{"a": "A", "b": "B", "significant": False}, {"a": "A", "b": "C", "significant": True}]}
+             "pairwise": [{"a": "A", "b": "B", "significant": False},
+                          {"a": "A", "b": "C", "significant": True}]}
     stats = {"systems": ["A", "B", "C"], "metrics": ["CC"], "n_queries": 4, "per_metric": {"CC": block}}
     note = run_description("demo", stats, "judge-x", None)
     assert "**demo**: 3 systems (A, B, C), 4 questions" in note and "- CC: A 0.800 (tied: B)" in note

@@ -105,16 +105,16 @@ TWO_METRICS = VeraOptions(metrics=["faithfulness", "retrieval_recall"], max_reas
 
 
 def in_process(monkeypatch, llm) -> None:
-    """The generate and judge stage functions ask `llm` in this process instead of from Ray tasks."""
+    """The generate stage and the judge session ask `llm` in this process instead of from Ray tasks."""
     from tasks import generate as generate_stage
-    from tasks import judge as judge_stage
+    from tasks import judge_session
     from tasks.fanout import FanOutReport
 
     def here(fn, items, *args, **kwargs):
         return [fn(llm, item) for item in items], FanOutReport(items=len(items))
 
     monkeypatch.setattr(generate_stage, "fan_out_report", here)
-    monkeypatch.setattr(judge_stage, "fan_out_report", here)
+    monkeypatch.setattr(judge_session, "fan_out_report", here)
 
 
 def fake_reply(supported):
