@@ -27,7 +27,8 @@ from stats.bootstrap import bootstrap_mean_ci
 from stats.hsd import randomized_tukey_hsd
 from stats.analysis import compute_all
 from tasks.hypotheses_io import load_hypotheses
-from tasks.report import load_scores, write_outputs
+from tasks.report import write_outputs
+from tasks.scores_io import load_scores
 
 SYSTEMS = tuple("ABCDEF")
 METRICS = ("CC", "QR", "ID", "AC", "IR")

@@ -453,3 +453,9 @@ def all_metrics(names: Iterable[str] | None = None) -> list[Metric]:
 
 def metric_order() -> list[str]:
     return [metric.name for metric in all_metrics()]
+
+
+def suite_membership() -> dict[str, list[str]]:
+    """{suite: its metric names} from the judge registry, as plain data for stats/ (which imports nothing
+    of the project): it groups the discriminative power comparison (the CCRS paper's Table 3)."""
+    return {name: list(suite.metrics) for name, suite in suites().items()}

@@ -290,8 +290,10 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, 
     from infra.console import say
     from infra.ray_runtime import copy_session_logs
     from pipelines.extensions import StageContext, run_stages, verdict_sections
+    from judges.suite import metric_order, suite_membership
     from tasks.failures import format_failure_table, write_failure_report
     from tasks.reduce import run_reduce
+    from tasks.report import write_reduce_reports
     from tasks.verdict import write_summary
 
     layout = RunLayout(run_dir)
@@ -299,7 +301,10 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, 
     reduce = run_reduce(
         run_dir, [outputs.scores_path for outputs in judged.values()], config.stats.b, config.stats.seed,
         config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
+        metric_order=metric_order(), suites=suite_membership(),
     )
+    write_reduce_reports(json.loads(layout.stats_json.read_text()),
+                         [outputs.scores_path for outputs in judged.values()], reduce.out_dir)
     run_stages("after_reduce", StageContext(config, run_dir, _inputs(answers), answers.top_k, None, None,
                                             force=_forced("reduce", from_stage), run_tags=run_tags or {}))
     generated = {"generate": answers.summary} if answers.stage == "generate" else {}

@@ -34,8 +34,8 @@ def main(args: argparse.Namespace) -> int:
     from infra.console import print_markdown, say
     from pipelines.extensions import verdict_sections
     from stats.errors import StatsInputError
-    from tasks.reduce import reduce_user_scores, user_scores
-    from tasks.report import read_scores_file
+    from tasks.report import reduce_user_scores, user_scores
+    from tasks.scores_io import read_scores_file
 
     try:
         frame = user_scores(read_scores_file(args.scores), parse_scale(args.scale))

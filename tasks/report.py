@@ -1,63 +1,75 @@
-"""The reduce stage's files: long-format scores read from disk, then stats.json, tables/ and plots/ written
-from the result of `stats.analysis.compute_all` (stats/ itself reads and writes nothing)."""
+"""The reduce stage's reporting: tables/ and plots/ beside stats.json, written by the caller after the
+stage (so that the stage's code key covers the statistics only), and the statistics of scores the user
+brings (`ccrs stats`, `ccrs_eval.compute_stats`) with their verdict."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from stats.errors import StatsInputError
-from stats.scores import REPEAT_COLUMN, build_cube, validate_scores
-from tasks.layout import PLOTS_DIR, STATS_FILE, TABLES_DIR
+from stats.scores import build_cube, validate_scores
+from tasks.layout import PLOTS_DIR, SUMMARY_FILE, TABLES_DIR
+from tasks.scores_io import concat_scores, load_scores, write_stats
 
-
-def read_scores_file(path: str | Path) -> pd.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise StatsInputError(f"scores file not found: {path}")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        if suffix in (".csv", ".tsv"):
-            # Read everything as text so that a non-numeric score is reported, not silently coerced.
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
-        if suffix == ".jsonl":
-            return pd.read_json(path, lines=True, dtype=False)
-    except (OSError, ValueError) as error:
-        raise StatsInputError(f"cannot read scores file {path}: {error}") from error
-    raise StatsInputError(f"scores file must be Parquet (.parquet), CSV (.csv) or JSONL (.jsonl), got "
-                          f"{path.name}")
-
-
-def load_scores(path: str | Path) -> pd.DataFrame:
-    """Read long-format scores from Parquet or CSV and validate them (raises StatsInputError)."""
-    return validate_scores(read_scores_file(path))
-
-
-def concat_scores(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """One long-format table of several suites' scores. When only some carry a repeat column (judged
-    with judge.repeats), the others were judged once: their rows get repeat 0."""
-    if any(REPEAT_COLUMN in frame.columns for frame in frames):
-        frames = [frame if REPEAT_COLUMN in frame.columns else frame.assign(**{REPEAT_COLUMN: 0})
-                  for frame in frames]
-    return pd.concat(frames, ignore_index=True)
+if TYPE_CHECKING:
+    from tasks.verdict import VerdictSection
 
 
 def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Write stats.json, tables/*.csv and tables/*.md, plots/*.png; return the written paths."""
+    return [write_stats(result, out_dir), *write_reports(result, scores, out_dir)]
+
+
+def write_reports(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """tables/ and plots/ of a result into out_dir (nothing when no judgment has a score)."""
     from tasks import plots, tables
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stats_path = out_dir / STATS_FILE
-    stats_path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
     if not result["systems"]:  # no judgment has a score: nothing to tabulate or plot
-        return [stats_path]
+        return []
+    out_dir = Path(out_dir)
     cube = build_cube(validate_scores(scores), result["metrics"])
-    written = [stats_path]
-    written += tables.write_tables(result, out_dir / TABLES_DIR)
-    written += plots.write_plots(result, cube, out_dir / PLOTS_DIR)
-    return written
+    return [*tables.write_tables(result, out_dir / TABLES_DIR), *plots.write_plots(result, cube, out_dir / PLOTS_DIR)]
+
+
+def write_reduce_reports(result: dict, scores_paths: list[Path], out_dir: Path) -> list[Path]:
+    """tables/ and plots/ of a finished (or reused) reduce stage, from its stats.json result and the
+    scores it reduced."""
+    if not result["systems"]:
+        return []
+    return write_reports(result, concat_scores([load_scores(path) for path in scores_paths]), out_dir)
+
+
+def reduce_user_scores(scores: pd.DataFrame, out_dir: Path, *, scale: tuple[float, float] | None = None,
+                       hypotheses_path: str | Path | None = None, b: int = 10_000, seed: int = 0,
+                       alpha: float = 0.05, title: str = "your scores", on_metric=None,
+                       sections: Sequence[VerdictSection] = ()) -> tuple[dict, list[Path], str]:
+    """Scores the user brings (`ccrs stats`, `ccrs_eval.compute_stats`): long or wide, on [0, 1] or on
+    `scale`, through the same statistics as a run; writes stats.json, tables/, plots/ and the verdict
+    (summary.md, with the caller's added `sections`) into out_dir. The user's metric names are theirs: no
+    judge suite is attached to them."""
+    from judges.suite import metric_order
+    from stats.analysis import compute_all
+    from tasks.hypotheses_io import load_hypotheses
+    from tasks.verdict import build_stats_summary
+
+    frame = user_scores(scores, scale)
+    hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path is not None else None
+    result = compute_all(frame, hypotheses, b=b, seed=seed, alpha=alpha, on_metric=on_metric,
+                         metric_order=metric_order(), metric_suites={})
+    written = write_outputs(result, frame, out_dir)
+    verdict = build_stats_summary(result, title, str(hypotheses_path) if hypotheses_path else None, sections)
+    summary = Path(out_dir) / SUMMARY_FILE
+    summary.write_text(verdict)
+    return result, [*written, summary], verdict
+
+
+def user_scores(scores: pd.DataFrame, scale: tuple[float, float] | None = None) -> pd.DataFrame:
+    """Validated long-format scores on [0, 1] from the user's long or wide table (StatsInputError, one
+    line, on anything else)."""
+    from stats.scores import long_scores, rescale_scores
+
+    frame = long_scores(scores)
+    return validate_scores(rescale_scores(frame, *scale) if scale is not None else frame)

@@ -10,7 +10,7 @@ import json
 import pandas as pd
 
 from judges.config import CcrsOptions, JudgeConfig
-from judges.suite import Sample
+from judges.suite import Sample, metric_order, suite_membership
 from pipelines.extensions import track_payloads
 from pipelines.tools.run_outcome import outcome_code
 from pipelines.tools.gqm_report import DEFAULT_GOALS
@@ -54,7 +54,7 @@ def test_every_judgment_failed_is_a_verdict_an_mlflow_run_and_exit_4_with_one_li
     layout, summary = judged_in_prose(tmp_path / "run")
     # the demo's hypotheses name systems A-F: with nothing scored they are not tested, and no crash
     reduce = run_reduce(layout.root, [layout.scores("ccrs")], 100, 0, 0.05,
-                        str(REPO / "configs" / "hypotheses" / "cpu-demo.yaml"))
+                        str(REPO / "configs" / "hypotheses" / "cpu-demo.yaml"), metric_order=metric_order(), suites=suite_membership())
     stats = json.loads(layout.stats_json.read_text())
     assert (stats["systems"], stats["per_metric"], stats["hypotheses"]) == ([], {}, {})
     assert stats["notes"][0].startswith("no judgment has a score")

@@ -111,6 +111,7 @@ class NodeRemover(threading.Thread):
 def judge_scenario(work: Path) -> dict:
     from judges.config import ClientConfig, JudgeConfig
     from tasks.judge import run_judging
+    from judges.suite import metric_order, suite_membership
     from tasks.reduce import run_reduce
 
     # answers in 300 ms: a shard takes ~1 s, so shards are in flight on the node when it goes
@@ -131,7 +132,8 @@ def judge_scenario(work: Path) -> dict:
             out = run_judging(work / name, "ccrs", *inputs, judge, client, base_url, top_k=3, progress=False)
             if remover is not None:
                 remover.join()
-            stats = run_reduce(work / name, [out.scores_path], b=200, seed=0, alpha=0.05)
+            stats = run_reduce(work / name, [out.scores_path], b=200, seed=0, alpha=0.05,
+                               metric_order=metric_order(), suites=suite_membership())
             runs[name] = {"summary": out.summary, "judgments": pd.read_parquet(out.judgments_path),
                           "stats": json.loads((stats.out_dir / "stats.json").read_text())["per_metric"]}
         keys = ["query_id", "system", "metric", "status", "llm_score", "score"]

@@ -46,9 +46,10 @@ def _final_stats(run_dir: Path, scores_path: Path) -> dict:
     """The reducer's statistics (HSD, bootstrap CIs, ... with B=500 and a fixed seed) per metric."""
     import json
 
+    from judges.suite import metric_order, suite_membership
     from tasks.reduce import run_reduce
 
-    result = run_reduce(run_dir, [scores_path], b=500, seed=0, alpha=0.05)
+    result = run_reduce(run_dir, [scores_path], b=500, seed=0, alpha=0.05, metric_order=metric_order(), suites=suite_membership())
     return json.loads((result.out_dir / "stats.json").read_text())["per_metric"]
 
 

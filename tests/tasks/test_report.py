@@ -10,7 +10,8 @@ from stats.analysis import compute_all
 from stats.errors import StatsInputError
 from stats.hypotheses import Hypothesis, HypothesisSet
 from tasks.hypotheses_io import load_hypotheses
-from tasks.report import concat_scores, load_scores, write_outputs
+from tasks.report import write_outputs
+from tasks.scores_io import concat_scores, load_scores
 from tasks.verdict import build_stats_summary
 from tests.conftest import REPO
 from tests.stats.conftest import make_scores

@@ -8,6 +8,7 @@ import pandas as pd
 from pipelines.extensions import track_payloads
 from pipelines.tools.gqm_report import DEFAULT_GOALS
 from tasks.layout import RunLayout
+from judges.suite import metric_order, suite_membership
 from tasks.reduce import run_reduce
 from tasks.track import RunRecord, run_track, track_code
 from tests.tasks.test_gqm_report import make_run
@@ -36,7 +37,8 @@ def test_track_logs_a_run_with_its_tags_and_the_gqm_report_every_time(tmp_path):
     from mlflow.tracking import MlflowClient
 
     run_dir = make_run(tmp_path / "run")
-    reduce = run_reduce(run_dir, [RunLayout(run_dir).scores("ccrs")], b=50, seed=0, alpha=0.05)
+    reduce = run_reduce(run_dir, [RunLayout(run_dir).scores("ccrs")], b=50, seed=0, alpha=0.05,
+                        metric_order=metric_order(), suites=suite_membership())
     record = _record(run_dir, {"ccrs.config_name": "t"})
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     first = run_track(run_dir, record, reduce, uri, "track-test", GOALS)
@@ -79,7 +81,8 @@ def test_the_mlflow_run_spans_the_command_and_its_description_is_the_verdicts_he
     run_dir = make_run(tmp_path / "run")
     layout = RunLayout(run_dir)
     layout.summary_md.write_text("# Verdict: t\n")
-    reduce = run_reduce(run_dir, [layout.scores("ccrs")], b=50, seed=0, alpha=0.05)
+    reduce = run_reduce(run_dir, [layout.scores("ccrs")], b=50, seed=0, alpha=0.05,
+                        metric_order=metric_order(), suites=suite_membership())
     started_at = time.time() - 3600  # the command began an hour before its track stage
     record = _record(run_dir, {"ccrs.config_name": "t"})
     record = dataclasses.replace(record, config={**record.config, "judge": {"model": "judge-x"}},

@@ -9,7 +9,7 @@ from stats.analysis import compute_all
 from tasks.failures import write_failure_report
 from tasks.hypotheses_io import load_hypotheses
 from tasks.layout import RunLayout
-from tasks.report import load_scores
+from tasks.scores_io import load_scores
 from tasks.stage import MANIFEST
 from tasks.verdict import (
     VerdictError,
