@@ -27,7 +27,7 @@ from stats.bootstrap import bootstrap_mean_ci
 from stats.hsd import randomized_tukey_hsd
 from stats.analysis import compute_all
 from tasks.hypotheses_io import load_hypotheses
-from tasks.report import write_outputs
+from pipelines.reporting.report import write_outputs
 from tasks.scores_io import load_scores
 
 SYSTEMS = tuple("ABCDEF")

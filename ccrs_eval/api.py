@@ -35,7 +35,7 @@ def compute_stats(scores: pd.DataFrame | str | Path, *, scale: tuple[float, floa
     system, metric, score) or wide (query_id, system, one column per metric); `scale=(1, 5)` maps marks
     onto [0, 1]. Raises stats.errors.StatsInputError (one line) on bad scores."""
     from pipelines.extensions import verdict_sections
-    from tasks.report import reduce_user_scores
+    from pipelines.reporting.report import reduce_user_scores
     from tasks.scores_io import read_scores_file
 
     frame = scores if isinstance(scores, pd.DataFrame) else read_scores_file(scores)

@@ -291,10 +291,10 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, 
     from infra.ray_runtime import copy_session_logs
     from pipelines.extensions import StageContext, run_stages, verdict_sections
     from judges.suite import metric_order, suite_membership
-    from tasks.failures import format_failure_table, write_failure_report
+    from pipelines.reporting.failures import format_failure_table, write_failure_report
     from tasks.reduce import run_reduce
-    from tasks.report import write_reduce_reports
-    from tasks.verdict import write_summary
+    from pipelines.reporting.report import write_reduce_reports
+    from pipelines.reporting.verdict import write_summary
 
     layout = RunLayout(run_dir)
     say("reduce: statistics (randomized Tukey HSD, Holm, bootstrap CIs)")

@@ -51,7 +51,7 @@ def _summary_text(run: str, tracking_uri: str | None) -> str:
 def _from_run_dir(path: Path) -> str:
     from pipelines.extensions import verdict_sections
     from tasks.layout import RunLayout
-    from tasks.verdict import VerdictError, build_summary
+    from pipelines.reporting.verdict import VerdictError, build_summary
 
     layout = RunLayout(path)
     if layout.summary_md.exists():

@@ -34,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     from infra.console import print_markdown, say
     from pipelines.extensions import verdict_sections
     from stats.errors import StatsInputError
-    from tasks.report import reduce_user_scores, user_scores
+    from pipelines.reporting.report import reduce_user_scores, user_scores
     from tasks.scores_io import read_scores_file
 
     try:

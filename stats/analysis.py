@@ -1,6 +1,7 @@
 """Every statistic of a run: validated scores (and typed hypotheses) in, the stats.json dict out.
 
-Reading scores and writing stats.json is tasks/scores_io.py's job; tables and plots are tasks/report.py's."""
+Reading scores and writing stats.json is tasks/scores_io.py's job; tables and plots are
+pipelines/reporting/report.py's."""
 
 from __future__ import annotations
 

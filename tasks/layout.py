@@ -38,7 +38,8 @@ QUERIES_FILE = "queries.parquet"
 RETRIEVED_FILE = "retrieved.parquet"
 GENERATIONS_FILE = "generations.parquet"
 STATS_FILE = "stats.json"
-TABLES_DIR, PLOTS_DIR = "tables", "plots"  # beside stats.json in reduce/ (tasks/report.py, after the stage)
+# beside stats.json in reduce/, written after the stage (pipelines/reporting/report.py)
+TABLES_DIR, PLOTS_DIR = "tables", "plots"
 JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
 SUMMARY_FILE = "summary.md"
@@ -154,7 +155,8 @@ class RunLayout:
 
     @property
     def summary_md(self) -> Path:
-        """The verdict (tasks/verdict.py): printed by `ccrs run` and `ccrs show`, logged to MLflow."""
+        """The verdict (pipelines/reporting/verdict.py): printed by `ccrs run` and `ccrs show`, logged to
+        MLflow."""
         return self.root / SUMMARY_FILE
 
     @property

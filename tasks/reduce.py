@@ -2,7 +2,7 @@
 
 Its code key covers the statistics and the scores they read only: the metric order and the suites'
 metrics come in as data from the caller (the judge registry), and the tables/ and plots/ beside
-stats.json are reporting that the caller writes after the stage (tasks/report.py)."""
+stats.json are reporting that the caller writes after the stage (pipelines/reporting/report.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -40,7 +40,7 @@ def run_reduce(
 
     def reduce_scores(out_dir: Path) -> dict:
         scores = concat_scores([load_scores(path) for path in scores_paths])
-        if scores.empty:  # every judgment failed: the verdict is the failure report (tasks/verdict.py)
+        if scores.empty:  # every judgment failed: the verdict is the failure report (pipelines/reporting/)
             result = unscored_result(b, seed, alpha, UNSCORED_NOTE)
         else:
             hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None

@@ -1,6 +1,6 @@
 """The reduce stage's own files: long-format scores read from disk and stats.json written from the result
 of `stats.analysis.compute_all` (stats/ itself reads and writes nothing). The tables/ and plots/ beside
-stats.json are reporting (tasks/report.py), outside the stage's code key."""
+stats.json are reporting (pipelines/reporting/report.py), outside the stage's code key."""
 
 from __future__ import annotations
 

@@ -73,10 +73,9 @@ def _project_imports(path: Path, package: str) -> set[str]:
     return found
 
 
-def code_version(*modules: str, data_dirs: tuple[Path, ...] = ()) -> str:
-    """Hash of the source of `modules` and of every project module they import, transitively (plus the
-    files under `data_dirs`, e.g. prompt templates): an edit to the code that computes a stage changes
-    its key, so a stale output is never reused because somebody forgot to bump a version string."""
+def code_modules(*modules: str) -> dict[str, Path]:
+    """{module: its source file} for `modules` and every project module they import, transitively: the
+    code that `code_version` hashes."""
     seen: dict[str, Path] = {}
     todo = list(modules)
     while todo:
@@ -87,6 +86,14 @@ def code_version(*modules: str, data_dirs: tuple[Path, ...] = ()) -> str:
         seen[module] = path
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         todo.extend(_project_imports(path, package) - seen.keys())
+    return seen
+
+
+def code_version(*modules: str, data_dirs: tuple[Path, ...] = ()) -> str:
+    """Hash of the source of `modules` and of every project module they import, transitively (plus the
+    files under `data_dirs`, e.g. prompt templates): an edit to the code that computes a stage changes
+    its key, so a stale output is never reused because somebody forgot to bump a version string."""
+    seen = code_modules(*modules)
     digest = hashlib.sha256()
     for module in sorted(seen):
         digest.update(module.encode() + b"\0" + seen[module].read_bytes())

@@ -346,8 +346,8 @@ def test_no_command_imports_the_cli_back():
 
 
 # stats/ holds pure kernels: arrays (or frames) in, typed results out. Reading scores and hypotheses files
-# and writing stats.json, tables and plots is the reduce stage's side (tasks/report.py, tasks/tables.py,
-# tasks/plots.py, tasks/hypotheses_io.py); matplotlib is set up in one place, tasks/plots.py.
+# and writing stats.json is the reduce stage's side (tasks/scores_io.py, tasks/hypotheses_io.py), tables and
+# plots its caller's (pipelines/reporting/, tasks/plots.py); matplotlib is set up in tasks/plots.py only.
 STATS_MAY_IMPORT = frozenset({"__future__", "collections", "dataclasses", "enum", "functools", "itertools",
                               "math", "string", "typing", "numpy", "scipy", "pandas", "stats"})
 FILE_IO_CALLS = frozenset({

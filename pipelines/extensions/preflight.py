@@ -18,7 +18,7 @@ from pipelines.extensions.registry import (
     register_extension,
 )
 from tasks.layout import PREFLIGHT_STAGE
-from tasks.verdict import VerdictInputs, VerdictSection
+from pipelines.reporting.verdict import VerdictInputs, VerdictSection
 
 if TYPE_CHECKING:
     from tasks.track import TrackContext

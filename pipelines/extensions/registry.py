@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from judges.client import ChatRequest
     from judges.config import ClientConfig
     from tasks.track import TrackContext, TrackPayload
-    from tasks.verdict import VerdictSection
+    from pipelines.reporting.verdict import VerdictSection
 
 When = Literal["before_judge", "after_judge", "after_reduce"]
 WHEN: tuple[When, ...] = ("before_judge", "after_judge", "after_reduce")

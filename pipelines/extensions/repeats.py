@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from judges.config import RepeatOptions
 from pipelines.extensions.registry import PlannedCalls, RunExtension, register_extension
-from tasks.verdict import VerdictInputs, VerdictSection
+from pipelines.reporting.verdict import VerdictInputs, VerdictSection
 
 
 def planned(config) -> PlannedCalls:

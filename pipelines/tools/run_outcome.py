@@ -66,7 +66,7 @@ def outcome_code(command: str, layout) -> int:
     failure-rate code (pipelines/tools/regression.py STATUSES)."""
     from infra.console import say
     from pipelines.tools.regression import STATUSES
-    from tasks.failures import unscored_run_line
+    from pipelines.reporting.failures import unscored_run_line
 
     line = unscored_run_line(layout.root)
     if line is None:

@@ -2,8 +2,8 @@
 import mlflow
 
 from pipelines.cli import main
-from tasks.verdict import write_summary
-from tests.tasks.test_verdict import make_judged_run
+from pipelines.reporting.verdict import write_summary
+from tests.pipelines.reporting.test_verdict import make_judged_run
 
 
 def test_show_prints_the_verdict_of_a_run_directory_and_of_an_mlflow_run(tmp_path, capsys, monkeypatch):

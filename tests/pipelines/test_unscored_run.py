@@ -15,13 +15,13 @@ from pipelines.extensions import track_payloads
 from pipelines.tools.run_outcome import outcome_code
 from pipelines.tools.gqm_report import DEFAULT_GOALS
 from pipelines.tools.regression import STATUSES
-from tasks.failures import write_failure_report
+from pipelines.reporting.failures import write_failure_report
 from tasks.judge import judgments_frame, judging_summary, write_judgments
 from tasks.judge_session import JudgeSession
 from tasks.layout import RunLayout
 from tasks.reduce import run_reduce
 from tasks.track import RunRecord, run_track
-from tasks.verdict import write_summary
+from pipelines.reporting.verdict import write_summary
 from tests.conftest import REPO
 from tests.fakes import FakeLLMClient
 
@@ -54,7 +54,8 @@ def test_every_judgment_failed_is_a_verdict_an_mlflow_run_and_exit_4_with_one_li
     layout, summary = judged_in_prose(tmp_path / "run")
     # the demo's hypotheses name systems A-F: with nothing scored they are not tested, and no crash
     reduce = run_reduce(layout.root, [layout.scores("ccrs")], 100, 0, 0.05,
-                        str(REPO / "configs" / "hypotheses" / "cpu-demo.yaml"), metric_order=metric_order(), suites=suite_membership())
+                        str(REPO / "configs" / "hypotheses" / "cpu-demo.yaml"),
+                        metric_order=metric_order(), suites=suite_membership())
     stats = json.loads(layout.stats_json.read_text())
     assert (stats["systems"], stats["per_metric"], stats["hypotheses"]) == ([], {}, {})
     assert stats["notes"][0].startswith("no judgment has a score")

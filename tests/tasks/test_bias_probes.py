@@ -195,8 +195,8 @@ def test_run_probe_stage_probes_one_systems_answers_and_is_reused(tmp_path, fake
 
 def test_verdict_shows_the_probes_of_a_run_that_asked_for_them(tmp_path, fake_fan_out):
     from pipelines.extensions import verdict_sections
-    from tasks.verdict import build_summary
-    from tests.tasks.test_verdict import make_judged_run
+    from pipelines.reporting.verdict import build_summary
+    from tests.pipelines.reporting.test_verdict import make_judged_run
 
     layout = make_judged_run(tmp_path / "run")
     inputs = _write_run_inputs(tmp_path / "inputs")

@@ -338,8 +338,8 @@ def test_a_stopped_run_is_a_failed_mlflow_run_with_the_pass_rates_and_files(tmp_
 def test_the_verdict_of_a_run_that_judged_anyway_opens_with_the_warning(tmp_path):
     from pipelines.extensions import verdict_sections
     from tasks.stage import MANIFEST
-    from tasks.verdict import build_summary
-    from tests.tasks.test_verdict import make_judged_run
+    from pipelines.reporting.verdict import build_summary
+    from tests.pipelines.reporting.test_verdict import make_judged_run
 
     layout = make_judged_run(tmp_path / "run")
     config = json.loads(layout.config_json.read_text())

@@ -49,7 +49,8 @@ def _final_stats(run_dir: Path, scores_path: Path) -> dict:
     from judges.suite import metric_order, suite_membership
     from tasks.reduce import run_reduce
 
-    result = run_reduce(run_dir, [scores_path], b=500, seed=0, alpha=0.05, metric_order=metric_order(), suites=suite_membership())
+    result = run_reduce(run_dir, [scores_path], b=500, seed=0, alpha=0.05,
+                        metric_order=metric_order(), suites=suite_membership())
     return json.loads((result.out_dir / "stats.json").read_text())["per_metric"]
 
 

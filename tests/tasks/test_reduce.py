@@ -4,8 +4,11 @@ import json
 import numpy as np
 import pandas as pd
 
+from judges.suite import metric_order, suite_membership
 from tasks.layout import RunLayout
-from tasks.reduce import run_reduce, suite_membership
+from tasks.reduce import run_reduce
+from pipelines.reporting.report import write_reduce_reports
+from tasks.stage import code_modules
 from tests.conftest import BIOASQ_SAMPLE
 
 CCRS = ("CC", "QR", "ID", "AC", "IR")
@@ -33,7 +36,9 @@ def test_reduce_writes_the_comparison_of_ccrs_and_ragchecker(tmp_path):
         _scores(metrics, query_ids, seed).to_parquet(layout.scores(suite))
 
     result = run_reduce(layout.root, [layout.scores("ccrs"), layout.scores("ragchecker")], b=200, seed=0,
-                        alpha=0.05)
+                        alpha=0.05, metric_order=metric_order(), suites=suite_membership())
+    write_reduce_reports(json.loads(layout.stats_json.read_text()),
+                         [layout.scores("ccrs"), layout.scores("ragchecker")], result.out_dir)
 
     stats = json.loads(layout.stats_json.read_text())
     rows = stats["discriminative_power_comparison"]
@@ -66,9 +71,36 @@ def test_reduce_of_a_suite_judged_three_times_beside_one_judged_once(tmp_path):
         layout.judge_dir(suite).mkdir(parents=True)
         scores.to_parquet(layout.scores(suite))
 
-    run_reduce(layout.root, [layout.scores("ccrs"), layout.scores("ragchecker")], b=100, seed=0, alpha=0.05)
+    run_reduce(layout.root, [layout.scores("ccrs"), layout.scores("ragchecker")], b=100, seed=0, alpha=0.05,
+               metric_order=metric_order(), suites=suite_membership())
 
     stats = json.loads(layout.stats_json.read_text())
     assert stats["per_metric"]["CC"]["judge_noise"]["n_repeats"] == 3
     assert "judge_noise" not in stats["per_metric"]["rc_precision"]
     assert stats["per_metric"]["rc_precision"]["n_used"] == len(query_ids)
+
+
+def test_the_reduce_key_covers_the_statistics_and_their_inputs_only():
+    """Editing a judge suite, the verdict, a table or a plot leaves every run's statistics reused."""
+    covered = set(code_modules("tasks.reduce"))
+    assert not {module for module in covered if module.split(".")[0] in ("judges", "pipelines")}
+    assert "tasks.plots" not in covered
+    assert {"tasks.reduce", "stats.analysis", "tasks.scores_io"} <= covered
+
+
+def test_a_reused_reduce_stage_gets_its_tables_and_plots_again(tmp_path):
+    query_ids = [q["id"] for q in json.loads(BIOASQ_SAMPLE.read_text())["questions"]]
+    layout = RunLayout(tmp_path / "run")
+    layout.judge_dir("ccrs").mkdir(parents=True)
+    _scores(CCRS, query_ids, 0).to_parquet(layout.scores("ccrs"))
+    registry = {"metric_order": metric_order(), "suites": suite_membership()}
+    first = run_reduce(layout.root, [layout.scores("ccrs")], b=50, seed=0, alpha=0.05, **registry)
+    stats = json.loads(layout.stats_json.read_text())
+    written = write_reduce_reports(stats, [layout.scores("ccrs")], first.out_dir)
+    tables = {path.name: path.read_bytes() for path in written if path.suffix != ".png"}
+
+    again = run_reduce(layout.root, [layout.scores("ccrs")], b=50, seed=0, alpha=0.05, **registry)
+    rewritten = write_reduce_reports(stats, [layout.scores("ccrs")], again.out_dir)
+
+    assert again.reused and [path.name for path in rewritten] == [path.name for path in written]
+    assert {path.name: path.read_bytes() for path in rewritten if path.suffix != ".png"} == tables

@@ -5,10 +5,10 @@ import shutil
 
 import pandas as pd
 
+from judges.suite import metric_order, suite_membership
 from pipelines.extensions import track_payloads
 from pipelines.tools.gqm_report import DEFAULT_GOALS
 from tasks.layout import RunLayout
-from judges.suite import metric_order, suite_membership
 from tasks.reduce import run_reduce
 from tasks.track import RunRecord, run_track, track_code
 from tests.tasks.test_gqm_report import make_run

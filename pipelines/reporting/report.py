@@ -15,7 +15,7 @@ from tasks.layout import PLOTS_DIR, SUMMARY_FILE, TABLES_DIR
 from tasks.scores_io import concat_scores, load_scores, write_stats
 
 if TYPE_CHECKING:
-    from tasks.verdict import VerdictSection
+    from pipelines.reporting.verdict import VerdictSection
 
 
 def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -25,13 +25,15 @@ def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Pat
 
 def write_reports(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:
     """tables/ and plots/ of a result into out_dir (nothing when no judgment has a score)."""
-    from tasks import plots, tables
+    from pipelines.reporting import tables
+    from tasks import plots
 
     if not result["systems"]:  # no judgment has a score: nothing to tabulate or plot
         return []
     out_dir = Path(out_dir)
     cube = build_cube(validate_scores(scores), result["metrics"])
-    return [*tables.write_tables(result, out_dir / TABLES_DIR), *plots.write_plots(result, cube, out_dir / PLOTS_DIR)]
+    return [*tables.write_tables(result, out_dir / TABLES_DIR),
+            *plots.write_plots(result, cube, out_dir / PLOTS_DIR)]
 
 
 def write_reduce_reports(result: dict, scores_paths: list[Path], out_dir: Path) -> list[Path]:
@@ -53,7 +55,7 @@ def reduce_user_scores(scores: pd.DataFrame, out_dir: Path, *, scale: tuple[floa
     from judges.suite import metric_order
     from stats.analysis import compute_all
     from tasks.hypotheses_io import load_hypotheses
-    from tasks.verdict import build_stats_summary
+    from pipelines.reporting.verdict import build_stats_summary
 
     frame = user_scores(scores, scale)
     hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path is not None else None

@@ -1,6 +1,6 @@
 """The run's failure report carries, per LLM stage, the prompt tokens sent and those the server's prefix
 cache served (from the merged client stats)."""
-from tasks.failures import failure_report, format_failure_table
+from pipelines.reporting.failures import failure_report, format_failure_table
 
 
 def _summary(prompt: int, cached: int) -> dict:

@@ -284,7 +284,7 @@ def _unscored_summary(layout: RunLayout, config: dict, failures: dict | None, ju
                       sections: Sequence[VerdictSection] = (), inputs: VerdictInputs | None = None) -> str:
     """The verdict of a run in which no judgment has a score (every one failed): what failed, the most
     common reasons and what the judge replied, instead of statistics there is nothing to compute from."""
-    from tasks.failures import failed_replies, judge_failure_reasons, unscored_line
+    from pipelines.reporting.failures import failed_replies, judge_failure_reasons, unscored_line
 
     headline = unscored_line(failures) if failures else "no judgment has a score: no statistics"
     reasons = judge_failure_reasons(failures) if failures else []

@@ -1,7 +1,6 @@
 """The reduce stage's files: scores read from Parquet/CSV, stats.json, tables and plots written; the
 committed pilot's statistics are those recorded before stats/ became pure kernels."""
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -10,14 +9,14 @@ from stats.analysis import compute_all
 from stats.errors import StatsInputError
 from stats.hypotheses import Hypothesis, HypothesisSet
 from tasks.hypotheses_io import load_hypotheses
-from tasks.report import write_outputs
+from pipelines.reporting.report import write_outputs
 from tasks.scores_io import concat_scores, load_scores
-from tasks.verdict import build_stats_summary
+from pipelines.reporting.verdict import build_stats_summary
 from tests.conftest import REPO
 from tests.stats.conftest import make_scores
 
 PILOT = REPO / "data" / "bioasq-sample-pilot"
-RECORDED = Path(__file__).parent / "data" / "pilot"  # written by the code before stats/ became pure kernels
+RECORDED = REPO / "tests" / "tasks" / "data" / "pilot"  # recorded before stats/ became pure kernels
 CCRS = ("CC", "QR", "ID", "AC", "IR")
 
 

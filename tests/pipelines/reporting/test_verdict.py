@@ -6,12 +6,12 @@ import pytest
 
 from pipelines.extensions import verdict_sections
 from stats.analysis import compute_all
-from tasks.failures import write_failure_report
+from pipelines.reporting.failures import write_failure_report
 from tasks.hypotheses_io import load_hypotheses
 from tasks.layout import RunLayout
 from tasks.scores_io import load_scores
 from tasks.stage import MANIFEST
-from tasks.verdict import (
+from pipelines.reporting.verdict import (
     VerdictError,
     build_stats_summary,
     build_summary,
