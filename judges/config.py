@@ -260,7 +260,6 @@ class JudgeProfile:
 
     name: str
     settings: dict[str, Any]
-    summary: str
 
 
 # A judge at an endpoint the user names, with no config of theirs: a hosted API, TGI, a shared vLLM, ...
@@ -269,9 +268,7 @@ class JudgeProfile:
 # The window is the paper judge's (8,192 tokens; every current hosted judge has at least that), not the
 # CPU demo's 2,048.
 OPENAI_COMPATIBLE_JUDGE = JudgeProfile(
-    "openai-compatible", {"scoring": "integer", "structured_output": IF_ACCEPTED, "context_window": 8192},
-    "integer marks, an 8,192-token window, no vLLM-only request field, structured output only through "
-    "OpenAI's response_format where the endpoint accepts it")
+    "openai-compatible", {"scoring": "integer", "structured_output": IF_ACCEPTED, "context_window": 8192})
 
 
 # The CCRS settings that JudgeConfig kept at its top level before they moved under `ccrs:`.

@@ -265,14 +265,9 @@ def _inputs(answers: Answers) -> tuple[Path, Path, Path]:
 def _fit_judge(config: RunConfig, base_url: str | None) -> RunConfig:
     """The judge settings its endpoint decides, before any judging (tasks.judge.fit_judge: `scoring:
     expected` probed, `structured_output: if_accepted` decided), said in one line where it decided one."""
-    from infra.console import say
-    from tasks.judge import fit_judge, judge_client_config
+    from pipelines.tools.endpoint import fitted_judge
 
-    judge_url = config.judge.base_url or base_url
-    judge, line = fit_judge(config.judges, config.judge, judge_client_config(config.judge, config.client),
-                            judge_url)
-    if line:
-        say(line)
+    judge = fitted_judge(config, config.judges, config.judge.base_url or base_url, err=False)
     return config.model_copy(update={"judge": judge})
 
 

@@ -28,13 +28,15 @@ def judge_client(config):
     return judge_client_config(config.judge, config.client)
 
 
-def fitted_judge(config, suites: list[str], base_url: str):
+def fitted_judge(config, suites: list[str], base_url: str, err: bool = True):
     """The config's judge with what its endpoint decides (tasks.judge.fit_judge: `scoring: expected`
-    probed, `structured_output: if_accepted` settled), said in one line where the endpoint decided one."""
+    probed, `structured_output: if_accepted` settled), said in one line where the endpoint decided one
+    (on stderr, a tool's note; `err=False`: on stdout, as `ccrs run` and `ccrs evaluate` say their
+    settings)."""
     from infra.console import say
     from tasks.judge import fit_judge
 
     judge, line = fit_judge(suites, config.judge, judge_client(config), base_url)
     if line:
-        say(line, err=True)
+        say(line, err=err)
     return judge
