@@ -60,27 +60,55 @@ def wait_until_ready(
 IDENTITY_FIELDS = ("id", "root", "parent", "owned_by", "max_model_len", "metadata")
 
 
-def endpoint_identity(base_url: str, model: str, api_key_env: str = "", timeout_s: float = 10.0) -> dict:
+class EndpointIdentityError(RuntimeError):
+    """The endpoint gave no answer to what it serves: a key built without it would differ from one built
+    with it, so nothing is keyed on a guess."""
+
+
+def endpoint_identity(base_url: str, model: str, api_key_env: str = "", timeout_s: float = 10.0,
+                      attempts: int = 4) -> dict:
     """What the endpoint says it serves as `model`: its /models entry's stable fields (vLLM reports the
     weights it loaded as `root`, and `max_model_len`; Ray Serve LLM its card's `metadata`) and, where the
     server answers `GET /version` (vLLM's OpenAI server does), its version. Part of the generate and judge
     stage keys and of the judgment cache key, so that other weights behind the same model id are not served
-    from earlier outputs. {} when the endpoint lists no such model (nothing to tell apart)."""
+    from earlier outputs. {} when the endpoint lists no such model (nothing to tell apart). A timeout or a
+    5xx (a server still busy with a killed run's requests) is asked again, `attempts` times with a doubling
+    timeout, then raises EndpointIdentityError: an identity that silently lost a field would change the
+    stage keys and lose a resumable checkpoint."""
     headers = bearer_headers(api_key_env)
     base = base_url.rstrip("/")
-    try:
-        response = httpx.get(f"{base}/models", headers=headers, timeout=timeout_s)
-        entries = response.json().get("data", []) if response.status_code == 200 else []
-    except (httpx.HTTPError, ValueError):
-        entries = []
+    models = _answer(f"{base}/models", headers, timeout_s, attempts)
+    body = _json(models) if models.status_code == 200 else None
+    entries = body.get("data", []) if isinstance(body, dict) else []
     entry = next((item for item in entries if isinstance(item, dict) and item.get("id") == model), None)
     if entry is None:
         return {}
     identity = {key: entry[key] for key in IDENTITY_FIELDS if entry.get(key) is not None}
-    try:
-        version = httpx.get(f"{base.removesuffix('/v1')}/version", headers=headers, timeout=timeout_s)
-        if version.status_code == 200 and isinstance(version.json(), dict) and version.json().get("version"):
-            identity["server_version"] = str(version.json()["version"])
-    except (httpx.HTTPError, ValueError):
-        pass
+    version = _answer(f"{base.removesuffix('/v1')}/version", headers, timeout_s, attempts)
+    body = _json(version) if version.status_code == 200 else None
+    if isinstance(body, dict) and body.get("version"):
+        identity["server_version"] = str(body["version"])
     return identity
+
+
+def _answer(url: str, headers: dict[str, str], timeout_s: float, attempts: int) -> httpx.Response:
+    """The endpoint's answer other than a 5xx, asked up to `attempts` times with a doubling timeout."""
+    last = ""
+    for attempt in range(attempts):
+        try:
+            response = httpx.get(url, headers=headers, timeout=timeout_s * 2 ** attempt)
+        except httpx.HTTPError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+            continue
+        if response.status_code < 500:
+            return response
+        last = f"HTTP {response.status_code}"
+    raise EndpointIdentityError(f"GET {url} gave no answer in {attempts} tries ({last}): the endpoint's "
+                                "identity (part of the stage keys) is unknown, so no stage keyed on it ran")
+
+
+def _json(response: httpx.Response):
+    try:
+        return response.json()
+    except ValueError:
+        return None

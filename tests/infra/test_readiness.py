@@ -7,19 +7,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from infra.readiness import already_serving, served_models, wait_until_ready
+from infra.readiness import (
+    EndpointIdentityError,
+    already_serving,
+    endpoint_identity,
+    served_models,
+    wait_until_ready,
+)
 
 
 @pytest.fixture
 def models_server():
     """An endpoint whose /models answer the test sets: (status, model ids); records the request headers."""
-    state = {"status": 200, "models": ["judge"], "headers": []}
+    state = {"status": 200, "models": ["judge"], "headers": [], "busy": 0}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server API
             state["headers"].append(dict(self.headers))
-            body = json.dumps({"data": [{"id": m} for m in state["models"]]}).encode()
-            self.send_response(state["status"] if self.path == "/v1/models" else 404)
+            entries = [{"id": m, "root": f"/weights/{m}"} for m in state["models"]]
+            body = json.dumps({"data": entries}).encode()
+            status = state["status"] if self.path == "/v1/models" else 404
+            if state["busy"]:  # a server still busy with a killed run's requests
+                state["busy"] -= 1
+                status = 503
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -69,3 +80,14 @@ def test_api_key_is_sent_from_the_named_env_var(models_server, monkeypatch):
     served_models(url)  # no key env: no header
     assert state["headers"][0].get("Authorization") == "Bearer sk-ready-123"
     assert "Authorization" not in state["headers"][1]
+
+
+def test_identity_waits_out_a_busy_server_and_never_guesses(models_server):
+    url, state = models_server
+    state["busy"] = 2
+    assert endpoint_identity(url, "judge", timeout_s=1) == {"id": "judge", "root": "/weights/judge"}
+    assert endpoint_identity(url, "no-such-model") == {}  # it answered: nothing to tell apart
+    state["busy"] = 3
+    no_answer = r"GET .*/v1/models gave no answer in 3 tries \(HTTP 503\)"
+    with pytest.raises(EndpointIdentityError, match=no_answer):
+        endpoint_identity(url, "judge", timeout_s=1, attempts=3)

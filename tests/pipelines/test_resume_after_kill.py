@@ -119,7 +119,9 @@ def test_a_killed_run_resumes_between_and_inside_stages_with_identical_results(t
     # 3. the rerun finishes, asking the judge only about what the checkpoint lacks
     _run_to_end(killed_dir, killed_cfg, cache)
     judge_summary = json.loads((RunLayout(run_dir).judge_dir("ccrs") / "_STAGE.json").read_text())["summary"]
-    assert 8 <= judge_summary["resumed"] <= saved  # a line torn by the kill is not counted
+    # a line torn by the kill is not counted
+    log_tail = (killed_dir / "ccrs-run.log").read_text()[-3000:]
+    assert 8 <= judge_summary["resumed"] <= saved, (judge_summary, log_tail)
     assert judge_summary["judge_requests"] > 0 and judge_summary["cache_hits"] == 0
     assert not (run_dir / f".{JUDGE}.partial").exists()
 
