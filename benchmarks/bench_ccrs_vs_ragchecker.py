@@ -54,7 +54,7 @@ def run_suite(name: str, items, judge, base_url: str, concurrency: int, seed: in
     from judges.client import LLMClient
     from judges.config import ClientConfig
     from judges.suite import Sample, get_suite
-    from tasks.judge_session import judge_counter
+    from tasks.runtime.judge_session import judge_counter
 
     suite = get_suite(name)
     count = judge_counter(judge)

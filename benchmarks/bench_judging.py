@@ -35,7 +35,7 @@ def build_tasks(n: int, judge_cfg, client_cfg, tmp: Path):
     from judges.suite import get_suite
     from judges.tokens import token_counter
     from tasks.generate import build_items, generate_extractive
-    from tasks.judge_session import load_samples
+    from tasks.runtime.judge_session import load_samples
 
     queries_path, retrieved_path = write_bioasq_inputs(tmp, limit=32, chunks_per_query=3)
     queries, retrieved = pd.read_parquet(queries_path), pd.read_parquet(retrieved_path)
@@ -70,7 +70,7 @@ class Evaluate:
 
     def __call__(self, client, unit):
         from judges.suite import get_suite
-        from tasks.judge_session import judge_counter
+        from tasks.runtime.judge_session import judge_counter
 
         judge = self.judge_cfg
         [judgment] = get_suite(unit.suite).evaluate(client, unit, judge, judge_counter(judge))
@@ -80,7 +80,7 @@ class Evaluate:
 def time_stage(tasks, judge_cfg, client_cfg, base_url: str, groups=None) -> tuple[float, list]:
     from judges.ccrs import unit_request
     from judges.client import ChatRequest, LLMClient
-    from tasks.fanout import fan_out, fan_out_report
+    from tasks.runtime.fanout import fan_out, fan_out_report
 
     evaluate = Evaluate(judge_cfg)
     with LLMClient(client_cfg, base_url) as client:  # warm-up
@@ -154,7 +154,7 @@ def main() -> int:
     tasks = build_tasks(args.n, judge_cfg, client_cfg, Path(tempfile.mkdtemp(prefix="bench-judging-")))
     groups = None
     if args.prefix_order:
-        from tasks.judge_session import ordered_for_prefix_reuse
+        from tasks.runtime.judge_session import ordered_for_prefix_reuse
 
         tasks, groups = ordered_for_prefix_reuse(tasks)
     serving = ServingConfig.for_profile("cpu", port=args.port)

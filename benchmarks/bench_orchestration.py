@@ -348,7 +348,7 @@ def audit(run_dir: Path, generations_path: Path, metrics: tuple[str, ...]) -> di
     """Lost and duplicated judgments in the stage's output: exactly one row per (query, system, metric)."""
     import pandas as pd
 
-    from tasks.layout import JUDGMENTS_FILE
+    from tasks.runtime.layout import JUDGMENTS_FILE
 
     frame = pd.read_parquet(run_dir / STAGE_NAME / JUDGMENTS_FILE,
                             columns=["query_id", "system", "metric", "score", "status"])

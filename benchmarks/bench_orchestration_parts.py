@@ -34,7 +34,7 @@ def _samples(units: int):
     import pandas as pd
 
     from bench_orchestration import TOP_K, build_inputs
-    from tasks.judge_session import load_samples
+    from tasks.runtime.judge_session import load_samples
 
     queries, retrieved, generations, _ = build_inputs(Path(tempfile.mkdtemp(prefix="bench-parts-")), units, 5)
     samples, _ = load_samples(pd.read_parquet(queries), pd.read_parquet(retrieved),
@@ -45,7 +45,7 @@ def _samples(units: int):
 def shard_client_parts(repeats: int) -> dict:
     from judges.client import LLMClient
     from judges.config import ClientConfig
-    from tasks.fanout import shard_client
+    from tasks.runtime.fanout import shard_client
 
     cfg, url = ClientConfig(max_concurrency=64), "http://127.0.0.1:9/v1"
 
@@ -59,7 +59,7 @@ def shard_client_parts(repeats: int) -> dict:
 
 
 def checkpoint_parts(repeats: int, records: list[dict]) -> dict:
-    from tasks.stage import StageCheckpoint
+    from tasks.runtime.stage import StageCheckpoint
 
     root = Path(tempfile.mkdtemp(prefix="bench-ckpt-", dir=REPO.parent if os.access(REPO.parent, os.W_OK)
                                  else None))
@@ -122,7 +122,7 @@ def planning_memory(samples) -> dict:
     Unit.plan was the ChatRequest) and without (now), on the same samples; and planning time."""
     from judges.ccrs import unit_request
     from judges.suite import get_suite
-    from tasks.judge_session import judge_counter
+    from tasks.runtime.judge_session import judge_counter
     from bench_orchestration import paper_configs
 
     judge, client = paper_configs()

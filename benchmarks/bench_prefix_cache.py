@@ -114,7 +114,7 @@ def ideal_computed(samples, shared_prefix: bool, tokenizer) -> int:
     longest common token prefix with any earlier prompt is free; its last token never is)."""
     from judges.ccrs import unit_request
     from judges.suite import get_suite
-    from tasks.judge_session import judge_counter
+    from tasks.runtime.judge_session import judge_counter
 
     judge = judge_config(shared_prefix)
     units = [u for s in samples for u in get_suite("ccrs").plan(s, judge, 0, judge_counter(judge))]
@@ -141,7 +141,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 def judge_layout(samples, shared_prefix: bool, prefix_order: bool, base_url: str, concurrency: int):
     from judges.config import ClientConfig
-    from tasks.judge_session import JudgeSession
+    from tasks.runtime.judge_session import JudgeSession
 
     judge = judge_config(shared_prefix)
     client = ClientConfig(max_concurrency=concurrency, seed=0, prefix_order=prefix_order)

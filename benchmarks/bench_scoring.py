@@ -53,7 +53,7 @@ def prepare(config, base_url: str):
 
     from retrievers.config import RetrievalSpec
     from tasks.generate import run_generation
-    from tasks.judge_session import load_samples
+    from tasks.runtime.judge_session import load_samples
     from tasks.retrieval_stages import run_retrieval
 
     run_dir = config.resolved_run_dir()
@@ -87,7 +87,7 @@ def judge_both(config, base_url: str, samples, from_argmax: bool = False) -> dic
     `from_argmax`: one expected pass; the integer scores are its argmax marks (no second pass)."""
     from judges.suite import get_suite
     from tasks.judge import judgments_frame
-    from tasks.judge_session import JudgeSession
+    from tasks.runtime.judge_session import JudgeSession
 
     suite = get_suite("ccrs")
     out = {}

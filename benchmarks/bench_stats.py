@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stats.bootstrap import bootstrap_mean_ci
 from stats.hsd import randomized_tukey_hsd
 from stats.analysis import compute_all
-from tasks.hypotheses_io import load_hypotheses
+from tasks.reduce import load_hypotheses
 from pipelines.reporting.report import write_outputs
-from tasks.scores_io import load_scores
+from tasks.reduce import load_scores
 
 SYSTEMS = tuple("ABCDEF")
 METRICS = ("CC", "QR", "ID", "AC", "IR")

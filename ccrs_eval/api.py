@@ -36,7 +36,7 @@ def compute_stats(scores: pd.DataFrame | str | Path, *, scale: tuple[float, floa
     onto [0, 1]. Raises stats.errors.StatsInputError (one line) on bad scores."""
     from pipelines.extensions import verdict_sections
     from pipelines.reporting.report import reduce_user_scores
-    from tasks.scores_io import read_scores_file
+    from tasks.reduce import read_scores_file
 
     frame = scores if isinstance(scores, pd.DataFrame) else read_scores_file(scores)
     folder = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="ccrs-stats-"))

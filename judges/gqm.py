@@ -1,5 +1,14 @@
 """The GQM thesis' LLM-judged metrics (gqm-thesis.txt, section 5.4): answer correctness, answer completeness,
-context utilisation, multi-hop reasoning and attribution, each a 0-10 mark normalized to [0, 1].
+context utilisation, multi-hop reasoning and attribution, each a 0-10 mark normalized to [0, 1]; and two
+metrics computed from several calls by an equation of the thesis (not in the default selection):
+- gqm_context_precision, eq. 5.1: one relevance verdict (1 or 0) per retrieved passage (the question and
+  that passage only), in rank order; score = sum_k IsRelevant_k * Precision@k / number relevant (0 when none
+  is). K is the run's top_k (the thesis: 5).
+- gqm_faithfulness, eq. 5.7: the judge lists the answer's claims, then marks 0-10 how well the passages
+  support each claim; score = the marks (normalized) weighted by the claims' word counts. The thesis scores
+  claims with the HHEM classifier, not installable here: the claim scorer is the run's judge (a deviation).
+  An answer with no claim is recorded as skipped (eq. 5.7 has nothing to weight), never 0.
+A failed call of either fails the sample's metric with the passage or claim named; no partial score.
 
 One unit per (sample, metric), as in CCRS: the prompt shows the metric's inputs (tagged, neutralized), the
 construct, and asks for one whole number; the context is fitted to the judge window by dropping the
@@ -9,21 +18,31 @@ Templates: judges/prompts/gqm/<version>/ (our own words; the thesis gives the co
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
+
 from judges import templates
 from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
-from judges.parsers import parse_integer_mark
-from judges.suite import Count, Judgment, JudgeSuite, Metric, Parsed, Sample, Unit, Usage, ask, neutralize
+from judges.parsers import parse_integer_mark, parse_numbered
+from judges.suite import Count, Judgment, JudgeSuite, Metric, Parsed, Sample, Unit, Usage, ask, detail_json
+from judges.suite import neutralize
 from judges.suite import user_request
 
 SUITE = "gqm"
 SCALE = (0, 10)
 MULTI_HOP = "gqm_multi_hop"
 MIN_PASSAGES_MULTI_HOP = 2
+CONTEXT_PRECISION, FAITHFULNESS = "gqm_context_precision", "gqm_faithfulness"
+STRUCTURED = (CONTEXT_PRECISION, FAITHFULNESS)  # several calls each, combined by the thesis' equation
+RELEVANCE_MAX_TOKENS = 8  # one word
+CLAIMS_MAX_TOKENS = 768  # the claim list (lowered to fit the judge's window)
 
 
-def _metric(name: str, inputs: tuple[str, ...], description: str) -> Metric:
-    return Metric(SUITE, f"gqm_{name}", SCALE, inputs, (f"{name}.txt",), description)
+def _metric(name: str, inputs: tuple[str, ...], description: str, scale: tuple[int, int] = SCALE) -> Metric:
+    return Metric(SUITE, f"gqm_{name}", scale, inputs, (f"{name}.txt",), description)
 
 
 GQM_METRICS: dict[str, Metric] = {metric.name: metric for metric in (
@@ -37,7 +56,31 @@ GQM_METRICS: dict[str, Metric] = {metric.name: metric for metric in (
             "thesis Multi-Hop Reasoning Score: facts of several passages linked soundly (0-10; 2+ passages)"),
     _metric("attribution", ("context", "response"),
             "thesis Attribution Score: each claim credited to a passage that holds it (0-10)"),
+    _metric("context_precision", ("question", "context"),
+            "thesis Context Precision (eq. 5.1): judge relevance verdict per retrieved passage, rank-aware "
+            "precision", (0, 1)),
+    _metric("faithfulness", ("response", "context"),
+            "thesis Faithfulness (eq. 5.7): judge-extracted claims, each marked 0-10 by the judge (for the "
+            "thesis' HHEM), weighted by word count", (0, 1)),
 )}
+MARK_METRICS = tuple(name for name in GQM_METRICS if name not in STRUCTURED)  # one 0-10 mark, one call
+
+
+def context_precision(relevant: Sequence[bool]) -> float:
+    """Eq. 5.1 over the verdicts in rank order: sum_k IsRelevant_k * Precision@k / number of relevant
+    passages; 0 when none is relevant (the thesis reports 0% where no relevant document was found)."""
+    hits, total = 0, 0.0
+    for k, is_relevant in enumerate(relevant, 1):
+        if is_relevant:
+            hits += 1
+            total += hits / k
+    return total / hits if hits else 0.0
+
+
+def length_weighted(claims: Sequence[str], scores: Sequence[float]) -> float:
+    """Eq. 5.7: sum_i w_i * score_i with w_i = words(claim_i) / sum_j words(claim_j)."""
+    lengths = [len(claim.split()) for claim in claims]
+    return sum(n * s for n, s in zip(lengths, scores)) / sum(lengths)
 
 
 def load_template(version: str, filename: str) -> dict[str, str]:
@@ -66,12 +109,76 @@ def parse_mark(text: str | None) -> Parsed:
     return Parsed(parsed.score is not None, parsed.score, parsed.reason)
 
 
+NEGATIONS = frozenset({"not", "no", "nothing", "neither", "nor", "never", "isn", "doesn", "cannot"})
+
+
+def parse_relevance(text: str | None) -> Parsed:
+    """The digit 1 -> relevant, 0 -> not (the prompt's reply rule). A small judge often writes a sentence
+    instead ("The passage is irrelevant to the question."): prose counts when it names one verdict and
+    nothing contradicts it (`irrelevant` or `not relevant` with no other verdict word; `relevant` once, with
+    no negation anywhere). Anything else is asked again."""
+    mark = parse_integer_mark(text, (0, 1))
+    if mark.score is not None:
+        return Parsed(True, mark.score == 1)
+    words = re.findall(r"[a-z]+", (text or "").lower())
+    verdicts = [i for i, word in enumerate(words) if word in ("relevant", "irrelevant")]
+    negated = NEGATIONS & set(words)
+    if len(verdicts) == 1:
+        i = verdicts[0]
+        if words[i] == "irrelevant" and not negated:
+            return Parsed(True, False)
+        if words[i] == "relevant" and i > 0 and words[i - 1] == "not" and negated == {"not"}:
+            return Parsed(True, False)
+        if words[i] == "relevant" and not negated:
+            return Parsed(True, True)
+    return Parsed(False, reason=f"not the digit 1 or 0 ({mark.reason})")
+
+
+def parse_claims(text: str | None) -> Parsed:
+    """A numbered list of claims, or NONE (no claim: an empty list)."""
+    claims = parse_numbered(text)
+    if claims:
+        return Parsed(True, claims)
+    if (text or "").strip().strip(".").upper() == "NONE":
+        return Parsed(True, [])
+    return Parsed(False, reason="no claim listed and not NONE")
+
+
+def _fitting_prompt(spec: Metric, sample: Sample, kept: list[str], version: str) -> str:
+    """The longest prompt of a metric that shows `kept` passages: faithfulness' claim calls (the answer
+    stands in for a claim, which is part of it), or the one prompt of a marked metric."""
+    if spec.name == FAITHFULNESS:
+        return claim_prompt(sample.response, sample, kept, version)
+    return render_prompt(spec, sample, kept, version)
+
+
+def relevance_prompt(sample: Sample, passage: str, version: str) -> str:
+    """Context precision's call for one passage: the question and that passage only."""
+    parts = load_template(version, "context_precision.txt")
+    return "\n\n".join([parts["intro"], parts["task"], _input_block("question", sample, []),
+                        f"<passage>\n{neutralize(passage)}\n</passage>", parts["reply"]])
+
+
+def claims_prompt(sample: Sample, version: str) -> str:
+    parts = load_template(version, "faithfulness.txt")
+    return "\n\n".join([parts["intro"], parts["extract"], _input_block("response", sample, []),
+                        parts["extract_reply"]])
+
+
+def claim_prompt(claim: str, sample: Sample, chunks: list[str], version: str) -> str:
+    """Faithfulness' call for one claim: the passages, then the claim."""
+    parts = load_template(version, "faithfulness.txt")
+    return "\n\n".join([parts["intro"], parts["score"], _input_block("context", sample, chunks),
+                        f"<claim>\n{neutralize(claim)}\n</claim>", parts["score_reply"]])
+
+
 class GqmSuite(JudgeSuite):
     """One unit per (sample, metric); the base class reads `judge.gqm` (prompt_version, max_tokens)."""
 
     name = SUITE
     description = ("GQM thesis (section 5.4): answer correctness and completeness, context utilisation, "
-                   "multi-hop reasoning and attribution, LLM-judged 0-10")
+                   "multi-hop reasoning and attribution, LLM-judged 0-10; context precision (eq. 5.1) and "
+                   "faithfulness (eq. 5.7) from several calls, when selected")
     rank = 4
     metrics = GQM_METRICS
 
@@ -90,16 +197,30 @@ class GqmSuite(JudgeSuite):
 
         version, units = self.prompt_version(judge), []
         for spec in (self.metrics[name] for name in self.selected_metrics(judge)):
+            if spec.name == CONTEXT_PRECISION:  # one passage per call: every retrieved passage is judged
+                units.append(Unit(SUITE, sample, (spec.name,), None, len(sample.context), 0))
+                continue
             chunks = sample.context if "context" in spec.inputs else []
-            fitted = fit_chunks(lambda kept, spec=spec: render_prompt(spec, sample, kept, version), chunks,
+            fitted = fit_chunks(partial(_fitting_prompt, spec, sample, version=version), chunks,
                                 self.window_budget(judge), count)
             units.append(Unit(SUITE, sample, (spec.name,), None, len(fitted.chunks), fitted.n_truncated))
         return units
 
+    def not_judged(self, sample: Sample, judge: JudgeConfig, status: str, reason: str) -> list[Judgment]:
+        """As the base, except that context precision reads no answer: an empty one does not make it 0."""
+        records = super().not_judged(sample, judge, status, reason)
+        if status != "empty_response":
+            return records
+        return [replace(r, score=None, reason="empty response: the sample was not sent, so its passages were "
+                                              "not judged") if r.metric == CONTEXT_PRECISION else r
+                for r in records]
+
     def single_request(self, unit: Unit, judge: JudgeConfig) -> ChatRequest | None:
-        """Each unit is one call (re-asks aside), none for a multi-hop unit with fewer than 2 passages."""
+        """A 0-10 mark unit is one call (re-asks aside); None for context precision and faithfulness (several
+        calls) and for a multi-hop unit with fewer than 2 passages (no call)."""
         spec, sample = self.metrics[unit.metrics[0]], unit.sample
-        if spec.name == MULTI_HOP and len(sample.context) < MIN_PASSAGES_MULTI_HOP:
+        few_passages = len(sample.context) < MIN_PASSAGES_MULTI_HOP
+        if spec.name in STRUCTURED or (spec.name == MULTI_HOP and few_passages):
             return None
         chunks = sample.context[: unit.n_context_chunks] if "context" in spec.inputs else []
         prompt = render_prompt(spec, sample, chunks, self.prompt_version(judge))
@@ -111,6 +232,10 @@ class GqmSuite(JudgeSuite):
     def evaluate(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
                  count: Count | None) -> list[Judgment]:
         spec, sample = self.metrics[unit.metrics[0]], unit.sample
+        if spec.name == CONTEXT_PRECISION:
+            return [self._context_precision(client, unit, judge, count)]
+        if spec.name == FAITHFULNESS:
+            return [self._faithfulness(client, unit, judge, count)]
         request = self.single_request(unit, judge)
         if request is None:
             return [self.judgment(sample, judge, spec.name, status="skipped",
@@ -125,3 +250,54 @@ class GqmSuite(JudgeSuite):
                                   reason=answer.reason, raw=answer.raw)]
         return [self.judgment(sample, judge, spec.name, status="ok", usage=usage,
                               score=spec.normalize(answer.value), llm_score=answer.value, raw=answer.raw)]
+
+    def _ask(self, client: LLMClient, prompt: str, max_tokens: int, parse, reask: str, judge: JudgeConfig,
+             usage: Usage, count: Count | None):
+        request = user_request(judge.model, prompt, max_tokens)
+        return ask(client, request, parse, lambda reason: reask.replace("{reason}", reason), judge.max_reasks,
+                   usage, window=judge.context_window, count=count)
+
+    def _context_precision(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
+                           count: Count | None) -> Judgment:
+        """One verdict per retrieved passage in rank order, then eq. 5.1."""
+        sample, version, usage = unit.sample, self.prompt_version(judge), Usage()
+        reask = load_template(version, "context_precision.txt")["reask"]
+        verdicts: list[bool] = []
+        for rank, passage in enumerate(sample.context[: unit.n_context_chunks], 1):
+            answer = self._ask(client, relevance_prompt(sample, passage, version), RELEVANCE_MAX_TOKENS,
+                               parse_relevance, reask, judge, usage, count)
+            if not answer.ok:
+                return self.judgment(sample, judge, CONTEXT_PRECISION, status="failed", usage=usage,
+                                     reason=f"passage {rank}: {answer.reason}", raw=answer.raw)
+            verdicts.append(answer.value)
+        return self.judgment(sample, judge, CONTEXT_PRECISION, status="ok", usage=usage,
+                             score=context_precision(verdicts), detail=detail_json(relevant=verdicts),
+                             reason=None if verdicts else "no passage retrieved: precision 0")
+
+    def _faithfulness(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
+                      count: Count | None) -> Judgment:
+        """The answer's claims (one call), a 0-10 support mark per claim (one call each), then eq. 5.7."""
+        sample, version, usage = unit.sample, self.prompt_version(judge), Usage()
+        parts = load_template(version, "faithfulness.txt")
+        answer = self._ask(client, claims_prompt(sample, version), CLAIMS_MAX_TOKENS, parse_claims,
+                           parts["extract_reask"], judge, usage, count)
+        if not answer.ok:
+            return self.judgment(sample, judge, FAITHFULNESS, status="failed", usage=usage,
+                                 reason=f"claim extraction: {answer.reason}", raw=answer.raw)
+        claims: list[str] = answer.value
+        if not claims:
+            return self.judgment(sample, judge, FAITHFULNESS, status="skipped", usage=usage, raw=answer.raw,
+                                 reason="the answer states no claim: eq. 5.7 has nothing to weight")
+        chunks, marks = sample.context[: unit.n_context_chunks], []
+        for i, claim in enumerate(claims, 1):
+            mark = self._ask(client, claim_prompt(claim, sample, chunks, version), judge.gqm.max_tokens,
+                             parse_mark, parts["score_reask"], judge, usage, count)
+            if not mark.ok:
+                return self.judgment(sample, judge, FAITHFULNESS, status="failed", usage=usage,
+                                     reason=f"claim {i}: {mark.reason}", raw=mark.raw)
+            marks.append(mark.value)
+        low, high = SCALE
+        score = length_weighted(claims, [(mark - low) / (high - low) for mark in marks])
+        return self.judgment(sample, judge, FAITHFULNESS, status="ok", usage=usage, score=score,
+                             detail=detail_json(claims=claims, marks=marks,
+                                                claim_scorer=f"the judge {judge.model} (for HHEM)"))

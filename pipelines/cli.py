@@ -39,6 +39,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
                   "test a judge on GroUSE unit tests / CCRS calibration; judge agreement"),
     "report": ("pipelines.report_cmd",
                "GQM goal/question/metric report of a run (JSON, radar, heatmaps, MLflow)"),
+    "gqm": ("pipelines.gqm_cmd",
+            "GQM thesis tools: `gqm testset` generates the six question types of Table 5.1 as a dataset"),
     "vera": ("pipelines.vera_cmd",
              "VERA metrics, bootstrap convergence, cross-encoder aggregate, topicality"),
     "probe": ("pipelines.probe_cmd",

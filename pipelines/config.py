@@ -30,7 +30,7 @@ from judges.config import (
 from judges.suite import get_suite, suites
 from pipelines.extensions.registry import config_blocks
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
-from tasks.layout import PIPELINE_STAGES as STAGES  # noqa: F401 - the --from-stage choices
+from tasks.runtime.layout import PIPELINE_STAGES as STAGES  # noqa: F401 - the --from-stage choices
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # configs/ and the demo sample (data/bioasq-sample): in a checkout (or an editable install) the repository's
@@ -101,7 +101,7 @@ class RunConfig(_Strict):
     mlflow: MlflowConfig = MlflowConfig()
     ray: RayConfig = RayConfig()
     judges: list[str] = Field(default=["ccrs"], min_length=1, description="judge suites (`ccrs metrics`)")
-    gqm_goals: str | None = Field(default="configs/gqm/thesis-goals.yaml",
+    gqm_goals: str | None = Field(default="configs/gqm/ccrs-hybrid-goals.yaml",
                                   description="GQM goal tree reported into the MLflow run; null turns it off")
     probes: ProbesConfig | None = Field(default=None, description="judge bias probes after the judge stage "
                                         "(docs/probes.md); null (the default): none")

@@ -106,7 +106,7 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
 def _check_hypotheses(config: RunConfig, systems: list[str], metrics: list[str]) -> None:
     from stats.errors import StatsInputError
     from stats.hypotheses import check_hypotheses_against
-    from tasks.hypotheses_io import load_hypotheses
+    from tasks.reduce import load_hypotheses
 
     if not config.stats.hypotheses:
         return
@@ -137,7 +137,7 @@ def evaluate(data: Any, judges: list[str] | None = None, config: str | Path | No
         experiment=experiment, hypotheses=hypotheses, scoring=scoring)
     from infra.console import quiet_console
     from pipelines.pipeline import run_evaluation
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     layout = RunLayout(run_config.resolved_run_dir())
     with quiet_console(layout.console_log, verbose=verbose):
@@ -146,7 +146,7 @@ def evaluate(data: Any, judges: list[str] | None = None, config: str | Path | No
 
 
 def collect_result(result) -> EvaluationResult:
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     layout = RunLayout(result.run_dir)
     suites = layout.judged_suites()

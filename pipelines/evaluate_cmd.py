@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
 def console_log(args: argparse.Namespace) -> Path | None:
     """<run dir>/logs/console.log; none when the inputs do not pass the checks (main says why)."""
     from pipelines.evaluate import EvaluationInputError
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     try:
         config, _ = _prepare(args)
@@ -59,7 +59,7 @@ def main(args: argparse.Namespace) -> int:
     from pipelines.evaluate import EvaluationInputError
     from pipelines.pipeline import run_evaluation
     from pipelines.tools.run_outcome import adhoc_tags, outcome_code, report_result, run_guarded
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     try:
         config, outputs = _prepare(args)

@@ -226,7 +226,7 @@ def _log(args, grouse, result, paths) -> int:
     if args.no_mlflow:
         return 0
     from pipelines.tools.meta_eval import log_meta_eval
-    from tasks.tracking import TrackingError
+    from pipelines.reporting.tracking import TrackingError
 
     uri = options.tracking_uri(args)
     params = {"tests": str(args.tests), "n_tests": result.n_tests, "judge": args.judge, "model": result.model,

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "nightly") -> Non
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     try:
         config, _ = _prepare(args)
@@ -83,7 +83,7 @@ def night(args: argparse.Namespace) -> int:
 
 def _describe_gate(uri: str, tracked: dict, report) -> None:
     """The gate's outcome in the night's MLflow run's Description, beside the verdict's headline."""
-    from tasks.tracking import GATE_PREFIX, run_url, set_gate_status
+    from pipelines.reporting.tracking import GATE_PREFIX, run_url, set_gate_status
 
     cells = report.regressed_cells()
     shown = "; ".join(cells[:5]) + (f"; and {len(cells) - 5} more" if len(cells) > 5 else "")
@@ -130,7 +130,7 @@ def _run_night(config, outputs, started_at: float):
 
 def _is_setup_error(exc: Exception) -> bool:
     from judges.scoring import ScoringUnsupportedError
-    from tasks.tracking import TrackingError
+    from pipelines.reporting.tracking import TrackingError
 
     return isinstance(exc, (ScoringUnsupportedError, TrackingError))
 
@@ -140,7 +140,7 @@ def _failed_night(status: str, error: str, args, config, notify_url: str | None,
     """One line on the terminal, a FAILED MLflow run holding the error (where the store answers; `logged_run`:
     the one the pipeline logged already, tagged here), the alert; the exit code of `status`."""
     from pipelines.tools.regression import RegressionReport, alert_payload, notify
-    from tasks.tracking import log_failed_run
+    from pipelines.reporting.tracking import log_failed_run
 
     say(f"ccrs nightly: {status}: {error}", err=True)
     run_id = ""
@@ -170,7 +170,7 @@ def _failed_night(status: str, error: str, args, config, notify_url: str | None,
 
 
 def _console_log_file(config) -> Path | None:
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     return RunLayout(config.resolved_run_dir()).console_log if config is not None else None
 

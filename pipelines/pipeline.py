@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.config import REPO_ROOT, RESOURCE_ROOT, STAGES, RunConfig, load_config
-from tasks.layout import OUTPUTS_STAGE, RunLayout
+from tasks.runtime.layout import OUTPUTS_STAGE, RunLayout
 
 
 @dataclass
@@ -71,7 +71,7 @@ def _prepare(config: RunConfig) -> tuple[RunConfig, Path]:
     from infra.console import say
     from infra.ray_runtime import ensure_ray
     from pipelines.extensions import check_before_work
-    from tasks.tracking import check_tracking_reachable
+    from pipelines.reporting.tracking import check_tracking_reachable
 
     config = _resolve_paths(config)
     check_before_work(config)  # a broken block fails now, not after hours of judging
@@ -145,7 +145,7 @@ def _run_hypotheses(config: RunConfig) -> RunConfig:
     from infra.console import say
     from stats.errors import StatsInputError
     from stats.hypotheses import check_hypotheses_against
-    from tasks.hypotheses_io import load_hypotheses
+    from tasks.reduce import load_hypotheses
 
     systems, metrics = _built_systems(config), _judged_metrics_of(config)
     if "hypotheses" in config.stats.model_fields_set:
@@ -353,7 +353,7 @@ def _stage(suite: str) -> str:
 
 
 def _provenance(config: RunConfig, answers: Answers, judged: dict) -> dict:
-    from tasks.tracking import git_commit, package_versions
+    from pipelines.reporting.tracking import git_commit, package_versions
 
     provenance = {
         "git_commit": git_commit(REPO_ROOT),
@@ -377,9 +377,10 @@ def _provenance(config: RunConfig, answers: Answers, judged: dict) -> dict:
 
 def _track(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, reduce, failures_path: Path,
            tags: dict, started_at: float | None = None) -> dict:
-    """The track stage (tasks/track.py) with what this invocation logs and the run extensions' payloads."""
+    """The track stage (pipelines/reporting/track.py) with what this invocation logs and the run
+    extensions' payloads."""
     from pipelines.extensions import track_payloads
-    from tasks.track import RunRecord, run_track
+    from pipelines.reporting.track import RunRecord, run_track
 
     record = RunRecord(
         run_name=config.mlflow.run_name or config.name,

@@ -72,7 +72,7 @@ def power_main(args: argparse.Namespace) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(plan, indent=2))
     if args.plot:
-        from tasks.plots import power_curves
+        from pipelines.reporting.plots import power_curves
 
         args.plot.parent.mkdir(parents=True, exist_ok=True)
         power_curves(plan, args.plot)

@@ -93,7 +93,8 @@ def main(args: argparse.Namespace) -> int:
     except TimeoutError as exc:
         say(f"ccrs {command}: error: judge endpoint not ready: {exc}", err=True)
         return 1
-    from tasks.bias_probes import probe_table, report_json
+    from pipelines.reporting.probes import probe_table
+    from tasks.bias_probes import report_json
 
     for line in probe_table(report_json(result)):
         say(line)
@@ -141,6 +142,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def _run(args, config, samples, probes):
     from pipelines.tools.endpoint import fitted_judge, judge_client, judge_endpoint
+    from pipelines.reporting.probes import plot_probe_shifts
     from tasks.bias_probes import run_probes
 
     say(f"{len(samples)} questions, probes {', '.join(probes.kinds)}, metrics "
@@ -148,12 +150,12 @@ def _run(args, config, samples, probes):
     with judge_endpoint(config) as base_url:  # an app found running is left alone
         judge = fitted_judge(config, ["ccrs"], base_url)
         return run_probes(samples, probes, judge, judge_client(config), base_url, args.out,
-                          dataset=config.dataset.path, progress=not args.no_progress)
+                          dataset=config.dataset.path, progress=not args.no_progress, draw=plot_probe_shifts)
 
 
 def _log(args, command: str, config, probes, result) -> int:
     """The MLflow run; an unreachable store is a warning and exit 1, the results staying in --out."""
-    from tasks.tracking import TrackingError
+    from pipelines.reporting.tracking import TrackingError
 
     uri = options.tracking_uri(args, config)
     try:
@@ -169,8 +171,9 @@ def _log_run(args, uri: str, config, probes, result) -> str:
     import mlflow
 
     from pipelines.config import REPO_ROOT
-    from tasks.bias_probes import log_probes, report_json
-    from tasks.tracking import git_commit, log_params_redacted, open_experiment
+    from pipelines.reporting.probes import log_probes
+    from tasks.bias_probes import report_json
+    from pipelines.reporting.tracking import git_commit, log_params_redacted, open_experiment
 
     open_experiment(uri, args.experiment)
     report = result.report

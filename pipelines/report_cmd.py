@@ -1,4 +1,5 @@
-"""`ccrs report RUN_DIR [--goals FILE] [--out DIR] [--tracking-uri URI --run-id ID]`: the GQM report."""
+"""`ccrs report RUN_DIR [--goals thesis|hybrid|FILE] [--out DIR] [--tracking-uri URI --run-id ID]`: the GQM
+report, its goal tree printed (computed metrics apart from those not computable here)."""
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,10 @@ from pipelines import options
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "report") -> None:
     parser.add_argument("run_dir", help="run directory written by `ccrs run`")
-    parser.add_argument("--goals", default=None,
-                        help="GQM goal tree YAML (default configs/gqm/thesis-goals.yaml)")
+    parser.add_argument("--goals", default=None, metavar="thesis|hybrid|FILE",
+                        help="GQM goal tree: `thesis` (the thesis' metrics only, configs/gqm/thesis-goals"
+                             ".yaml), `hybrid` (the default: every suite's metrics, configs/gqm/ccrs-hybrid-"
+                             "goals.yaml) or a YAML file")
     options.add_out(parser, None, "gqm_report.json and the plots", inside_run="RUN_DIR/gqm")
     parser.add_argument("--tracking-uri", metavar="URI", default=None, help="MLflow tracking URI (with "
                         "--run-id)")
@@ -20,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "report") -> None
 
 def main(args: argparse.Namespace) -> int:
     from pipelines.tools.gqm_report import write_report
-    from tasks.gqm_report import GQMConfigError, log_to_mlflow
+    from pipelines.reporting.gqm import GQMConfigError, log_to_mlflow, tree_lines
 
     if bool(args.tracking_uri) != bool(args.run_id):
         print("error: --tracking-uri and --run-id go together", file=sys.stderr)
@@ -30,14 +33,11 @@ def main(args: argparse.Namespace) -> int:
     except (GQMConfigError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for system in report["systems_order"]:
-        entry = report["systems"][system]["all"]
-        overall = entry["overall"]
-        shown = f"{overall['score']:.3f}" if overall["score"] is not None else f"n/a ({overall['reason']})"
-        print(f"{system}: overall {shown}")
-        for goal in entry["goals"]:
-            value = f"{goal['score']:.3f}" if goal["score"] is not None else f"n/a ({goal['reason']})"
-            print(f"  {goal['id']}: {value} (coverage {goal['coverage']:.2f})")
+    print("\n".join(tree_lines(report)))
+    if report.get("question_types"):
+        from pipelines.reporting.gqm_types import markdown
+
+        print("overall by question type (the thesis' Table 5.1):\n" + markdown(report["question_types"]))
     for entry in report.get("not_applicable", []):
         print(f"not applicable to {entry['system']}: {', '.join(entry['metrics'])} ({entry['reason']})")
     if report["missing_metrics"]:

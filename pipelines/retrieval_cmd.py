@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def console_log(args: argparse.Namespace) -> Path:
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     return RunLayout(args.run_dir).console_log
 

@@ -1,6 +1,7 @@
 """`ccrs run`: ingest -> chunk -> index -> retrieve -> generate -> judge -> reduce -> MLflow.
 
-Every stage is content-keyed and resumable (tasks/stage.py): a rerun with the same config reuses finished
+Every stage is content-keyed and resumable (tasks/runtime/stage.py): a rerun with the same config reuses
+finished
 outputs, `--from-stage` recomputes from a stage on, and a failed stage leaves earlier outputs intact."""
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 def console_log(args: argparse.Namespace) -> Path | None:
     """<run dir>/logs/console.log; none for --check-config or a config that does not load (main says why)."""
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     if args.check_config:
         return None
@@ -57,7 +58,7 @@ def main(args: argparse.Namespace) -> int:
     if config.serving.profile == "cluster":
         print_cost_plan(config)
     from pipelines.pipeline import run_pipeline
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     started, started_at = time.perf_counter(), time.time()
     layout = RunLayout(config.resolved_run_dir())

@@ -50,7 +50,7 @@ def _summary_text(run: str, tracking_uri: str | None) -> str:
 
 def _from_run_dir(path: Path) -> str:
     from pipelines.extensions import verdict_sections
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
     from pipelines.reporting.verdict import VerdictError, build_summary
 
     layout = RunLayout(path)
@@ -64,7 +64,7 @@ def _from_run_dir(path: Path) -> str:
 
 def _from_mlflow(run_id: str, tracking_uri: str | None) -> str:
     from pipelines.config import MlflowConfig
-    from tasks.tracking import SUMMARY_ARTIFACT, TrackingError, check_tracking_reachable
+    from pipelines.reporting.tracking import SUMMARY_ARTIFACT, TrackingError, check_tracking_reachable
 
     uri = MlflowConfig(tracking_uri=tracking_uri).resolved_uri(Path.cwd())
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():

@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
     from pipelines.extensions import verdict_sections
     from stats.errors import StatsInputError
     from pipelines.reporting.report import reduce_user_scores, user_scores
-    from tasks.scores_io import read_scores_file
+    from tasks.reduce import read_scores_file
 
     try:
         frame = user_scores(read_scores_file(args.scores), parse_scale(args.scale))

@@ -3,15 +3,23 @@ function, plus the cross-encoder aggregate), bootstrap + convergence, topicality
 experiment on qrels.
 
   ccrs vera score RUN_DIR [--config YAML] [--llm-base-url URL] [--judge-base-url URL] [--judge-model NAME]
-                          [--limit N] [--top-k K] [--cross-encoder PATH|untrained-demo-head|none]
-                          [--b B] [--n N] [--preset paper] [--seed S]
+                          [--limit N] [--top-k K] [--cross-encoder PATH|ID|untrained-demo-head|none]
+                          [--embedder PATH|ID] [--b B] [--n N] [--preset paper] [--seed S]
   ccrs vera bootstrap SCORES.parquet [--b B] [--n N] [--seed S] [--out DIR]
   ccrs vera topicality [--config YAML] [--run-dir DIR] [--dataset PATH] [--sets SETS.yaml]
                        [--method llm|cosine] [--llm-base-url URL] [--judge-model NAME] [--reader-model M]
                        [--scores SCORES.parquet] [--limit N] [--k K] [--b B] [--n N] [--out DIR]
+                       [--cross-encoder PATH|ID] [--embedder PATH|ID]
   ccrs vera qrels --qrels QRELS [--queries PATH] [--corpus PATH] [--unit pair|query] [--k K] [--limit N]
                   [--relevant-grade G] [--config YAML] [--llm-base-url URL] [--judge-model NAME]
                   [--reader-model M] [--scores SCORES.parquet] [--b B] [--n N] [--out DIR]
+                  [--cross-encoder PATH|ID] [--embedder PATH|ID]
+
+--cross-encoder (every command that judges) sets judge.vera.cross_encoder: a TRAINED cross-encoder (local
+folder, or a hub id already in the local cache) whose logit over (question, enriched answer) is the paper's
+aggregate, vera_aggregate, with vera_aggregate_sigmoid beside it (qrels prints it as the Agg column);
+'none' turns off one the config names. --embedder sets judge.vera.embedder (retrieval precision and answer
+relevance; default all-MiniLM-L6-v2).
 
 score: the judge, its `judge.vera` options, the client and the endpoint are the run's own config
 (RUN_DIR/config.json; --config names another), reached as `ccrs run` reaches them (the judge's own
@@ -79,10 +87,29 @@ def _score_arguments(score: argparse.ArgumentParser) -> None:
     score.add_argument("--limit", type=int, default=None, help="first N queries only")
     score.add_argument("--top-k", type=int, default=None,
                        help="chunks per context (default: the config's retrieval.top_k, the readers' own)")
-    score.add_argument("--cross-encoder", default="none",
-                       help="local folder of a TRAINED cross-encoder for the aggregate (default 'none': off, "
-                            "no trained one ships here); 'untrained-demo-head' = demo only, written as "
-                            "vera_aggregate_untrained")
+    add_vera_models(score)
+
+
+def add_vera_models(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cross-encoder", default=None, metavar="PATH|ID",
+                   help="a TRAINED cross-encoder (local folder or cached hub id; sets "
+                        "judge.vera.cross_encoder) for the aggregate: vera_aggregate (logit) and "
+                        "vera_aggregate_sigmoid; 'none': off "
+                        "(default: the config's, off unless it names one; none ships here); "
+                        "'untrained-demo-head' = demo only, written as vera_aggregate_untrained")
+    p.add_argument("--embedder", default=None, metavar="PATH|ID",
+                   help="sentence-transformers model of retrieval precision and answer relevance (sets "
+                        "judge.vera.embedder; default the config's, all-MiniLM-L6-v2)")
+
+
+def vera_overrides(args: argparse.Namespace) -> dict:
+    """judge.vera.cross_encoder and judge.vera.embedder from --cross-encoder / --embedder, where given."""
+    overrides = {}
+    if getattr(args, "cross_encoder", None):
+        overrides["judge.vera.cross_encoder"] = None if args.cross_encoder == "none" else args.cross_encoder
+    if getattr(args, "embedder", None):
+        overrides["judge.vera.embedder"] = args.embedder
+    return overrides
 
 
 def _set_arguments(p: argparse.ArgumentParser) -> None:
@@ -96,6 +123,7 @@ def _set_arguments(p: argparse.ArgumentParser) -> None:
                    help="reader reply budget (default: that reader's max_tokens, else 512)")
     p.add_argument("--scores", default=None, help="judged scores of an earlier run (no LLM call)")
     p.add_argument("--k", type=int, default=5, help="passages per context (the paper's top 5)")
+    add_vera_models(p)
 
 
 def _topicality_arguments(topicality: argparse.ArgumentParser) -> None:
@@ -128,7 +156,7 @@ def console_log(args: argparse.Namespace) -> Path | None:
     """score: <run dir>/vera/console.log; topicality that retrieves or asks an LLM: a file under
     $CCRS_HOME/logs; bootstrap and topicality from --scores only compute: none."""
     from infra.console import home_log_file, log_file_in
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     if args.vera_command == "score":
         return log_file_in(RunLayout(Path(args.run_dir)).vera_dir)
@@ -189,7 +217,7 @@ def score(args: argparse.Namespace, vera_tool) -> int:
     from pipelines.tools.endpoint import fitted_judge, judge_client, judge_endpoint
 
     config = score_config(args)
-    cross_encoder = None if args.cross_encoder == "none" else args.cross_encoder
+    cross_encoder = config.judge.vera.cross_encoder
     if cross_encoder is None:
         say(vera_tool.AGGREGATE_OFF, err=True)
     top_k = args.top_k if args.top_k is not None else config.retrieval.top_k
@@ -206,13 +234,13 @@ def score(args: argparse.Namespace, vera_tool) -> int:
 def score_config(args: argparse.Namespace):
     """--config, else the run's own config.json, else the default run config; the options' overrides."""
     from pipelines.config import ConfigError, load_config
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
 
     recorded = RunLayout(Path(args.run_dir)).config_json
     path = args.config or (str(recorded) if recorded.exists() else None)
     in_use = argparse.Namespace(**{**vars(args), "config": path})  # a recorded config is the user's own
     try:
-        return load_config(path, options.config_overrides(in_use))
+        return load_config(path, {**options.config_overrides(in_use), **vera_overrides(args)})
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
 
@@ -256,7 +284,7 @@ def run_config(args: argparse.Namespace):
     from pipelines.config import ConfigError, load_config
 
     try:
-        config = load_config(args.config, options.config_overrides(args))
+        config = load_config(args.config, {**options.config_overrides(args), **vera_overrides(args)})
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return config.model_copy(update={"dataset": config.dataset.model_copy(
@@ -339,6 +367,7 @@ def answered_and_judged(args: argparse.Namespace, asks, reader, config):
 
     url = judge_url(args, config.judge)
     judge = fitted_judge(config, ["vera"], url)
+    vera_tool.load_aggregator(judge.vera.cross_encoder, judge.vera.cross_encoder_max_length)  # before calls
     samples, failed = vera_tool.answer_asks(asks, reader, config.client, args.llm_base_url, progress=True)
     scores = vera_tool.judged_set_scores(asks, samples, failed, judge, judge_client(config), url,
                                          progress=True)
@@ -422,3 +451,22 @@ def print_qrels(report: dict) -> None:
         verdict = (f"{diff['diff_mean']:+.3f} [{diff['diff_low']:.3f}, {diff['diff_high']:.3f}]"
                    + (" separated" if diff["separated"] else "") if diff else "not computable")
         say(f"  {metric:26s} {cells[0]:>14s} {cells[1]:>14s}  {verdict}")
+    print_paper_table(report)
+
+
+# The columns of the paper's Tables 1-2 (Agg: the cross-encoder's logit, vera_aggregate).
+PAPER_COLUMNS = (("Faithfulness", "vera_faithfulness"), ("Relevance", "vera_answer_relevance"),
+                 ("Recall", "vera_retrieval_recall"), ("Precision", "vera_retrieval_precision"),
+                 ("Agg", "vera_aggregate"))
+
+
+def print_paper_table(report: dict) -> None:
+    """The means in the layout of the paper's Tables 1-2: PR and IR rows, one column per metric, the
+    aggregate's logit as the Agg column ("-" where a metric has no score, e.g. no cross-encoder)."""
+    metrics = report["metrics"]
+    say("\n  as the paper's Tables 1-2 (Agg = cross-encoder logit, vera_aggregate"
+        + (")" if "vera_aggregate" in metrics else "; off: no --cross-encoder)"))
+    say(f"  {'Dataset':8s}" + "".join(f" {title:>12s}" for title, _ in PAPER_COLUMNS))
+    for label, condition in (("PR", "perfectly_relevant"), ("IR", "irrelevant")):
+        means = [metrics.get(metric, {}).get(condition, {}).get("mean") for _, metric in PAPER_COLUMNS]
+        say(f"  {label:8s}" + "".join(f" {m:12.2f}" if m is not None else f" {'-':>12s}" for m in means))

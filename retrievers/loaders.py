@@ -4,7 +4,8 @@ Two layouts:
 - the official BioASQ JSON (`{"questions": [...]}`; a file or a folder of *.json): the corpus is made of
   all unique snippets, one passage per unique (PubMed document, snippet text);
 - the `rag-mini-bioasq` layout the paper used: Parquet `text-corpus` (passage, id) and
-  `question-answer-passages` (question, answer, relevant_passage_ids, id), as files or folders of shards.
+  `question-answer-passages` (question, answer, relevant_passage_ids, id), as files or folders of shards;
+  an optional `question_type` column (`ccrs gqm testset`'s) becomes the question's qtype.
 """
 from __future__ import annotations
 
@@ -209,7 +210,7 @@ def _parquet_parts(root: Path, name: str) -> list[Path]:
     return [source] if source.is_file() else sorted(source.rglob("*.parquet"))
 
 
-def _iter_rows(parts: list[Path], columns: list[str]):
+def _iter_rows(parts: list[Path], columns: list[str], optional: tuple[str, ...] = ()):
     for part in parts:
         try:
             table = pq.read_table(part)
@@ -218,7 +219,8 @@ def _iter_rows(parts: list[Path], columns: list[str]):
         absent = [c for c in columns if c not in table.column_names]
         if absent:
             raise DatasetError(f"{part}: missing columns {absent} (has {table.column_names})")
-        for row_number, row in enumerate(table.select(columns).to_pylist()):
+        present = columns + [c for c in optional if c in table.column_names]
+        for row_number, row in enumerate(table.select(present).to_pylist()):
             yield f"{part}, row {row_number}", row
 
 
@@ -264,7 +266,7 @@ def _rag_mini_passages(root: Path) -> tuple[list[Passage], int]:
 def _rag_mini_queries(root: Path) -> list[Query]:
     queries: dict[str, Query] = {}
     columns = ["question", "answer", "relevant_passage_ids", "id"]
-    for where, row in _iter_rows(_parquet_parts(root, RAG_MINI_QA), columns):
+    for where, row in _iter_rows(_parquet_parts(root, RAG_MINI_QA), columns, optional=("question_type",)):
         query_id = _id_string(row["id"], where)
         if query_id in queries:
             raise DatasetError(f"{where}: duplicate question id {query_id}")
@@ -274,6 +276,7 @@ def _rag_mini_queries(root: Path) -> list[Query]:
                 query_id=query_id,
                 text=(row["question"] or "").strip(),
                 answer=row["answer"],
+                qtype=row.get("question_type"),
                 relevant_doc_ids=relevant,
                 relevant_pmids=relevant,
             )

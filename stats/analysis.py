@@ -1,6 +1,6 @@
 """Every statistic of a run: validated scores (and typed hypotheses) in, the stats.json dict out.
 
-Reading scores and writing stats.json is tasks/scores_io.py's job; tables and plots are
+Reading scores and writing stats.json is tasks/reduce.py's job; tables and plots are
 pipelines/reporting/report.py's."""
 
 from __future__ import annotations

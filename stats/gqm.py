@@ -12,7 +12,7 @@ Missing metrics (absent or non-finite value) are never treated as 0 and never yi
   not computable only when none of its children is available. `coverage` reports the share of configured
   weight that was available (1.0 = nothing missing).
 
-The tree here is plain frozen dataclasses; YAML loading and validation live in tasks/gqm_report.py.
+The tree here is plain frozen dataclasses; YAML loading and validation live in pipelines/reporting/gqm.py.
 """
 
 from __future__ import annotations

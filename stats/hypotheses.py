@@ -16,7 +16,7 @@ class Hypothesis:
 
     direction "greater" states mean_a > mean_b, "less" mean_a < mean_b, "two-sided" a difference.
     combine "all": every (pair, metric) test must hold (max p); "any": at least one (min p x n_metrics).
-    Lists are taken as tuples. The schema of a hypotheses file (tasks/hypotheses_io.py) checks the rest:
+    Lists are taken as tuples. The schema of a hypotheses file (tasks/reduce.py) checks the rest:
     at least one pair and metric, no pair of a system with itself, no metric twice.
     """
 

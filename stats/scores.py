@@ -213,3 +213,16 @@ def rescale_scores(frame: pd.DataFrame, low: float, high: float) -> pd.DataFrame
         raise StatsInputError(f"score outside the scale {low:g}-{high:g} in row(s) {_rows(outside, numeric)}")
     frame["score"] = (numeric - low) / (high - low)
     return frame
+
+
+# --- one score per (question, system, metric) where repeats were judged
+SAMPLE_KEYS = ("query_id", "system", "metric")
+
+
+def mean_over_repeats(frame: pd.DataFrame, keys: Sequence[str] = SAMPLE_KEYS,
+                      value: str = "score") -> pd.DataFrame:
+    """`frame` (columns `keys`, `value` and perhaps `repeat`) with one row per `keys`: the mean `value` over
+    its repeats, in the order the keys first appear; the frame itself when it has no repeat column."""
+    if REPEAT_COLUMN not in frame.columns:
+        return frame
+    return (frame.groupby(list(keys), sort=False, dropna=False)[value].mean().reset_index())

@@ -36,12 +36,21 @@ from judges.injection import injection_markers
 from judges.suite import Judgment, Sample
 from judges.templates import PROMPTS_ROOT
 from stats.shift import paired_shift
-from tasks.fanout import progress_bar
-from tasks.judge_session import JUDGE_ENDPOINT_FIELDS, JudgeSession, load_samples
-from tasks.layout import PROBE_FILES, PROBES_STAGE, RunLayout
-from tasks.stage import StageCheckpoint, StageResult, code_version, file_fingerprint, run_stage, stage_key
+from tasks.runtime.fanout import progress_bar
+from tasks.runtime.judge_session import JUDGE_ENDPOINT_FIELDS, JudgeSession, load_samples
+from tasks.runtime.layout import PROBE_FILES, PROBES_STAGE, RunLayout
+from tasks.runtime.stage import (
+    StageCheckpoint,
+    StageResult,
+    code_version,
+    file_fingerprint,
+    run_stage,
+    stage_key,
+)
 
 EXPERIMENT = "ccrs-probes"
+# the plot of the shifts (report, path) -> path, drawn by the caller's reporting
+DrawShifts = Callable[["ProbeReport", Path], Path]
 CONFIDENCE = 0.95
 PROBE_COLUMNS = [
     "query_id", "kind", "variant", "changes", "detail", "metric", "mark", "score", "llm_score",
@@ -256,8 +265,9 @@ class ProbeResult:
 def run_probes(samples: Sequence[ProbeSample], probes: ProbesConfig, judge: JudgeConfig, client: ClientConfig,
                base_url: str, out_dir: Path, dataset: str = "", progress: bool = False,
                identity: dict[str, Any] | None = None, checkpoint: StageCheckpoint | None = None,
-               llm=None) -> ProbeResult:
-    """Build the variants, judge them, report and write the outputs into `out_dir`."""
+               llm=None, draw: DrawShifts | None = None) -> ProbeResult:
+    """Build the variants, judge them, report and write the outputs into `out_dir` (the plot where the
+    caller gives it: `draw`, pipelines.reporting.probes.plot_probe_shifts)."""
     started = time.perf_counter()
     variants = build_probes(samples, probes.kinds, probes.options(), np.random.default_rng(probes.seed))
     metrics = list(judge.ccrs.metrics)
@@ -267,7 +277,7 @@ def run_probes(samples: Sequence[ProbeSample], probes: ProbesConfig, judge: Judg
     detector = detector_report(samples, variants) if "injection" in probes.kinds else None
     report = build_probe_report(frame, samples, probes, judge, dataset, time.perf_counter() - started,
                                 detector)
-    return ProbeResult(report, frame, write_probe_outputs(frame, report, out_dir))
+    return ProbeResult(report, frame, write_probe_outputs(frame, report, out_dir, draw))
 
 
 # --- outputs ---------------------------------------------------------------------------------------------
@@ -283,7 +293,8 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_probe_outputs(frame: pd.DataFrame, report: ProbeReport, out_dir: Path) -> dict[str, Path]:
+def write_probe_outputs(frame: pd.DataFrame, report: ProbeReport, out_dir: Path,
+                        draw: DrawShifts | None = None) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: out_dir / filename for name, filename in PROBE_FILES.items()}
@@ -291,7 +302,10 @@ def write_probe_outputs(frame: pd.DataFrame, report: ProbeReport, out_dir: Path)
     paths["report"].write_text(json.dumps(json_safe(report_dict(report)), indent=2, default=str))
     pd.DataFrame([asdict(c) for c in report.cells], columns=list(ProbeCell.__dataclass_fields__)).to_csv(
         paths["table"], index=False)
-    plot_probe_shifts(report, paths["plot"])
+    if draw is not None:
+        draw(report, paths["plot"])
+    else:
+        del paths["plot"]
     return paths
 
 
@@ -301,157 +315,6 @@ def report_dict(report: ProbeReport) -> dict[str, Any]:
     if data["detector"] is None:
         del data["detector"]
     return data
-
-
-def plot_probe_shifts(report: ProbeReport, path: Path) -> Path:
-    """One panel per kind: each variant's shift per metric with its CI; the tolerance band shaded,
-    flagged cells in red."""
-    from tasks.plots import figure_file
-
-    kinds = report.kinds
-    size = (max(6.0, 4.8 * len(kinds)), 4.0)
-    with figure_file(path, nrows=1, ncols=len(kinds), figsize=size, squeeze=False,
-                     sharey=True) as (figure, axes):
-        x = {m: i for i, m in enumerate(report.metrics)}
-        for axis, kind in zip(axes.ravel(), kinds):
-            cells = [c for c in report.cells if c.kind == kind and c.shift is not None]
-            variants = list(dict.fromkeys(c.variant for c in cells))
-            width = 0.7 / max(1, len(variants))
-            for c in cells:
-                offset = (variants.index(c.variant) - (len(variants) - 1) / 2) * width
-                axis.errorbar(x[c.metric] + offset, c.shift, [[c.shift - c.ci_low], [c.ci_high - c.shift]],
-                              fmt="o", color="tab:red" if c.flagged else "tab:blue", capsize=3, markersize=4)
-            axis.axhspan(-report.tolerance, report.tolerance, color="0.9", zorder=0)
-            axis.axhline(0.0, color="black", linewidth=0.8)
-            axis.set_xticks(list(x.values()), list(x))
-            axis.set_xlim(-0.6, len(x) - 0.4)
-            axis.set_title(f"{kind} ({len(variants)} variant{'s' if len(variants) != 1 else ''})")
-            axis.set_ylabel("shift, probed - clean (0-1)")
-        level = int(round(100 * report.confidence))
-        figure.suptitle(f"judge {report.judge_model}, {report.n_questions} questions\n{level}% bootstrap "
-                        f"CIs; grey: |shift| <= tolerance {report.tolerance}", fontsize=9)
-    return path
-
-
-# --- reading the report ----------------------------------------------------------------------------------
-
-def _signed(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.3f}"
-
-
-def _plain(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def _ci(cell: dict) -> str:
-    return "n/a" if cell["ci_low"] is None else f"[{cell['ci_low']:+.3f}, {cell['ci_high']:+.3f}]"
-
-
-def flag_text(cell: dict) -> str:
-    """`>tol` when |shift| exceeds the tolerance, `>tol (CI)` when its whole CI does; `!` marks a flag
-    where the construct expects the metric to stay put (or to move the other way)."""
-    if not cell["flagged"]:
-        return ""
-    text = ">tol (CI)" if cell["ci_beyond_tolerance"] else ">tol"
-    unexpected = cell["expected"] == "stable" or (cell["shift"] or 0) > 0
-    return text + (" !" if unexpected else "")
-
-
-def _headline(report: dict) -> str:
-    level = int(round(100 * report["confidence"]))
-    return (f"judge {report['judge_model']} (ccrs {report['prompt_version']}, {report['scoring']} marks), "
-            f"{report['n_questions']} questions; shift = probed - clean on the judge's mark (0-1), paired "
-            f"over the questions where both judgments succeeded; {level}% bootstrap CI (B = {report['b']}, "
-            f"seed {report['seed']}); flagged where |shift| > {report['tolerance']}")
-
-
-def _legend(report: dict) -> str:
-    flagged = [c for c in report["cells"] if c["flagged"]]
-    unexpected = sum(1 for c in flagged if flag_text(c).endswith("!"))
-    return (f"{len(flagged)} of {len(report['cells'])} cells flagged, {unexpected} where the construct "
-            "expects no such move (!); expect down: the metric's construct penalises the perturbation; "
-            "metrics that do not read the changed input are not probed (docs/probes.md)")
-
-
-def probe_table(report: dict) -> list[str]:
-    """The console table of `ccrs probe`: one row per kind x variant x metric."""
-    width = max([len(c["variant"]) for c in report["cells"]] + [7]) + 2
-    lines = [_headline(report),
-             f"{'kind':11s}{'variant':{width}s}{'metric':7s}{'expect':8s}{'n':>4s}{'clean':>8s}{'probed':>8s}"
-             f"{'shift':>9s}  {'95% CI':19s}{'flag'}"]
-    for c in report["cells"]:
-        lines.append(f"{c['kind']:11s}{c['variant']:{width}s}{c['metric']:7s}{c['expected']:8s}"
-                     f"{c['n_pairs']:>4d}{_plain(c['mean_clean']):>8s}{_plain(c['mean_probed']):>8s}"
-                     f"{_signed(c['shift']):>9s}  {_ci(c):19s}{flag_text(c)}".rstrip())
-    probed = ", ".join(f"{kind} {n}" for kind, n in report["probed_questions"].items())
-    lines += [f"questions probed: {probed}; judgments {report['judgments']} {report['status_counts']}",
-              _legend(report)]
-    return lines + ([detector_line(report["detector"])] if report.get("detector") else [])
-
-
-def _count(rate: dict) -> str:
-    return f"{rate['flagged']}/{rate['n']}"
-
-
-def detector_line(detector: dict) -> str:
-    """The injection detector's flags: the clean texts (false positives), then each variant's injected
-    text."""
-    injected = ", ".join(f"{row['variant']} {_count(row)}" for row in detector["injected"]) or "none"
-    return (f"detector (judges/injection.py injection_markers) flagged {_count(detector['clean_responses'])} "
-            f"clean responses, {_count(detector['clean_chunks'])} clean chunks; injected texts: {injected}")
-
-
-def probes_markdown(report: dict) -> str:
-    """The verdict's "Judge bias probes" section."""
-    rows = [f"| {c['kind']} | {c['variant']} | {c['metric']} | {c['expected']} | {c['n_pairs']} | "
-            f"{_plain(c['mean_clean'])} | {_signed(c['shift'])} | {_ci(c)} | {flag_text(c) or '-'} |"
-            for c in report["cells"]]
-    return ("## Judge bias probes\n\n" + _headline(report) + ".\n\n"
-            "| kind | variant | metric | expected | n | clean | shift | 95% CI | flag |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows)
-            + "\n\n" + _legend(report) + "."
-            + (f"\n\n{detector_line(report['detector'])}." if report.get("detector") else ""))
-
-
-# --- MLflow ----------------------------------------------------------------------------------------------
-
-def probe_metrics(report: dict) -> dict[str, float]:
-    """probe/<kind>/<variant>/<metric>/shift, ci_low, ci_high, flagged ('@' of a variant as '.'), and the
-    number of flagged cells."""
-    metrics: dict[str, float] = {}
-    for c in report["cells"]:
-        if c["shift"] is not None:
-            base = "/".join(("probe", c["kind"], c["variant"], c["metric"])).replace("@", ".")
-            metrics.update({f"{base}/{name}": float(c[name]) for name in ("shift", "ci_low", "ci_high")})
-            metrics[f"{base}/flagged"] = float(c["flagged"])
-    metrics["probe/flagged_cells"] = float(len(report["flagged"]))
-    return metrics | detector_metrics(report.get("detector"))
-
-
-def detector_metrics(detector: dict | None) -> dict[str, float]:
-    """probe/injection/detector/<variant ('@' as '.')>/flag_rate, and .../clean_responses/flag_rate and
-    .../clean_chunks/flag_rate."""
-    if not detector:
-        return {}
-    rates = {"clean_responses": detector["clean_responses"], "clean_chunks": detector["clean_chunks"],
-             **{row["variant"].replace("@", "."): row for row in detector["injected"]}}
-    return {f"probe/injection/detector/{name}/flag_rate": float(rate["flag_rate"])
-            for name, rate in rates.items() if rate["flag_rate"] is not None}
-
-
-def log_probes(report: dict, files: Sequence[Path], tracking_uri: str, run_id: str) -> None:
-    """The report's metrics and its files (under probes/) into MLflow run `run_id`."""
-    import mlflow
-    from mlflow.entities import Metric
-
-    client = mlflow.tracking.MlflowClient(tracking_uri=tracking_uri)
-    client.get_run(run_id)  # fails early with MLflow's message for an unknown run id
-    now = int(time.time() * 1000)
-    metrics = [Metric(key, value, now, 0) for key, value in probe_metrics(report).items()]
-    for start in range(0, len(metrics), 500):  # MLflow's batch limit is 1,000 metrics
-        client.log_batch(run_id, metrics=metrics[start:start + 500])
-    for path in files:
-        client.log_artifact(run_id, str(path), artifact_path=PROBES_STAGE)
 
 
 def report_json(result: ProbeResult) -> dict:
@@ -484,29 +347,32 @@ def run_probe_samples(queries_path: Path, retrieved_path: Path, generations_path
 
 
 def probe_stage_key(inputs: Sequence[Path], top_k: int, probes: ProbesConfig, judge: JudgeConfig,
-                    client: ClientConfig, identity: dict[str, Any] | None) -> str:
+                    client: ClientConfig, identity: dict[str, Any] | None,
+                    draw: DrawShifts | None = None) -> str:
     """Like the judge stage's key: inputs, judge settings (not where it is reached), seed, top-k, the
-    endpoint's identity, the probes' settings and this code with the CCRS templates."""
+    endpoint's identity, the probes' settings and this code with the CCRS templates (and `draw`'s module)."""
     config = {"probes": probes, "judge": judge.model_dump(mode="json", exclude=JUDGE_ENDPOINT_FIELDS),
               "seed": client.seed, "top_k": top_k, **({"endpoint": identity} if identity else {})}
-    code = code_version(__name__, f"judges.{ccrs.SUITE}", data_dirs=(PROMPTS_ROOT / ccrs.SUITE,))
+    plot = (draw.__module__,) if draw is not None else ()
+    code = code_version(__name__, f"judges.{ccrs.SUITE}", *plot, data_dirs=(PROMPTS_ROOT / ccrs.SUITE,))
     return stage_key(PROBES_STAGE, config, [file_fingerprint(path) for path in inputs], code)
 
 
 def run_probe_stage(run_dir: Path, inputs: tuple[Path, Path, Path], top_k: int, probes: ProbesConfig,
                     judge: JudgeConfig, client: ClientConfig, base_url: str,
                     identity: dict[str, Any] | None = None, force: bool = False,
-                    progress: bool = True) -> StageResult:
+                    progress: bool = True, draw: DrawShifts | None = None) -> StageResult:
     """`inputs`: the run's queries, retrieved and generations files. Writes PROBE_FILES into
     run_dir/probes/; a killed run resumes from the stage's checkpoint, a finished one with the same key is
     reused."""
-    key = probe_stage_key(inputs, top_k, probes, judge, client, identity)
+    key = probe_stage_key(inputs, top_k, probes, judge, client, identity, draw)
 
     def compute(out_dir: Path) -> dict:
         samples, system = run_probe_samples(*inputs, top_k, probes)
         result = run_probes(samples, probes, judge, client, base_url, out_dir,
                             dataset=f"the run's answers of system {system}", progress=progress,
-                            identity=identity, checkpoint=StageCheckpoint(run_dir, PROBES_STAGE, key))
+                            identity=identity, checkpoint=StageCheckpoint(run_dir, PROBES_STAGE, key),
+                            draw=draw)
         report = result.report
         return {"system": system, "questions": report.n_questions, "judgments": report.judgments,
                 "status_counts": report.status_counts, "cells": len(report.cells), "flagged": report.flagged,

@@ -1,7 +1,8 @@
 """A judge's calibration on GroUSE unit tests (GroUSE paper, section 4.2), and the calibration gate of a run.
 
 The checking core serves `ccrs meta-eval` (pipelines/tools/meta_eval.py) and the gate alike: every test goes
-through a GroUSE `JudgeSession` (tasks/judge_session.py), each expected condition is checked on the judge's
+through a GroUSE `JudgeSession` (tasks/runtime/judge_session.py), each expected condition is checked on the
+judge's
 raw mark, pass rates per metric and overall, the failure modes of the paper's Table 6, the pass/fail matrix.
 
 The gate (`judge.preflight`, docs/judge-trust.md "Calibration gate"): before the judge stage of `ccrs run` /
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,13 +32,15 @@ from judges.grouse_unit_tests import FAILURE_MODE_NAMES, FAILURE_MODES, UnitTest
 from judges.repeats import planned_judge_units
 from judges.suite import Judgment, get_suite
 from judges.templates import PROMPTS_ROOT
-from tasks.judge_session import JudgeSession, judge_counter, load_samples
-from tasks.layout import PREFLIGHT_STAGE, RunLayout
-from tasks.stage import code_version, file_fingerprint, read_manifest, run_stage, stage_key
+from tasks.runtime.judge_session import JudgeSession, judge_counter, load_samples
+from tasks.runtime.layout import PREFLIGHT_STAGE, RunLayout
+from tasks.runtime.stage import code_version, file_fingerprint, read_manifest, run_stage, stage_key
 
 # all-calls: every metric asked on every test (the paper's unit-test figures, its hatched squares included);
 # pipeline: what a run records (Figure 4's gates: a skipped call is not asked, and `==None` then holds).
 PROTOCOLS = ("all-calls", "pipeline")
+# the pass/fail matrix (outcomes, path, title) -> path: a plot, drawn by the caller's reporting
+DrawMatrix = Callable[[list["TestOutcome"], Path, str], Path]
 STOP_EXIT_CODE = 6  # `ccrs run`, `ccrs evaluate` and `ccrs nightly` when the gate stops a run
 RESULTS_FILE, FAILURES_FILE, MATRIX_FILE = "results.json", "failures.jsonl", "matrix.png"
 
@@ -146,22 +150,6 @@ def failing_cases(outcomes: list[TestOutcome], tests: list[UnitTest]) -> list[di
     return rows
 
 
-def plot_matrix(outcomes: list[TestOutcome], path: Path, title: str) -> Path:
-    """Tests (rows) x metrics (columns): green pass, red wrong mark, orange no usable reply."""
-    from tasks.plots import figure_file, listed_colormap
-
-    codes = [[0 if o.checks[m]["passed"] else (2 if o.checks[m]["status"] == "failed" else 1)
-              for m in METRIC_ORDER] for o in outcomes]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with figure_file(path, dpi=120, figsize=(7, max(3.0, 0.17 * len(outcomes) + 1.5))) as (_, ax):
-        ax.imshow(codes or [[0] * len(METRIC_ORDER)], cmap=listed_colormap(["#4caf50", "#e53935", "#fb8c00"]),
-                  vmin=0, vmax=2, aspect="auto", interpolation="nearest")
-        ax.set_xticks(range(len(METRIC_ORDER)), [m.replace("_", "\n") for m in METRIC_ORDER], fontsize=7)
-        ax.set_yticks(range(len(outcomes)), [o.test_id for o in outcomes], fontsize=5)
-        ax.set_title(f"{title}\ngreen: pass, red: wrong mark, orange: no usable reply", fontsize=8)
-    return path
-
-
 # --- the calibration gate of a run --------------------------------------------------------------------------
 
 class JudgeCalibrationStop(RuntimeError):
@@ -232,23 +220,26 @@ def load_preflight_tests(path: Path) -> list[UnitTest]:
 
 
 def preflight_key(tests_path: Path, options: PreflightOptions, judge: JudgeConfig, seed: int,
-                  identity: dict[str, Any] | None) -> str:
+                  identity: dict[str, Any] | None, draw: DrawMatrix | None = None) -> str:
     """The stage's key: the tests file, what can change a GroUSE judgment (judges.caching: the model, the
     grouse block, window, re-asks, ...), the protocol, the seed, what the endpoint serves, the code. The
-    threshold and on_fail are not in it: they are applied to the stored pass rates."""
+    threshold and on_fail are not in it: they are applied to the stored pass rates. `draw`'s module (the
+    plot of the caller's, pipelines/reporting/) is code of the stage too."""
     config = {"judge": judgment_settings(judge, get_suite(SUITE_GROUSE)), "protocol": options.protocol,
               "seed": seed, "endpoint": identity or None}
-    code = code_version(__name__, data_dirs=(PROMPTS_ROOT / SUITE_GROUSE,))
+    plot = (draw.__module__,) if draw is not None else ()
+    code = code_version(__name__, *plot, data_dirs=(PROMPTS_ROOT / SUITE_GROUSE,))
     return stage_key(PREFLIGHT_STAGE, config, [file_fingerprint(tests_path)], code)
 
 
 def run_preflight(run_dir: Path, options: PreflightOptions, tests_path: Path, judge: JudgeConfig,
                   client: ClientConfig, base_url: str, identity: dict[str, Any] | None = None,
-                  llm: LLMClient | None = None, force: bool = False) -> Preflight:
+                  llm: LLMClient | None = None, force: bool = False,
+                  draw: DrawMatrix | None = None) -> Preflight:
     """The preflight stage: the run's judge (`judge`, its endpoint `base_url`) on the unit tests at
-    `tests_path`, through the judgment cache; writes results.json, failures.jsonl and matrix.png into
-    RunLayout.preflight_dir. `llm`: a client of the caller's (a test's fake) instead of one to
-    `base_url`."""
+    `tests_path`, through the judgment cache; writes results.json, failures.jsonl and (with the caller's
+    plot `draw`, pipelines.reporting.calibration.plot_matrix) matrix.png into RunLayout.preflight_dir.
+    `llm`: a client of the caller's (a test's fake) instead of one to `base_url`."""
     tests = load_preflight_tests(tests_path)
 
     def compute(out_dir: Path) -> dict[str, Any]:
@@ -259,10 +250,10 @@ def run_preflight(run_dir: Path, options: PreflightOptions, tests_path: Path, ju
             with LLMClient(client, base_url) as own:
                 outcomes, stats = grouse_outcomes(tests, judge, own, client, None, options.protocol, identity)
         summary = preflight_summary(tests_path, tests, judge, options.protocol, outcomes, stats)
-        write_preflight_outputs(out_dir, tests, outcomes, summary)
+        write_preflight_outputs(out_dir, tests, outcomes, summary, draw)
         return {**summary, "seconds": round(time.perf_counter() - started, 2)}
 
-    key = preflight_key(tests_path, options, judge, client.seed, identity)
+    key = preflight_key(tests_path, options, judge, client.seed, identity, draw)
     result = run_stage(run_dir, PREFLIGHT_STAGE, key, compute, force=force)
     return Preflight(result.summary, options, result.reused)
 
@@ -281,7 +272,8 @@ def preflight_summary(tests_path: Path, tests: list[UnitTest], judge: JudgeConfi
 
 
 def write_preflight_outputs(out_dir: Path, tests: list[UnitTest], outcomes: dict[str, list[TestOutcome]],
-                            summary: dict[str, Any]) -> None:
+                            summary: dict[str, Any], draw: DrawMatrix | None = None) -> None:
+    """results.json, failures.jsonl and, where the caller gives its plot (`draw`), matrix.png."""
     protocol = summary["protocol"]
     modes = {name: failure_mode_table(found) for name, found in outcomes.items()}
     results = {**summary, "failure_modes": modes,
@@ -289,9 +281,10 @@ def write_preflight_outputs(out_dir: Path, tests: list[UnitTest], outcomes: dict
     (out_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2, default=str))
     rows = failing_cases(outcomes[protocol], tests)
     (out_dir / FAILURES_FILE).write_text("".join(json.dumps(row, default=str) + "\n" for row in rows))
-    plot_matrix(outcomes[protocol], out_dir / MATRIX_FILE,
-                f"judge preflight: {summary['judge_model']}, GroUSE prompts {summary['prompt_version']}, "
-                f"{protocol}")
+    if draw is not None:
+        title = (f"judge preflight: {summary['judge_model']}, GroUSE prompts {summary['prompt_version']}, "
+                 f"{protocol}")
+        draw(outcomes[protocol], out_dir / MATRIX_FILE, title)
 
 
 def read_preflight(run_dir: Path, options: PreflightOptions | dict | None) -> Preflight | None:
@@ -345,55 +338,3 @@ def preflight_requests(tests: list[UnitTest], judge: JudgeConfig, seed: int) -> 
     return requests
 
 
-def log_stopped_run(tracking_uri: str, experiment: str, run_name: str, line: str, preflight: Preflight,
-                    run_dir: Path, tags: dict[str, str]) -> str:
-    """A run the gate stopped, as an MLflow run of its own: status FAILED, the line as its error
-    (tasks.tracking.log_failed_run), the gate's settings as params, and what `log_preflight` logs."""
-    from mlflow.entities import Param
-    from mlflow.tracking import MlflowClient
-
-    from tasks.tracking import log_failed_run
-
-    run_id = log_failed_run(tracking_uri=tracking_uri, experiment=experiment, run_name=run_name, error=line,
-                            tags=tags, log_file=RunLayout(run_dir).console_log)
-    settings = {f"judge.preflight.{key}": value for key, value in preflight.options.model_dump().items()}
-    settings["judge.model"] = preflight.summary["judge_model"]
-    MlflowClient(tracking_uri).log_batch(run_id, params=[Param(k, str(v)) for k, v in settings.items()])
-    log_preflight(run_dir, preflight.options, tracking_uri, run_id)
-    return run_id
-
-
-def log_preflight(run_dir: Path, options: PreflightOptions | dict | None, tracking_uri: str,
-                  run_id: str) -> None:
-    """Onto the run's MLflow run: the pass rates and counts as metrics (`preflight_pass_rate_<metric>`, as
-    every stage summary's numbers are named), the decision as the tag `ccrs.judge_calibration` (pass, warn
-    or stop), the stage's files under preflight/."""
-    from mlflow.entities import Metric
-    from mlflow.tracking import MlflowClient
-
-    preflight = read_preflight(run_dir, options)
-    if preflight is None:
-        return
-    client = MlflowClient(tracking_uri)
-    now = int(time.time() * 1000)
-    metrics = [Metric(f"{PREFLIGHT_STAGE}_{key}", float(value), now, 0)
-               for key, value in preflight.summary.items()
-               if isinstance(value, (int, float)) and not isinstance(value, bool)]
-    client.log_batch(run_id, metrics=metrics)
-    client.set_tag(run_id, "ccrs.judge_calibration", preflight.status)
-    client.log_artifacts(run_id, str(RunLayout(run_dir).preflight_dir), PREFLIGHT_STAGE)
-
-
-def calibration_section(preflight: Preflight) -> str:
-    """The verdict's "Judge calibration" section: the decision, then the pass rate per metric."""
-    s = preflight.summary
-    heading = (f"**Warning: {preflight.line()}.** The judge failed more of its unit-test conditions than "
-               "`judge.preflight.min_pass_rate` allows: read its scores with that in mind."
-               if preflight.status == "warn" else f"{preflight.line()}.")
-    rows = [f"| {metric} | {s[f'pass_rate_{metric}']:.2f} |"
-            for metric in (*METRIC_ORDER, "overall", "tests_all_passed")]
-    return ("## Judge calibration\n\n" + heading + "\n\n"
-            f"{s['tests']} GroUSE unit tests (`{s['tests_path']}`), protocol {s['protocol']}, prompt version "
-            f"{s['prompt_version']}, judge `{s['judge_model']}`; the overall pass rate (mean over the six "
-            f"metrics) is held to the threshold. Failing checks: {PREFLIGHT_STAGE}/{FAILURES_FILE}.\n\n"
-            "| metric | pass rate |\n| --- | --- |\n" + "\n".join(rows))

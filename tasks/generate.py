@@ -36,9 +36,16 @@ from infra.models import default_tokenizer
 from judges.tokens import token_counter
 from retrievers.methods import RETRIEVAL_METHODS
 from retrievers.schema import top_k_contexts
-from tasks.fanout import fan_out, fan_out_report
-from tasks.layout import GENERATIONS_FILE
-from tasks.stage import StageCheckpoint, code_version, file_fingerprint, read_manifest, run_stage, stage_key
+from tasks.runtime.fanout import fan_out, fan_out_report
+from tasks.runtime.layout import GENERATIONS_FILE
+from tasks.runtime.stage import (
+    StageCheckpoint,
+    code_version,
+    file_fingerprint,
+    read_manifest,
+    run_stage,
+    stage_key,
+)
 
 __all__ = ["fan_out", "run_generation", "system_label"]
 

@@ -23,12 +23,24 @@ from judges.client import LLMClient, response_format_refusal
 from judges.config import IF_ACCEPTED, ClientConfig, JudgeConfig, RepeatOptions
 from judges.suite import Judgment, JudgeSuite, get_suite
 from judges.templates import PROMPTS_ROOT
-from tasks.fanout import FanOutReport, on_driver_node, progress_bar
-from tasks.judge_session import JUDGE_ENDPOINT_FIELDS, JudgeSession, RayFanOut, load_samples, suspicious_texts
-from tasks.judge_batches import BatchStore, concatenate, merge_summaries, question_batches, scored_rows
-from tasks.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
-from tasks.repeats import REPEAT_COLUMN
-from tasks.stage import (
+from tasks.runtime.fanout import FanOutReport, on_driver_node, progress_bar
+from tasks.runtime.judge_session import (
+    JUDGE_ENDPOINT_FIELDS,
+    JudgeSession,
+    RayFanOut,
+    load_samples,
+    suspicious_texts,
+)
+from tasks.runtime.judge_batches import (
+    BatchStore,
+    concatenate,
+    merge_summaries,
+    question_batches,
+    scored_rows,
+)
+from tasks.runtime.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
+from stats.scores import REPEAT_COLUMN
+from tasks.runtime.stage import (
     StageResult,
     code_version,
     file_fingerprint,
@@ -190,6 +202,11 @@ def judging_summary(frame: pd.DataFrame, stats: dict[str, Any], seconds: float, 
         "computed_prompt_tokens": int((fresh["prompt_tokens"] - fresh["prefix_cached_tokens"]).sum()),
         "cached_prompt_tokens": int(frame.loc[frame["cached"], "prompt_tokens"].sum()),
         "context_truncated_judgments": int((frame["n_context_truncated"] > 0).sum()),
+        # chunks the judge-window fit left out of the judge prompts, summed over judgments (each metric's
+        # prompt is fitted on its own, so a chunk left out of two metrics' prompts counts twice)
+        "context_chunks_dropped": int(frame["n_context_truncated"].sum()),
+        "context_chunks_dropped_by_metric": {
+            k: int(v) for k, v in frame.groupby("metric")["n_context_truncated"].sum().items() if v > 0},
         "suspicious_samples": len(flagged),
         "suspicious_by_system": {k: int(v) for k, v in flagged["system"].value_counts().sort_index().items()},
         **stats,
@@ -223,7 +240,7 @@ def run_judging(
     progress: bool = True,
     identity: dict[str, Any] | None = None,
 ) -> JudgingOutputs:
-    """The judge stage, in bounded batches of whole questions (tasks/judge_batches.py,
+    """The judge stage, in bounded batches of whole questions (tasks/runtime/judge_batches.py,
     ClientConfig.batch_samples): each batch is planned, judged, checked complete and written as a part;
     the output files are the parts concatenated. A resumed run skips the written batches."""
     suite = get_suite(suite_name)

@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.layout import GENERATIONS_FILE, OUTPUTS_STAGE, QUERIES_FILE, RETRIEVED_FILE
-from tasks.stage import code_version, run_stage, stage_key
+from tasks.runtime.layout import GENERATIONS_FILE, OUTPUTS_STAGE, QUERIES_FILE, RETRIEVED_FILE
+from tasks.runtime.stage import code_version, run_stage, stage_key
 
 # canonical field -> the column names accepted for it, in order of preference
 COLUMN_ALIASES: dict[str, tuple[str, ...]] = {

@@ -2,16 +2,29 @@
 
 Its code key covers the statistics and the scores they read only: the metric order and the suites'
 metrics come in as data from the caller (the judge registry), and the tables/ and plots/ beside
-stats.json are reporting that the caller writes after the stage (pipelines/reporting/report.py)."""
+stats.json are reporting that the caller writes after the stage (pipelines/reporting/report.py).
+
+The stage's own files are read and written here too: long-format scores in, stats.json out (stats/ itself
+reads and writes nothing), and a hypotheses YAML file (a top-level `hypotheses:` list) read into stats'
+typed records."""
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
 from stats.analysis import compute_all, unscored_result
-from tasks.hypotheses_io import load_hypotheses
-from tasks.scores_io import concat_scores, load_scores, write_stats
-from tasks.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
+from stats.errors import StatsInputError
+from stats.hsd import Direction
+from stats.hypotheses import Hypothesis, HypothesisSet
+from stats.multiple import Combine
+from stats.scores import REPEAT_COLUMN, validate_scores
+from tasks.runtime.layout import STATS_FILE
+from tasks.runtime.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
 
 UNSCORED_NOTE = ("no judgment has a score (every one failed: failures.json, the judgments' reasons and raw "
                  "replies): no statistics, no hypotheses tested")
@@ -60,3 +73,115 @@ def run_reduce(
 
 def _hypotheses_text(path: str | None) -> str | None:
     return Path(path).read_text() if path else None
+
+
+# --- the scores read and stats.json written
+
+
+def read_scores_file(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise StatsInputError(f"scores file not found: {path}")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        if suffix in (".csv", ".tsv"):
+            # Read everything as text so that a non-numeric score is reported, not silently coerced.
+            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
+        if suffix == ".jsonl":
+            return pd.read_json(path, lines=True, dtype=False)
+    except (OSError, ValueError) as error:
+        raise StatsInputError(f"cannot read scores file {path}: {error}") from error
+    raise StatsInputError(f"scores file must be Parquet (.parquet), CSV (.csv) or JSONL (.jsonl), got "
+                          f"{path.name}")
+
+
+def load_scores(path: str | Path) -> pd.DataFrame:
+    """Read long-format scores from Parquet or CSV and validate them (raises StatsInputError)."""
+    return validate_scores(read_scores_file(path))
+
+
+def concat_scores(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """One long-format table of several suites' scores. When only some carry a repeat column (judged
+    with judge.repeats), the others were judged once: their rows get repeat 0."""
+    if any(REPEAT_COLUMN in frame.columns for frame in frames):
+        frames = [frame if REPEAT_COLUMN in frame.columns else frame.assign(**{REPEAT_COLUMN: 0})
+                  for frame in frames]
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_stats(result: dict, out_dir: Path) -> Path:
+    """stats.json in out_dir (created when missing)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stats_path = out_dir / STATS_FILE
+    stats_path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+    return stats_path
+
+
+# --- a hypotheses file
+
+
+class HypothesisEntry(BaseModel):
+    """One entry of the file; the fields of `stats.hypotheses.Hypothesis`, checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    pairs: tuple[tuple[str, str], ...] = Field(min_length=1)
+    metrics: tuple[str, ...] = Field(min_length=1)
+    direction: Direction = "two-sided"
+    combine: Combine = "all"
+
+    @field_validator("pairs")
+    @classmethod
+    def _pairs_of_distinct_systems(cls, pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        same = [pair for pair in pairs if pair[0] == pair[1]]
+        if same:
+            raise ValueError(f"a pair compares a system with itself: {same}")
+        return pairs
+
+    @field_validator("metrics")
+    @classmethod
+    def _distinct_metrics(cls, metrics: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(metrics)) != len(metrics):
+            raise ValueError(f"metrics are listed more than once: {list(metrics)}")
+        return metrics
+
+
+class HypothesesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hypotheses: tuple[HypothesisEntry, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> HypothesesFile:
+        names = [h.name for h in self.hypotheses]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"hypothesis names must be unique; repeated: {repeated}")
+        return self
+
+    def hypothesis_set(self) -> HypothesisSet:
+        return HypothesisSet(tuple(Hypothesis(**entry.model_dump()) for entry in self.hypotheses))
+
+
+def load_hypotheses(path: str | Path) -> HypothesisSet:
+    """Read and validate a hypotheses YAML file (StatsInputError, one line, naming what is wrong)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise StatsInputError(f"cannot read hypotheses file {path}: {error.strerror or error}") from error
+    except yaml.YAMLError as error:
+        raise StatsInputError(f"hypotheses file {path} is not valid YAML: {error}") from error
+    try:
+        return HypothesesFile.model_validate(raw).hypothesis_set()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in item['loc']) or '<root>'}: {item['msg']}"
+            for item in error.errors()
+        )
+        raise StatsInputError(f"hypotheses file {path} is invalid: {problems}") from error

@@ -1,6 +1,7 @@
 """Retrieval stages on Ray: ingest -> chunk -> embed -> index -> retrieve -> retrieval_metrics.
 
-Every stage is content-keyed through tasks/stage.py (a rerun skips finished stages) and writes its outputs
+Every stage is content-keyed through tasks/runtime/stage.py (a rerun skips finished stages) and writes its
+outputs
 under `run_dir/<stage>/`. Single units of work (ingest, index build) are Ray tasks; sharded work (chunk
 shards, embedding pieces, query shards) goes to a pool of actors that load their tokenizer, model or index
 once: `ordered_map` keeps one call per actor in flight (so at most `max_parallel` / `num_workers` at once),
@@ -39,9 +40,16 @@ from retrievers.metrics import DIVERSITY_LAMBDA, per_query_diversity, per_query_
 from retrievers.schema import CHUNKS_SCHEMA, METRICS_SCHEMA, RETRIEVED_SCHEMA
 from retrievers.tokenization import load_tokenizer
 from retrievers.types import Hit, SearchIndex
-from tasks.stage import StageResult, code_version, file_fingerprint, read_manifest, run_stage, stage_key
-from tasks.fanout import PlacementWatch, get_placed, lost_worker_errors, resource_shape, wait_any
-from tasks.layout import (
+from tasks.runtime.stage import (
+    StageResult,
+    code_version,
+    file_fingerprint,
+    read_manifest,
+    run_stage,
+    stage_key,
+)
+from tasks.runtime.fanout import PlacementWatch, get_placed, lost_worker_errors, resource_shape, wait_any
+from tasks.runtime.layout import (
     CHUNK_STAGE,
     CHUNKS_FILE,
     EMBED_STAGE,
@@ -180,7 +188,7 @@ def ordered_map(
     what it lacks: a call lost with its actor's worker or node is sent again, to an actor Ray restarted
     or another one, up to CALL_ATTEMPTS times; the calls are pure, so a resent one gives the same
     result); results in input order, a progress step per result. Actors that Ray cannot place stop it
-    in one line after tasks.fanout.SCHEDULE_TIMEOUT_S (PlacementWatch: `actors` from actor_pool carry
+    in one line after tasks.runtime.fanout.SCHEDULE_TIMEOUT_S (PlacementWatch: `actors` from actor_pool carry
     what each asks for)."""
     lost_actor = lost_worker_errors()
     watch = PlacementWatch(f"{desc} actors", getattr(actors, "asks", {}))

@@ -7,7 +7,8 @@ and classes, under `if TYPE_CHECKING:`. The rules:
 - no import cycle between project modules (an import inside a function is an edge too);
 - no underscore-prefixed name (or module) imported from another top-level package;
 - stats/ is pure kernels: it imports only numpy, scipy, pandas and the standard library's pure helpers,
-  and calls no file reader or writer; matplotlib is imported by the one plot helper (tasks/plots.py) only.
+  and calls no file reader or writer; matplotlib is imported by the one plot helper
+  (pipelines/reporting/plots.py) only.
 
 A failing assertion lists every offending `file:line`.
 """
@@ -274,8 +275,9 @@ def test_no_private_names_across_packages():
 
 
 # The Ray stages of tasks/: each reads its inputs from files (RunLayout) and none imports another; what
-# two stages share lives below them (retrievers/, judges/, infra/) or in tasks' non-stage modules (e.g.
-# tasks.tracking, the MLflow logging the track stage and the tools use; tasks.gqm_report).
+# two stages share lives below them (retrievers/, judges/, infra/) or in tasks/runtime/ (the stage runner,
+# the run layout, the fan-out, the judge session). Reporting (the track step's MLflow logging, plots, the
+# verdict, the GQM report) is pipelines/reporting/, which no stage imports.
 PIPELINE = REPO / "pipelines" / "pipeline.py"
 
 
@@ -299,15 +301,32 @@ def stage_modules() -> frozenset[str]:
 
 def test_the_stage_modules_come_from_the_pipeline_and_the_extension_registry():
     """No hand list: the pipeline's core stages and the extensions' stages, among them every module of
-    tasks/ that writes a stage folder (calls tasks.stage.run_stage)."""
+    tasks/ that writes a stage folder (calls tasks.runtime.stage.run_stage)."""
     writers = {module_name(path) for path in source_files(REPO, ("tasks",))
-               if module_name(path) != "tasks.stage" and any(
-                   isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_stage"
-                   for node in ast.walk(ast.parse(path.read_text())))}
-    assert {"tasks.judge", "tasks.reduce", "tasks.track"} <= core_stage_modules()
+               if module_name(path) != "tasks.runtime.stage" and _calls_run_stage(path)}
+    assert {"tasks.judge", "tasks.reduce", "tasks.generate", "tasks.outputs"} <= core_stage_modules()
     assert {"tasks.calibration", "tasks.bias_probes"} <= extension_stage_modules()
     unknown = writers - stage_modules()
     assert not unknown, f"modules writing a stage folder, neither composed nor registered: {sorted(unknown)}"
+
+
+def test_every_module_of_tasks_defines_a_stage():
+    """tasks/ holds the Ray stages only: each module directly in it is a stage the pipeline composes or a
+    registered extension runs; what they share is tasks/runtime/ (which runs no stage of its own), and
+    reporting (verdict, tables, plots, MLflow, the GQM report) is pipelines/reporting/."""
+    top_level = {module_name(path) for path in sorted((REPO / "tasks").glob("*.py"))
+                 if path.stem != "__init__"}
+    not_stages = top_level - stage_modules()
+    assert not not_stages, f"modules of tasks/ that define no stage (move them): {sorted(not_stages)}"
+    runtime_runners = [module_name(path) for path in source_files(REPO, ("tasks",))
+                       if "runtime" in path.parts and module_name(path) != "tasks.runtime.stage"
+                       and _calls_run_stage(path)]
+    assert not runtime_runners, f"tasks/runtime/ modules that run a stage: {runtime_runners}"
+
+
+def _calls_run_stage(path: Path) -> bool:
+    return any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "run_stage"
+               for node in ast.walk(ast.parse(path.read_text())))
 
 
 def stage_edges() -> dict[tuple[str, str], list[str]]:
@@ -328,12 +347,13 @@ def test_no_stage_imports_another_stage():
 
 
 def test_one_judge_session_and_no_caller_of_its_internals():
-    """Every judging path goes through tasks.judge_session.JudgeSession: no module outside it reaches for
+    """Every judging path goes through tasks.runtime.judge_session.JudgeSession: no module outside it
+    reaches for
     the session's internals (the in-process asker, the evaluate callable, the restore of cached records)."""
+    session = "tasks.runtime.judge_session"
     internals = {"_Evaluate", "_restored", "ask_here", "asked_once", "twin_judgments"}
     violations = [f"{imp.where}: {imp.statement}" for imp in all_imports()
-                  if imp.importer != "tasks.judge_session" and imp.target == "tasks.judge_session"
-                  and internals & set(imp.names)]
+                  if imp.importer != session and imp.target == session and internals & set(imp.names)]
     assert not violations, _report("judge session internals used outside it", violations)
 
 
@@ -346,8 +366,9 @@ def test_no_command_imports_the_cli_back():
 
 
 # stats/ holds pure kernels: arrays (or frames) in, typed results out. Reading scores and hypotheses files
-# and writing stats.json is the reduce stage's side (tasks/scores_io.py, tasks/hypotheses_io.py), tables and
-# plots its caller's (pipelines/reporting/, tasks/plots.py); matplotlib is set up in tasks/plots.py only.
+# and writing stats.json is the reduce stage's side (tasks/reduce.py, tasks/reduce.py), tables and
+# plots its caller's (pipelines/reporting/, pipelines/reporting/plots.py); matplotlib is set up in
+# pipelines/reporting/plots.py only.
 STATS_MAY_IMPORT = frozenset({"__future__", "collections", "dataclasses", "enum", "functools", "itertools",
                               "math", "string", "typing", "numpy", "scipy", "pandas", "stats"})
 FILE_IO_CALLS = frozenset({
@@ -356,7 +377,7 @@ FILE_IO_CALLS = frozenset({
     "to_csv", "to_parquet", "to_json", "to_excel", "to_pickle", "to_feather", "to_markdown",  # pandas
     "load", "loadtxt", "genfromtxt", "fromfile", "save", "savez", "savetxt", "tofile",  # numpy
 })
-PLOT_HELPER = "tasks.plots"
+PLOT_HELPER = "pipelines.reporting.plots"
 
 
 def stats_import_violations(imports: list[Import]) -> list[str]:
@@ -453,7 +474,7 @@ def test_checker_finds_io_in_stats_and_matplotlib_outside_the_plot_helper(tmp_pa
         "stats/other.py": "import yaml\nimport pandas as pd\ndef g(p):\n    pd.read_csv(p).to_parquet(p)\n"
                           "    open(p)\n    return pd.DataFrame()\n",
         "tasks/__init__.py": "",
-        "tasks/plots.py": "import matplotlib\n",
+        "pipelines/reporting/plots.py": "import matplotlib\n",
         "tasks/other.py": "from matplotlib import pyplot\n",
     }
     imports = all_imports(_write_project(tmp_path, files), ("stats", "tasks"))

@@ -4,7 +4,8 @@
   from which the parser is built);
 - docs/index.md names every file of docs/;
 - every relative link of README.md and docs/*.md reaches a file, and its #anchor a heading there;
-- docs/architecture.md's stage table and picture name every stage of the run layout (tasks/layout.py) and
+- docs/architecture.md's stage table and picture name every stage of the run layout
+(tasks/runtime/layout.py) and
   of every `run_stage` call in tasks/, and the table names the module that runs each.
 """
 from __future__ import annotations
@@ -15,8 +16,8 @@ from functools import cache
 from pathlib import Path
 
 from pipelines.cli import SUBCOMMANDS
-from tasks import layout
-from tasks.layout import PIPELINE_STAGES, RunLayout
+from tasks.runtime import layout
+from tasks.runtime.layout import PIPELINE_STAGES, RunLayout
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"

@@ -79,13 +79,14 @@ def bare_session_settings(monkeypatch):
 def _load_everything_that_used_to_write_process_state(tmp_path) -> None:
     """What set HF_HUB_OFFLINE, seeded torch or set MLflow's environment before: judges/tokens.py,
     judges/vera.py (embedder, cross-encoder), retrievers/embedders.py, the cost plan's chunking tokenizer
-    (retrievers/tokenization.py) and tasks/tracking.py's reachability check. Real loads (cached loaders
+    (retrievers/tokenization.py) and pipelines/reporting/tracking.py's reachability check. Real loads
+    (cached loaders
     bypassed), local files only."""
     from judges import tokens, vera
     from retrievers.config import EmbedderConfig
     from retrievers.embedders import SentenceTransformersEmbedder
     from retrievers.tokenization import load_tokenizer
-    from tasks.tracking import check_tracking_reachable
+    from pipelines.reporting.tracking import check_tracking_reachable
 
     minilm = vera.minilm_path()
     assert tokens._load_tokenizer.__wrapped__(minilm).encode("aspirin")

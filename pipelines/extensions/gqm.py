@@ -1,4 +1,5 @@
-"""The GQM report (`gqm_goals`, tasks/gqm_report.py): in the track step, the run's goal tree aggregated into
+"""The GQM report (`gqm_goals`, pipelines/reporting/gqm.py): in the track step, the run's goal tree
+aggregated into
 track/gqm/ (gqm_report.json and its plots) and under gqm/ of the run's MLflow run. The goal tree is loaded
 before any work, so that a broken one fails at once rather than after hours of judging."""
 from __future__ import annotations
@@ -8,20 +9,20 @@ from typing import TYPE_CHECKING
 from pipelines.extensions.registry import MlflowPayload, RunExtension, register_extension
 
 if TYPE_CHECKING:
-    from tasks.track import TrackContext
+    from pipelines.reporting.track import TrackContext
 
 GQM_SUBDIR = "gqm"  # in the track stage's folder: track/gqm/
 
 
 def check_goals(config) -> None:
-    from tasks.gqm_report import load_goals
+    from pipelines.reporting.gqm import load_goals
 
     load_goals(config.gqm_goals)
 
 
 def log_report(context: TrackContext, goals: str) -> None:
     """The report of the goal tree `goals` written into the track stage's folder, then logged under gqm/."""
-    from tasks.gqm_report import log_to_mlflow, write_report
+    from pipelines.reporting.gqm import log_to_mlflow, write_report
 
     report, files = write_report(context.run_dir, goals, context.out_dir / GQM_SUBDIR)
     log_to_mlflow(report, files, context.tracking_uri, context.run_id)
@@ -31,7 +32,7 @@ register_extension(RunExtension(
     name="gqm",
     description="the GQM report of the run's goal tree, in the track step",
     key="gqm_goals",
-    mlflow=MlflowPayload(log_report, ("tasks.gqm_report",)),
+    mlflow=MlflowPayload(log_report, ("pipelines.reporting.gqm",)),
     paths=("gqm_goals",),
     check=check_goals,
     rank=40,

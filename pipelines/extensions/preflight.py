@@ -17,11 +17,11 @@ from pipelines.extensions.registry import (
     StageContext,
     register_extension,
 )
-from tasks.layout import PREFLIGHT_STAGE
+from tasks.runtime.layout import PREFLIGHT_STAGE
 from pipelines.reporting.verdict import VerdictInputs, VerdictSection
 
 if TYPE_CHECKING:
-    from tasks.track import TrackContext
+    from pipelines.reporting.track import TrackContext
 
 # tasks.calibration is imported where it is used: loading a run config loads this declaration
 
@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 def run_gate(context: StageContext) -> None:
     """The preflight stage, then the decision: said in one line, or the stop."""
     from infra.console import say
+    from pipelines.reporting.calibration import plot_matrix
     from tasks.calibration import JudgeCalibrationStop, planned_judge_calls, run_preflight
 
     config = context.config
     options = config.judge.preflight
     preflight = run_preflight(context.run_dir, options, unit_tests_path(options.tests), config.judge,
-                              context.judge_client, context.judge_url, context.identity, force=context.force)
+                              context.judge_client, context.judge_url, context.identity, force=context.force,
+                              draw=plot_matrix)
     say(preflight.measured())
     if preflight.status != "stop":
         say(preflight.line())
@@ -52,7 +54,7 @@ def _log_stopped(context: StageContext, preflight, line: str) -> str | None:
     """The stopped run as a FAILED MLflow run with the pass rates and the preflight files (None where the
     tracking store fails: the line is said, the exit code stays the gate's)."""
     from infra.console import say
-    from tasks.calibration import log_stopped_run
+    from pipelines.reporting.calibration import log_stopped_run
 
     config = context.config
     tags = {"ccrs.config_name": config.name, "ccrs.judge_model": config.judge.model, **context.run_tags}
@@ -81,7 +83,8 @@ def planned(config) -> PlannedCalls:
 
 def verdict_section(inputs: VerdictInputs) -> str:
     """The gate's outcome, a warning when it failed (the verdict's "Judge calibration")."""
-    from tasks.calibration import calibration_section, read_preflight
+    from pipelines.reporting.calibration import calibration_section
+    from tasks.calibration import read_preflight
 
     if inputs.layout is None:
         return ""
@@ -91,7 +94,7 @@ def verdict_section(inputs: VerdictInputs) -> str:
 
 def log_to_mlflow(context: TrackContext, options: PreflightOptions) -> None:
     """The pass rates, the decision (tag ccrs.judge_calibration) and the stage's files."""
-    from tasks.calibration import log_preflight
+    from pipelines.reporting.calibration import log_preflight
 
     log_preflight(context.run_dir, options, context.tracking_uri, context.run_id)
 
@@ -101,9 +104,10 @@ register_extension(RunExtension(
     description="the calibration gate: the run's judge on GroUSE unit tests before the judge stages",
     key="judge.preflight",
     model=PreflightOptions,
-    stage=ExtensionStage("before_judge", run_gate, PREFLIGHT_STAGE, ("tasks.calibration",)),
+    stage=ExtensionStage("before_judge", run_gate, PREFLIGHT_STAGE, ("tasks.calibration",
+                                                                       "pipelines.reporting.calibration")),
     plan=planned,
     verdict=(VerdictSection("header", verdict_section),),
-    mlflow=MlflowPayload(log_to_mlflow, ("tasks.calibration",)),
+    mlflow=MlflowPayload(log_to_mlflow, ("pipelines.reporting.calibration",)),
     rank=10,
 ))

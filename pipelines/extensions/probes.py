@@ -14,11 +14,11 @@ from pipelines.extensions.registry import (
     StageContext,
     register_extension,
 )
-from tasks.layout import PROBES_STAGE
+from tasks.runtime.layout import PROBES_STAGE
 from pipelines.reporting.verdict import VerdictInputs, VerdictSection
 
 if TYPE_CHECKING:
-    from tasks.track import TrackContext
+    from pipelines.reporting.track import TrackContext
 
 # tasks.bias_probes is imported where it is used: loading a run config loads this declaration
 
@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 def run_probes(context: StageContext) -> None:
     """The probe stage, said in a line before and after."""
     from infra.console import say
+    from pipelines.reporting.probes import plot_probe_shifts
     from tasks.bias_probes import run_probe_stage
 
     config = context.config
     say(f"probes: {', '.join(config.probes.kinds)} on up to {config.probes.questions} questions")
     stage = run_probe_stage(context.run_dir, context.inputs, context.top_k, config.probes, config.judge,
-                            context.judge_client, context.judge_url, context.identity, context.force)
+                            context.judge_client, context.judge_url, context.identity, context.force,
+                            draw=plot_probe_shifts)
     done = stage.summary
     say(f"probes: {done['questions']} questions of system {done['system']}, {done['judgments']} judgments, "
         f"{len(done['flagged'])} of {done['cells']} cells flagged"
@@ -40,7 +42,7 @@ def run_probes(context: StageContext) -> None:
 
 def verdict_section(inputs: VerdictInputs) -> str:
     """The verdict's "Judge bias probes", after the Judge section, where the run asked for them."""
-    from tasks.bias_probes import probes_markdown
+    from pipelines.reporting.probes import probes_markdown
 
     layout = inputs.layout
     if layout is None or not inputs.config.get("probes") or not layout.probe_report.exists():
@@ -50,7 +52,8 @@ def verdict_section(inputs: VerdictInputs) -> str:
 
 def log_to_mlflow(context: TrackContext, probes: ProbesConfig) -> None:
     """The probe report's metrics and files, under probes/ of the run's MLflow run."""
-    from tasks.bias_probes import log_probes, logged_probe_files
+    from pipelines.reporting.probes import log_probes
+    from tasks.bias_probes import logged_probe_files
 
     report, files = logged_probe_files(context.run_dir)
     if report is not None:
@@ -62,8 +65,9 @@ register_extension(RunExtension(
     description="judge bias probes: the run's judge on perturbed copies of its own answers",
     key="probes",
     model=ProbesConfig,
-    stage=ExtensionStage("after_judge", run_probes, PROBES_STAGE, ("tasks.bias_probes", "judges.ccrs")),
+    stage=ExtensionStage("after_judge", run_probes, PROBES_STAGE, ("tasks.bias_probes", "judges.ccrs",
+                                                                          "pipelines.reporting.probes")),
     verdict=(VerdictSection("end", verdict_section),),
-    mlflow=MlflowPayload(log_to_mlflow, ("tasks.bias_probes",)),
+    mlflow=MlflowPayload(log_to_mlflow, ("pipelines.reporting.probes",)),
     rank=30,
 ))

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from judges.client import ChatRequest
     from judges.config import ClientConfig
-    from tasks.track import TrackContext, TrackPayload
+    from pipelines.reporting.track import TrackContext, TrackPayload
     from pipelines.reporting.verdict import VerdictSection
 
 When = Literal["before_judge", "after_judge", "after_reduce"]
@@ -51,7 +51,8 @@ class StageContext:
 @dataclass(frozen=True)
 class ExtensionStage:
     """A stage of its own: `run(context)` at `when`, writing the run folder `folder` (through
-    tasks/stage.py's run_stage); `code`: the modules its key covers, the first one the module that runs it."""
+    tasks/runtime/stage.py's run_stage); `code`: the modules its key covers, the first one the module that
+    runs it."""
 
     when: When
     run: Callable[[StageContext], None]
@@ -216,7 +217,7 @@ def verdict_sections() -> tuple[VerdictSection, ...]:
 def track_payloads(config: dict) -> list[TrackPayload]:
     """The MLflow payloads of the extensions `config` (config.json's data) turns on; each one's block
     enters the track stage's key."""
-    from tasks.track import TrackPayload
+    from pipelines.reporting.track import TrackPayload
 
     payloads = []
     for extension in enabled(config):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 
 
 def stage_failures(name: str, summary: dict[str, Any]) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from stats.scores import build_cube, validate_scores
-from tasks.layout import PLOTS_DIR, SUMMARY_FILE, TABLES_DIR
-from tasks.scores_io import concat_scores, load_scores, write_stats
+from tasks.runtime.layout import PLOTS_DIR, SUMMARY_FILE, TABLES_DIR
+from tasks.reduce import concat_scores, load_scores, write_stats
 
 if TYPE_CHECKING:
     from pipelines.reporting.verdict import VerdictSection
@@ -26,7 +26,7 @@ def write_outputs(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Pat
 def write_reports(result: dict, scores: pd.DataFrame, out_dir: Path) -> list[Path]:
     """tables/ and plots/ of a result into out_dir (nothing when no judgment has a score)."""
     from pipelines.reporting import tables
-    from tasks import plots
+    from pipelines.reporting import plots
 
     if not result["systems"]:  # no judgment has a score: nothing to tabulate or plot
         return []
@@ -54,7 +54,7 @@ def reduce_user_scores(scores: pd.DataFrame, out_dir: Path, *, scale: tuple[floa
     judge suite is attached to them."""
     from judges.suite import metric_order
     from stats.analysis import compute_all
-    from tasks.hypotheses_io import load_hypotheses
+    from tasks.reduce import load_hypotheses
     from pipelines.reporting.verdict import build_stats_summary
 
     frame = user_scores(scores, scale)

@@ -20,8 +20,8 @@ from typing import Any, Literal
 from stats.hsd import questions_to_separate
 from stats.letters import compact_letter_display
 from stats.multiple import is_significant
-from tasks.layout import OUTPUTS_STAGE, RunLayout
-from tasks.stage import read_manifest
+from tasks.runtime.layout import OUTPUTS_STAGE, RunLayout
+from tasks.runtime.stage import read_manifest
 
 
 MIN_QUESTIONS = 5  # a metric on fewer complete questions gets the "too few questions" line
@@ -383,7 +383,7 @@ def _hypothesis_statements(config: dict) -> dict[str, str]:
     path = ((config.get("stats") or {}).get("hypotheses"))
     if not path or not Path(path).exists():
         return {}
-    from tasks.hypotheses_io import load_hypotheses
+    from tasks.reduce import load_hypotheses
 
     try:
         return {h.name: _escape(h.description) for h in load_hypotheses(path).hypotheses}

@@ -32,8 +32,8 @@ from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 from infra.models import default_tokenizer
 from tasks.generate import RETRIEVER_ORDER, system_label
-from tasks.judge_session import judge_counter, parse_exact_answers
-from tasks.layout import RunLayout
+from tasks.runtime.judge_session import judge_counter, parse_exact_answers
+from tasks.runtime.layout import RunLayout
 
 DEFAULT_MFU = 0.3
 # vLLM's default KV-cache block (only whole blocks are reused from the prefix cache): 16 tokens on GPUs,

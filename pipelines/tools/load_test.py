@@ -42,7 +42,7 @@ from judges.config import ClientConfig, JudgeConfig
 from judges.suite import Sample, Unit, get_suite
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
-from tasks.judge_session import judge_counter, parse_exact_answers
+from tasks.runtime.judge_session import judge_counter, parse_exact_answers
 
 Mode = Literal["limited", "unlimited"]
 PERCENTILES = (50, 90, 99)
@@ -376,7 +376,7 @@ def write_outputs(result: LoadTestResult, out_dir: Path) -> dict[str, Path]:
 
 def plot_levels(levels: list[LevelReport], path: Path, title: str) -> Path:
     """Throughput and p90 latency against the offered concurrency, one line per mode."""
-    from tasks.plots import figure_file
+    from pipelines.reporting.plots import figure_file
 
     with figure_file(path, nrows=1, ncols=2, figsize=(10.0, 4.0)) as (figure, (left, right)):
         for mode in dict.fromkeys(r.mode for r in levels):

@@ -21,14 +21,14 @@ from judges.config import ClientConfig, JudgeConfig
 from judges.grouse_unit_tests import UnitTest
 from judges.suite import Judgment, Sample
 from pipelines.config import REPO_ROOT
-from tasks.judge_session import JudgeSession
+from tasks.runtime.judge_session import JudgeSession
+from pipelines.reporting.calibration import plot_matrix
 from tasks.calibration import (
     PROTOCOLS,
     TestOutcome,
     failing_cases,
     failure_mode_table,
     pass_rates,
-    plot_matrix,
     run_grouse_tests,
 )
 
@@ -187,7 +187,7 @@ def log_meta_eval(result: MetaEvalResult, paths: dict[str, Path], tracking_uri: 
                   experiment: str = EXPERIMENT) -> str:
     import mlflow
 
-    from tasks.tracking import git_commit, log_params_redacted, open_experiment
+    from pipelines.reporting.tracking import git_commit, log_params_redacted, open_experiment
 
     open_experiment(tracking_uri, experiment)
     with mlflow.start_run(run_name=f"meta-eval-{result.judge}-{result.model}") as run:

@@ -29,8 +29,8 @@ from stats.power import (
     simulated_power,
 )
 from stats.scores import build_cube, validate_scores
-from tasks.layout import RunLayout
-from tasks.scores_io import concat_scores, read_scores_file
+from tasks.runtime.layout import RunLayout
+from tasks.reduce import concat_scores, read_scores_file
 
 REQUIREMENTS = ("best_worst", "any_pair")
 # Where the randomized HSD on pilot-shaped data falls short of the target at the parametric n (skewed,

@@ -29,15 +29,16 @@ from stats.multiple import holm_adjust
 from stats.paired import paired_randomization_test
 from stats.power import paired_minimum_detectable_difference
 from tasks.calibration import STOP_EXIT_CODE
-from tasks.layout import RunLayout
-from tasks.repeats import REPEAT_COLUMN, SAMPLE_KEYS, mean_over_repeats
-from tasks.stage import read_manifest
-from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT, RAW_REPLY_MAX_CHARS
+from tasks.runtime.layout import RunLayout
+from stats.scores import REPEAT_COLUMN, SAMPLE_KEYS, mean_over_repeats
+from tasks.runtime.stage import read_manifest
+from pipelines.reporting.tracking import PER_SAMPLE_TABLE_ARTIFACT, RAW_REPLY_MAX_CHARS, attach
 
 MDD_POWER = 0.8
 
 JUDGMENTS_ARTIFACT = "samples/judgments.parquet"
-MOVES_ARTIFACT = "regression/moves.json"  # an MLflow table, as the per-sample table (tasks/tracking.py)
+# an MLflow table, as the per-sample table (pipelines/reporting/tracking.py)
+MOVES_ARTIFACT = "regression/moves.json"
 MOVES_PER_CELL = 5  # questions listed per regressed cell unless --show-moves N says otherwise
 ALERT_MOVES = 3  # the largest drops named in the alert's text
 ALERT_FIELD_CHARS = 300  # an answer or judge reply in the alert's `moves` (the MLflow table has them whole)
@@ -221,7 +222,7 @@ def _own_run_folder(run) -> RunLayout | None:
 
 def scored(judgments: pd.DataFrame) -> pd.DataFrame:
     """One score per (question, system, metric): a run judged with judge.repeats gives the mean of each
-    sample's scored repeats (tasks/repeats.py), so that runs with and without repeats pair up."""
+    sample's scored repeats (stats/scores.py), so that runs with and without repeats pair up."""
     ok = judgments[(judgments["status"] != "failed") & judgments["score"].notna()]
     columns = ["query_id", "system", "metric", "score"] + ([REPEAT_COLUMN] if REPEAT_COLUMN in ok else [])
     return mean_over_repeats(ok[columns])
@@ -405,18 +406,16 @@ def gate(tracking_uri: str, experiment: str, run: str = "latest", baseline: str 
         rate = failure_rate(judgments)
         report = _judge_the_run(client, current, base, judgments, rate, options, Path(tmp))
     report = RegressionReport(**{**report.__dict__, "experiment": experiment})
-    client.set_tag(run_id, "regression.baseline", report.baseline_id or "none")
-    client.set_tag(run_id, "regression.status", report.status)
-    client.log_text(run_id, report.markdown, "regression/summary.md")
     moves_logged = report.moves is not None and not report.moves.empty
-    if moves_logged:
-        mlflow.log_table(data=report.moves, artifact_file=MOVES_ARTIFACT, run_id=run_id)
     table = [] if report.table is None else report.table.to_dict(orient="records")
-    client.log_text(run_id, json.dumps({"status": report.status, "baseline": report.baseline_id,
-                                        "failure_rate": rate, "differing": report.differing,
-                                        "systems_not_compared": report.unpaired, "cells": table,
-                                        "moves": MOVES_ARTIFACT if moves_logged else None},
-                                       indent=2, default=str), "regression/summary.json")
+    summary = {"status": report.status, "baseline": report.baseline_id, "failure_rate": rate,
+               "differing": report.differing, "systems_not_compared": report.unpaired, "cells": table,
+               "moves": MOVES_ARTIFACT if moves_logged else None}
+    attach(tracking_uri, run_id,
+           tags={"regression.baseline": report.baseline_id or "none", "regression.status": report.status},
+           texts={"regression/summary.md": report.markdown,
+                  "regression/summary.json": json.dumps(summary, indent=2, default=str)},
+           tables={MOVES_ARTIFACT: report.moves} if moves_logged else None)
     return report
 
 

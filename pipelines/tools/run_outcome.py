@@ -49,7 +49,7 @@ def report_result(result, layout, started: float) -> None:
     print_markdown(layout.summary_md.read_text())
     say(f"\nfinished in {time.perf_counter() - started:.0f} s; outputs in {result.run_dir}")
     say(f"verdict: {result.summary_path} (again: ccrs show {result.run_dir})")
-    from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT, run_url
+    from pipelines.reporting.tracking import PER_SAMPLE_TABLE_ARTIFACT, run_url
 
     tracked = result.tracked
     say(f"MLflow run: {tracked['url']}")
@@ -93,6 +93,6 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from retrievers.schema import DatasetError
     from retrievers.types import IndexBackendError
     from stats.errors import StatsInputError
-    from tasks.tracking import TrackingError
+    from pipelines.reporting.tracking import TrackingError
 
     return (DatasetError, IndexBackendError, LLMRequestError, StatsInputError, TrackingError, TimeoutError)

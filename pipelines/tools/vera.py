@@ -6,10 +6,11 @@ Scoring goes through the judge session (tasks/judge.py `JudgeSession` with the r
 "vera" suite: cache, Ray fan-out, context fitted to the judge's window); `ccrs run` with
 `judges: [..., vera]` computes the same four metrics as a stage of the run (RUN_DIR/judge_vera/).
 Outputs (RunLayout(RUN_DIR).vera_dir): judgments.parquet (every metric of every (query, system) with
-status/reason/usage, the tasks.judge judgments frame; vera_aggregate rows carry the logit in `detail`),
-scores.parquet (long format query_id, system, metric, score of the scored rows: vera_faithfulness,
-vera_retrieval_recall, vera_retrieval_precision, vera_answer_relevance, and vera_aggregate (sigmoid) when a
-trained cross-encoder is named) and bootstrap.json. Topicality and qrels write their report and the judged
+status/reason/usage, the tasks.judge judgments frame; aggregate rows carry logit, sigmoid and token
+counts in `detail`), scores.parquet (long format query_id, system, metric, score of the scored rows:
+vera_faithfulness, vera_retrieval_recall, vera_retrieval_precision, vera_answer_relevance, and, when a
+trained cross-encoder is named, vera_aggregate (the logit, as the paper reports it) and
+vera_aggregate_sigmoid) and bootstrap.json. Topicality and qrels write their report and the judged
 scores into an output folder. The qrels, queries and corpus files are read by retrievers/trec.py.
 
 Topicality and qrels answer with VERA's summarisation prompt (reader prompt `vera-summary`, temperature 0,
@@ -18,8 +19,9 @@ stage function, and compare query sets with stats.vera.compare_query_sets.
 
 The aggregate is OFF by default: no trained cross-encoder ships as a package here (the paper's
 ms-marco-MiniLM-L-12-v2 lives on the model hub, which is not reachable), and an untrained head is noise.
-`cross_encoder=PATH` (a local trained checkpoint) turns it on; UNTRAINED_DEMO_HEAD (demo / tests) writes
-DEMO_AGGREGATE instead, a metric no goal tree reads.
+It is the VERA suite's (judges/vera.py, judge.vera.cross_encoder), so `ccrs run`, `ccrs vera score`,
+`topicality` and `qrels` compute it the same way; `cross_encoder=PATH` here sets that field.
+UNTRAINED_DEMO_HEAD (demo / tests) writes DEMO_AGGREGATE instead, a metric no goal tree reads.
 """
 from __future__ import annotations
 
@@ -35,8 +37,17 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from judges.config import ClientConfig, JudgeConfig, ReaderConfig
-from judges.suite import Judgment, Metric, Sample, get_suite
-from judges.vera import SUITE, UNTRAINED_DEMO_HEAD, VERA_METRICS, CrossEncoderAggregator, enrich_answer
+from judges.suite import Sample, get_suite
+from judges.vera import (  # noqa: F401 - AGGREGATE_SIGMOID, DEMO_AGGREGATE: the aggregate's columns, re-exported
+    AGGREGATE,
+    AGGREGATE_SIGMOID,
+    DEMO_AGGREGATE,
+    SUITE,
+    VERA_METRICS,
+    CrossEncoderAggregator,
+    aggregate_names,
+    cross_encoder_for,
+)
 from retrievers.config import DatasetConfig
 from retrievers.trec import QrelsError
 from stats.vera import bootstrap_metric, compare_query_sets, convergence
@@ -44,9 +55,9 @@ from infra.models import default_tokenizer
 from pipelines.config import RESOURCE_ROOT
 from tasks import generate as generate_stage
 from tasks import judge as judge_stage
-from tasks import judge_session
-from tasks.fanout import progress_bar
-from tasks.layout import RunLayout
+from tasks.runtime import judge_session
+from tasks.runtime.fanout import progress_bar
+from tasks.runtime.layout import RunLayout
 
 DEFAULT_NEGATIVE = RESOURCE_ROOT / "configs" / "vera" / "offtopic-queries.yaml"
 # The paper's three query sets (section 5.2, Table 3) for the BioASQ sample repository, most topical first.
@@ -54,8 +65,6 @@ DEFAULT_SETS = RESOURCE_ROOT / "configs" / "vera" / "topicality-sets.yaml"
 TOPICALITY_SYSTEM = "topicality"  # the system of a scores file written before the sets had retrievers
 QRELS_SYSTEM = "qrels"
 COSINE_METRIC = "mean_hit_cosine"
-AGGREGATE = "vera_aggregate"
-DEMO_AGGREGATE = "vera_aggregate_untrained"  # the untrained demo head's scores: noise, read by no goal tree
 AGGREGATE_OFF = ("VERA aggregate off: no trained cross-encoder named (pass --cross-encoder PATH to a local "
                  "trained cross-encoder checkpoint, e.g. ms-marco-MiniLM-L-12-v2 as in the paper)")
 
@@ -63,18 +72,32 @@ AGGREGATE_OFF = ("VERA aggregate off: no trained cross-encoder named (pass --cro
 CrossEncoder = str | CrossEncoderAggregator | None  # a model name / path, a loaded aggregator, or off
 
 
+def cross_encoder_name(cross_encoder: CrossEncoder) -> str | None:
+    if isinstance(cross_encoder, CrossEncoderAggregator):
+        return cross_encoder.model_name
+    return cross_encoder or None
+
+
 def aggregate_metric(cross_encoder: CrossEncoder) -> str | None:
-    """The column the aggregate is written under: none when off, DEMO_AGGREGATE for the untrained head."""
-    if not cross_encoder:
-        return None
-    name = cross_encoder.model_name if isinstance(cross_encoder, CrossEncoderAggregator) else cross_encoder
-    return DEMO_AGGREGATE if name == UNTRAINED_DEMO_HEAD else AGGREGATE
+    """The column of the aggregate's logit: none when off, DEMO_AGGREGATE for the untrained head."""
+    names = aggregate_names(cross_encoder_name(cross_encoder))
+    return names[0] if names else None
 
 
-def load_aggregator(cross_encoder: CrossEncoder) -> CrossEncoderAggregator | None:
+def load_aggregator(cross_encoder: CrossEncoder, max_length: int = 512) -> CrossEncoderAggregator | None:
+    """The named cross-encoder loaded in this process (the suite reuses it): a bad name fails here, before
+    any LLM call."""
     if isinstance(cross_encoder, CrossEncoderAggregator) or not cross_encoder:
         return cross_encoder or None
-    return CrossEncoderAggregator(cross_encoder)
+    return cross_encoder_for(cross_encoder, max_length)
+
+
+def with_cross_encoder(judge: JudgeConfig, cross_encoder: CrossEncoder) -> JudgeConfig:
+    """The judge config whose VERA suite adds the aggregate of `cross_encoder` (None: the config's own)."""
+    name = cross_encoder_name(cross_encoder)
+    if name is None:
+        return judge
+    return judge.model_copy(update={"vera": judge.vera.model_copy(update={"cross_encoder": name})})
 
 
 def first_queries(queries: pd.DataFrame, generations: pd.DataFrame, limit: int | None) -> pd.DataFrame:
@@ -96,8 +119,10 @@ def score_samples(samples: list[Sample], failed: list[dict], judge: JudgeConfig,
                   base_url: str, cross_encoder: CrossEncoder = None,
                   progress: bool = False) -> tuple[pd.DataFrame, dict]:
     """Every selected VERA metric of every sample through the judge stage function (failed generations as
-    failed rows), plus the aggregate when a cross-encoder is named: (judgments frame, stage stats).
-    `progress`: a bar counting judgments (samples x metrics), as the judge stage moves it."""
+    failed rows), plus the aggregate when a cross-encoder is named here or in judge.vera.cross_encoder:
+    (judgments frame, stage stats). `progress`: a bar counting judgments (samples x metrics), as the judge
+    stage moves it."""
+    judge = with_cross_encoder(judge, cross_encoder)
     session = judge_session.JudgeSession.of(SUITE, judge, client_cfg, base_url)
     metrics = session.metrics()
     bar = progress_bar(len(samples) * len(metrics), f"judge {SUITE}", "judgment") if progress else None
@@ -107,36 +132,8 @@ def score_samples(samples: list[Sample], failed: list[dict], judge: JudgeConfig,
         if bar is not None:
             bar.close()
     judgments += session.failed_generations(failed)
-    if cross_encoder:
-        judgments += aggregate_judgments(samples, failed, judgments, cross_encoder, judge)
-        metrics = (*metrics, aggregate_metric(cross_encoder))
     frame = judge_stage.judgments_frame(judgments, judge_session.suspicious_texts(samples), metrics)
     return frame, stats
-
-
-def aggregate_judgments(samples: list[Sample], failed: list[dict], judgments: list[Judgment],
-                        cross_encoder: CrossEncoder, judge: JudgeConfig) -> list[Judgment]:
-    """Cross-encoder aggregate per sample from its available metric values (logit in detail); a failed
-    generation gets a failed aggregate row. The untrained demo head's rows are DEMO_AGGREGATE."""
-    aggregator = load_aggregator(cross_encoder)
-    metric, model = aggregate_metric(aggregator), aggregator.model_name
-    values = {(j.query_id, j.system, j.metric): j.score for j in judgments}
-    enriched = [enrich_answer(s.response, {m: values.get((s.query_id, s.system, m)) for m in VERA_METRICS},
-                              judge.vera.prompt_version) for s in samples]
-    scores = aggregator.score([s.question for s in samples], enriched)
-    note = "UNTRAINED head: proves the mechanics only" if aggregator.untrained else None
-    spec = Metric(SUITE, metric, (0, 1), ("question", "response"), (), "cross-encoder aggregate",
-                  judged=False)
-    version = judge.vera.prompt_version
-    out = [Judgment.of(s, spec, status="ok", prompt_version=version, judge_model=model, score=a.sigmoid,
-                       reason=note,
-                       detail=json.dumps({"logit": a.logit, "sigmoid": a.sigmoid, "model": model}))
-           for s, a in zip(samples, scores)]
-    out += [Judgment.of(Sample(f["query_id"], f["system"], "", "", "", []), spec, status="failed",
-                        prompt_version=version, judge_model=model,
-                        reason=f"generation failed: {f['error']}"[:2000])
-            for f in failed]
-    return out
 
 
 def scores_long(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -178,15 +175,14 @@ def run_vera(run_dir: str | Path, judge: JudgeConfig, client_cfg: ClientConfig, 
     vera_dir, bootstrap every (system, metric); returns a summary (calls: judge asks made now). The
     cross-encoder is loaded before any judge call, so a bad name fails fast."""
     started = time.perf_counter()
-    cross_encoder = load_aggregator(cross_encoder)  # a bad name fails before the judge calls
+    judge = with_cross_encoder(judge, cross_encoder)
+    load_aggregator(judge.vera.cross_encoder, judge.vera.cross_encoder_max_length)  # fails before any call
     layout = RunLayout(Path(run_dir))
     queries = pd.read_parquet(layout.queries)
     generations = first_queries(queries, pd.read_parquet(layout.generations), limit)
     samples, failed = load_samples(queries, pd.read_parquet(layout.retrieved), generations, top_k)
-    frame, stats = score_samples(samples, failed, judge, client_cfg, base_url, cross_encoder, progress)
-    metrics = get_suite(SUITE).selected_metrics(judge) + ((aggregate_metric(cross_encoder),) if cross_encoder
-                                                           else ())
-    judge_stage.check_complete(frame, generations, metrics)
+    frame, stats = score_samples(samples, failed, judge, client_cfg, base_url, None, progress)
+    judge_stage.check_complete(frame, generations, get_suite(SUITE).selected_metrics(judge))
     out = layout.vera_dir
     out.mkdir(parents=True, exist_ok=True)
     judge_stage.write_judgments(frame, out)
@@ -200,7 +196,7 @@ def run_vera(run_dir: str | Path, judge: JudgeConfig, client_cfg: ClientConfig, 
             "prompt_tokens": summary["prompt_tokens"], "completion_tokens": summary["completion_tokens"],
             "cache_hits": summary["cache_hits"],
             "context_truncated_judgments": summary["context_truncated_judgments"],
-            "aggregate": aggregate_metric(cross_encoder) or AGGREGATE_OFF, "out_dir": str(out)}
+            "aggregate": aggregate_metric(judge.vera.cross_encoder) or AGGREGATE_OFF, "out_dir": str(out)}
 
 
 # --- answering and judging query sets (topicality, the section 5.1 experiment) ------------------------

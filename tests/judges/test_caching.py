@@ -143,7 +143,7 @@ def test_a_sampled_repeat_is_keyed_by_its_mode_index_and_temperature_a_perturbed
 
 def test_lenient_parse_regression_a_strict_failure_is_not_served_to_a_lenient_run(tmp_path):
     """The bug this module ended: turning judge.ccrs.lenient_parse on served judgments parsed strictly."""
-    from tasks.judge_session import JudgeSession
+    from tasks.runtime.judge_session import JudgeSession
 
     prose = "I would give this response a score of 70 out of a possible maximum."
     store, suite = JudgmentCache(tmp_path), get_suite("ccrs")

@@ -153,7 +153,7 @@ def test_registry_and_not_judged():
 @pytest.mark.llm
 def test_ragchecker_on_real_bioasq_questions(llm_endpoint, judge_cache_dir):
     from judges.config import ClientConfig
-    from tasks.judge_session import JudgeSession
+    from tasks.runtime.judge_session import JudgeSession
     from tests.conftest import sample_field, bioasq_questions
 
     samples = []

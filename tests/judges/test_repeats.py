@@ -13,7 +13,7 @@ from judges.client import ChatRequest, LLMClient, LLMRequestError
 from judges.config import CcrsOptions, ClientConfig, JudgeConfig, RepeatOptions
 from judges.repeats import chunk_order, plan_units, repeat_seed, shown
 from judges.suite import Sample, get_suite, suites
-from tasks.stage import StageCheckpoint
+from tasks.runtime.stage import StageCheckpoint
 from tests.conftest import bioasq_questions, sample_field
 from tests.fakes import FakeLLMClient
 
@@ -131,7 +131,7 @@ def test_a_perturbed_repeat_reorders_only_the_chunks_the_window_kept():
 # --- asking -------------------------------------------------------------------------------------------
 
 def test_sampled_repeats_send_their_temperature_and_seed_k_1_sends_the_clients():
-    from tasks.judge_session import JudgeSession
+    from tasks.runtime.judge_session import JudgeSession
 
     def planned_seeds(repeats):
         return {unit.repeat.seed for unit in plan_units(get_suite("ccrs"), SAMPLE, _judge(), 0, len, repeats)}
@@ -166,7 +166,7 @@ def test_the_client_sends_a_requests_own_seed_else_its_own():
 def test_repeats_are_cached_and_a_killed_run_resumes_with_the_finished_ones(tmp_path):
     """Repeat 2's requests fail in transport (the server went away): repeats 0 and 1 are checkpointed,
     the next pass asks repeat 2 only, and a rerun is answered by the judgment cache alone."""
-    from tasks.judge_session import JudgeSession
+    from tasks.runtime.judge_session import JudgeSession
 
     repeats = RepeatOptions(k=3)
     judge = _judge().model_copy(update={"cache": True})

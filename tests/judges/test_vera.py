@@ -262,7 +262,8 @@ def test_embedder_is_loaded_lazily_once_per_process(monkeypatch):
 def test_empty_answer_and_registry():
     empty = Sample("q", "s", "q?", "  ", "", ["c"])
     suite = get_suite("vera")
-    assert isinstance(suite, VeraSuite) and suite.metrics is VERA_METRICS
+    # the LLM metrics, then the cross-encoder aggregate's columns (selected only with a cross-encoder)
+    assert isinstance(suite, VeraSuite) and suite.metrics == {**VERA_METRICS, **vera.AGGREGATE_METRICS}
     assert suite.selected_metrics(JudgeConfig()) == PAPER_METRICS and suite.prompt_version(CFG) == "v2"
     assert all(m.suite == "vera" and m.scale == (0, 1) and m.name.startswith("vera_")
                for m in VERA_METRICS.values())
@@ -316,7 +317,7 @@ def test_no_cross_encoder_without_a_trained_head(tmp_path):
 def test_vera_on_real_bioasq_questions(llm_endpoint, judge_cache_dir, tmp_path):
     from judges.config import ClientConfig
     from pipelines.tools.vera import run_vera
-    from tasks.layout import RunLayout
+    from tasks.runtime.layout import RunLayout
     from tests.conftest import write_bioasq_inputs
 
     layout = RunLayout(tmp_path / "run")
@@ -336,3 +337,130 @@ def test_vera_on_real_bioasq_questions(llm_endpoint, judge_cache_dir, tmp_path):
     for row in judgments.itertuples():  # every metric either scored in [0, 1] or failed with a reason
         assert (pd.notna(row.score) and 0 <= row.score <= 1) or (row.status == "failed" and row.reason)
     assert (layout.vera_dir / "bootstrap.json").exists()
+
+
+# --- the `paper` version, the embedder setting and the aggregate (issue 35 item 4) --------------------------
+
+PAPER = VeraOptions(prompt_version="paper", max_reasks=0)
+LONG_ANSWER = " ".join(f"Fact number {i} holds." for i in range(14))
+
+
+def test_the_paper_version_caps_no_statement_and_asks_one_question_per_call():
+    long = Sample("q", "s", SAMPLE.question, LONG_ANSWER, LONG_ANSWER, SAMPLE.context)
+    assert len(vera.answer_sentences(long, JudgeConfig(vera=PAPER))) == 14
+    assert len(vera.ground_truth_sentences(long, JudgeConfig(vera=PAPER))) == 14
+    assert len(vera.answer_sentences(long, CFG)) == 12  # v2 keeps the 12-statement cap, under its own name
+    capped = JudgeConfig(vera=PAPER.model_copy(update={"max_statements": 3}))  # an explicit cap wins
+    assert len(vera.answer_sentences(long, capped)) == 3
+    statements = "\n".join(f"{i}. Fact number {i} holds." for i in range(1, 15))
+    verdicts = "\n".join(f"{i}. Explanation: stated. Verdict: Yes" for i in range(1, 15))
+    f = faithfulness(FakeLLMClient([statements, verdicts]), JudgeConfig(vera=PAPER), long, PLAN)
+    assert f.score == 1.0 and len(json.loads(f.detail)["statements"]) == 14
+
+    client = FakeLLMClient(["Question: What does aspirin inhibit?", "Where is aspirin sold?", "x"])
+    a = answer_relevance(client, JudgeConfig(vera=PAPER), SAMPLE, PLAN, embed=bag_embed)
+    assert len(client.requests) == 3 and a.attempts == 3  # n = 3 questions, one call each
+    assert [r.seed for r in client.requests] == [0, 1, 2]
+    assert {r.temperature for r in client.requests} == {0.7}
+    assert json.loads(a.detail)["questions"] == ["What does aspirin inhibit?", "Where is aspirin sold?", "x"]
+    prompt = client.prompts[0]
+    assert "the one question it replies to" in prompt and "{n}" not in prompt and "formal" in prompt
+    one = JudgeConfig(vera=PAPER.model_copy(update={"n_questions": 1}))
+    client = FakeLLMClient(["What does aspirin inhibit?"])
+    assert answer_relevance(client, one, SAMPLE, PLAN, embed=bag_embed).score == pytest.approx(1.0)
+    assert client.requests[0].temperature == 0.0 and client.requests[0].seed is None  # greedy when n = 1
+    failed = answer_relevance(FakeLLMClient(["q?", ""]), JudgeConfig(vera=PAPER), SAMPLE, PLAN,
+                              embed=bag_embed)
+    assert failed.score is None and failed.reason.startswith("question 2 of 3")
+    v2 = FakeLLMClient(["1. a?\n2. b?\n3. c?"])  # v2: the three questions in one call
+    answer_relevance(v2, CFG, SAMPLE, PLAN, embed=bag_embed)
+    assert len(v2.requests) == 1 and "Write 3 different questions" in v2.prompts[0]
+
+
+def test_the_paper_enrichment_holds_the_context_block():
+    text = enrich_answer("Aspirin inhibits COX.", {"vera_faithfulness": 0.7, "vera_answer_relevance": 0.9},
+                         "paper", ["Aspirin inhibits COX-1.", "Ibuprofen is an NSAID."])
+    answer, context = text.index("Aspirin inhibits COX."), text.index('["Aspirin inhibits COX-1.", "Ibu')
+    assert answer < context < text.index("relevancy") < text.index("Faithfulness")  # the appendix's order
+    assert '"Ibuprofen' not in enrich_answer("a", {}, "v2", ["Ibuprofen"])  # v1/v2: no context statement
+
+
+def test_the_embedder_is_a_setting():
+    from judges.vera import configured_embedder, default_embedder, minilm_path
+
+    assert VeraOptions().embedder == vera.EMBEDDER_ID
+    assert configured_embedder(vera.EMBEDDER_ID) is default_embedder()
+    by_path = configured_embedder(minilm_path())  # a local folder: the same model, loaded by its path
+    assert by_path is configured_embedder(minilm_path()) and by_path(["a b"]).shape == (1, 384)
+    with pytest.raises(ValueError, match="judge.vera.embedder"):
+        VeraSuite().check_config(JudgeConfig(vera=VeraOptions(embedder="no-such/embedder")))
+    unused = VeraOptions(embedder="no-such/embedder", metrics=["faithfulness"])  # no metric embeds
+    VeraSuite().check_config(JudgeConfig(vera=unused))
+
+
+@pytest.fixture(scope="module")
+def tiny_cross_encoder(tmp_path_factory):
+    from tests.tiny_cross_encoder import build_tiny_cross_encoder
+
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross-encoder"))
+
+
+def test_the_aggregate_end_to_end_with_a_cross_encoder_built_in_the_test(tiny_cross_encoder):
+    """The suite with judge.vera.cross_encoder set: the LLM metrics (fake judge), then the enriched answer
+    (answer, context block, metric statements: the `paper` version) scored by a tiny BERT cross-encoder
+    built in the test (no pretrained MS MARCO cross-encoder installs here): vera_aggregate is the logit,
+    the one transformers computes for that pair; vera_aggregate_sigmoid its expit."""
+    from tests.tiny_cross_encoder import reference_logit
+
+    options = PAPER.model_copy(update={"cross_encoder": tiny_cross_encoder, "n_questions": 1})
+    judge = JudgeConfig(vera=options)
+    suite = VeraSuite(embed=bag_embed)
+    suite.check_config(judge)
+    (unit,) = suite.plan(SAMPLE, judge, 0, count)
+    assert unit.metrics == (*PAPER_METRICS, "vera_aggregate", "vera_aggregate_sigmoid")
+    client = FakeLLMClient(["1. Aspirin inhibits COX-1.\n2. It is sold in Paris.", EXPLAINED_REPLY,
+                            RECALL_REPLY, "Aspirin irreversibly inhibits COX-1.",
+                            "What does aspirin inhibit?"])
+    judgments = {j.metric: j for j in suite.evaluate(client, unit, judge, count)}
+    assert len(client.requests) == 5  # the aggregate asks the LLM nothing
+    logit, sigmoid = judgments["vera_aggregate"], judgments["vera_aggregate_sigmoid"]
+    marks = {m: judgments[m].score for m in PAPER_METRICS}
+    enriched = enrich_answer(SAMPLE.response, marks, "paper", unit.plan.chunks)
+    assert "Ibuprofen is an NSAID." in enriched  # the context block
+    assert logit.score == pytest.approx(reference_logit(tiny_cross_encoder, SAMPLE.question, enriched, 512),
+                                        abs=1e-5)
+    assert sigmoid.score == pytest.approx(1 / (1 + math.exp(-logit.score)))
+    detail = json.loads(logit.detail)
+    assert detail["logit"] == logit.score and detail["truncated_tokens"] == 0
+    assert detail["context_chunks"] == 2
+    assert detail["enriched_with"] == ["vera_answer_relevance", "vera_retrieval_precision",
+                                       "vera_retrieval_recall", "vera_faithfulness"]
+    assert logit.status == sigmoid.status == "ok" and logit.reason is None and logit.attempts == 0
+
+    # a window shorter than the pair: the enriched answer's end is cut, and the cut is counted
+    short = judge.model_copy(update={"vera": options.model_copy(update={"cross_encoder_max_length": 32})})
+    cut, _ = vera.aggregate_judgments(SAMPLE, short, list(judgments.values())[:4], unit.plan.chunks)
+    assert json.loads(cut.detail)["truncated_tokens"] == detail["tokens"] - 32 > 0
+    assert cut.score == pytest.approx(reference_logit(tiny_cross_encoder, SAMPLE.question, enriched, 32),
+                                      abs=1e-5)
+    # an empty answer: 0 on the LLM metrics without a call, and the aggregate of those zeros
+    empty = Sample("e", "s", SAMPLE.question, " ", "", SAMPLE.context)
+    rows = {j.metric: j for j in suite.not_judged(empty, judge, "empty_response", "empty")}
+    assert rows["vera_faithfulness"].score == 0.0 and math.isfinite(rows["vera_aggregate"].score)
+    assert json.loads(rows["vera_aggregate"].detail)["enriched_with"] == list(detail["enriched_with"])
+    failed = suite.not_judged(empty, judge, "failed", "generation failed: HTTP 500")
+    assert all(j.score is None and j.status == "failed" for j in failed) and len(failed) == 6
+
+
+def test_the_aggregate_refuses_what_it_cannot_load(tmp_path):
+    from judges.vera import minilm_path
+
+    for name, message in ((minilm_path(), "no trained classification head"),
+                          (str(tmp_path / "missing"), "neither a local folder")):
+        with pytest.raises(ValueError, match=message):
+            VeraSuite().check_config(JudgeConfig(vera=VeraOptions(cross_encoder=name)))
+    with pytest.raises(ValueError, match="judge.vera.cross_encoder"):  # not a metric to select
+        VeraSuite().check_config(JudgeConfig(vera=VeraOptions(metrics=["faithfulness", "aggregate"])))
+    demo = JudgeConfig(vera=VeraOptions(cross_encoder=UNTRAINED_DEMO_HEAD))
+    assert VeraSuite().selected_metrics(demo)[-2:] == ("vera_aggregate_untrained",
+                                                       "vera_aggregate_untrained_sigmoid")

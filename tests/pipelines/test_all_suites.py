@@ -8,7 +8,7 @@ import pytest
 from judges.suite import get_suite, suites
 from pipelines.config import RunConfig
 from pipelines.pipeline import run_pipeline
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 from tests.pipelines.conftest import e2e_config
 
 QUESTIONS = 2
@@ -40,7 +40,8 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     config.judge.grouse.max_tokens = 128  # (default 512: the relevancy and completeness JSON replies)
     config.judge.vera.max_tokens = 96
     config.judge.ragchecker.max_tokens = 96
-    config.judge.gqm.metrics = ["answer_correctness", "multi_hop"]  # 2 of its 5 (one call each, CI time)
+    # 2 of its 0-10 marks (one call each, CI time) and eq. 5.1's context precision (one call per chunk)
+    config.judge.gqm.metrics = ["answer_correctness", "multi_hop", "context_precision"]
     config.dataset.limit = QUESTIONS
     config.stats.b = 200
     config.stats.hypotheses = None
@@ -57,6 +58,9 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
         failed = judgments[judgments.status == "failed"]
         assert failed.reason.str.len().gt(0).all() and failed.score.isna().all(), name
         assert result.failures["stages"][layout.judge_stage(name)]["items"] == len(judgments)
+    precision = pd.read_parquet(layout.judgments("gqm")).query("metric == 'gqm_context_precision'")
+    assert (precision.status == "ok").any(), precision[["status", "reason", "raw"]].to_string()  # eq. 5.1
+    assert precision.score.dropna().between(0, 1).all()
 
     stats = json.loads(layout.stats_json.read_text())
     scored = set(pd.concat([pd.read_parquet(layout.scores(name)) for name in suites()]).metric)

@@ -13,7 +13,7 @@ import pytest
 
 from pipelines.config import DEFAULT_CONFIG
 from tasks.calibration import STOP_EXIT_CODE, JudgeCalibrationStop
-from tasks.layout import PREFLIGHT_STAGE, RunLayout
+from tasks.runtime.layout import PREFLIGHT_STAGE, RunLayout
 
 REPO = Path(__file__).resolve().parents[2]
 LINE = "judge calibration 0.34 < 0.60: stopped before 20 judge calls"
@@ -36,7 +36,7 @@ def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_log
     from mlflow.tracking import MlflowClient
 
     from pipelines import nightly_cmd
-    from tasks.tracking import log_failed_run
+    from pipelines.reporting.tracking import log_failed_run
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)

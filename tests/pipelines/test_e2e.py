@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from judges.ccrs import EM_COMBINED
 from pipelines.pipeline import run_pipeline
 from tests.pipelines.conftest import E2E_PROBES, E2E_QUESTIONS, PLANTED_SECRETS, e2e_config
-from tasks.layout import PROBE_FILES, RunLayout
+from tasks.runtime.layout import PROBE_FILES, RunLayout
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 CCRS = ["CC", "QR", "ID", "AC", "IR"]

@@ -8,7 +8,7 @@ import pytest
 
 from pipelines.config import RunConfig
 from pipelines.pipeline import run_pipeline
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 from tests.conftest import bioasq_questions
 from tests.pipelines.conftest import e2e_config
 

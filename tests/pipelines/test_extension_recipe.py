@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from judges.client import ChatRequest
 from pipelines.extensions import (ExtensionStage, MlflowPayload, PlannedCalls, RunExtension,
                                   register_extension)
-from tasks.stage import code_version, run_stage, stage_key
+from tasks.runtime.stage import code_version, run_stage, stage_key
 from pipelines.reporting.verdict import VerdictSection
 
 FOLDER = "toy"
@@ -139,7 +139,7 @@ EXTENSION_NAMES = {  # what the four readers of the registry may not name: confi
     "probes": (r"\bprobes\b", r"\bbias_probes\b", r"\bprobe_report\b"),
     "gqm": (r"\bgqm_goals\b", r"\bgqm_report\b", r"\bGQM\b"),
 }
-READERS = ("pipelines/pipeline.py", "tasks/track.py", "pipelines/reporting/verdict.py",
+READERS = ("pipelines/pipeline.py", "pipelines/reporting/track.py", "pipelines/reporting/verdict.py",
            "pipelines/tools/cost_plan.py")
 
 

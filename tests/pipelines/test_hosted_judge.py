@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from judges.client import VLLM_ONLY_FIELDS
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 from tests.loopback import JudgeProxy
 from tests.tasks.test_outputs import EXAMPLE
 
@@ -28,7 +28,7 @@ SETTINGS = ("judge: settings for an OpenAI-compatible endpoint: integer marks, n
 def test_evaluate_with_a_hosted_judge_and_no_config_exits_0_with_scores(llm_endpoint, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from tasks.tracking import NOTE_TAG
+    from pipelines.reporting.tracking import NOTE_TAG
 
     proxy = JudgeProxy(llm_endpoint.base_url, refused=VLLM_ONLY_FIELDS, logprobs=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -65,7 +65,7 @@ def test_mlflow_ui_opens_on_the_runs_and_shows_the_per_sample_table(e2e_run, tmp
     per-sample table is a table in the run's Artifacts view, with no download."""
     import pandas as pd
 
-    from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT, run_url
+    from pipelines.reporting.tracking import PER_SAMPLE_TABLE_ARTIFACT, run_url
 
     config, result = e2e_run
     tracked = result.tracked

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 from tests.loopback import JsonHandler, LoopbackServer
 from tests.tasks.test_outputs import example_rows
 

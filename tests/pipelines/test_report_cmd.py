@@ -1,7 +1,7 @@
 import json
 
 from pipelines.cli import main
-from tests.tasks.test_gqm_report import make_run
+from tests.pipelines.reporting.test_gqm import make_run
 
 
 def test_report_command_writes_and_logs_to_mlflow(tmp_path, capsys):
@@ -34,3 +34,11 @@ def test_report_command_errors(tmp_path, capsys):
     make_run(tmp_path / "run")
     assert main(["report", str(tmp_path / "run"), "--goals", str(bad)]) == 2
     assert "invalid goal tree" in capsys.readouterr().err
+
+
+def test_report_prints_the_thesis_tree_by_name(tmp_path, capsys):
+    run = make_run(tmp_path / "run")
+    assert main(["report", str(run), "--goals", "thesis", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("goal tree gqm-thesis\n") and "not computable here: Self-Consistency Score" in out
+    assert "P@k" not in out  # a proxy of the hybrid tree, not a thesis metric

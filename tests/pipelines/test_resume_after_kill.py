@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from pipelines.config import DEFAULT_CONFIG
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 
 pytestmark = pytest.mark.llm
 JUDGE = RunLayout.judge_stage("ccrs")

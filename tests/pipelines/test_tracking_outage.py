@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 from tests.pipelines.conftest import E2E_PROBES, e2e_config, free_port, wait_http
 
 pytestmark = pytest.mark.llm
@@ -76,9 +76,9 @@ def test_mlflow_down_mid_run_keeps_results_and_the_next_run_logs_them(
     from mlflow.tracking import MlflowClient
 
     import tasks.reduce
-    import tasks.tracking
+    import pipelines.reporting.tracking
     from pipelines.pipeline import run_pipeline
-    from tasks.tracking import TrackingError
+    from pipelines.reporting.tracking import TrackingError
 
     server = mlflow_outage_server
     run_dir = _untracked_copy_of(e2e_run[1].run_dir, tmp_path / "run")
@@ -94,13 +94,13 @@ def test_mlflow_down_mid_run_keeps_results_and_the_next_run_logs_them(
 
         monkeypatch.setattr(tasks.reduce, "run_reduce", reduce_then_outage)
     else:
-        real_artifacts = tasks.tracking._log_artifacts
+        real_artifacts = pipelines.reporting.tracking._log_artifacts
 
         def outage_while_logging(*args, **kwargs):
             server.stop()
             return real_artifacts(*args, **kwargs)
 
-        monkeypatch.setattr(tasks.tracking, "_log_artifacts", outage_while_logging)
+        monkeypatch.setattr(pipelines.reporting.tracking, "_log_artifacts", outage_while_logging)
 
     with pytest.raises(TrackingError) as failure:
         run_pipeline(config, keep_serving=True)

@@ -17,10 +17,10 @@ from pipelines.tools.gqm_report import DEFAULT_GOALS
 from pipelines.tools.regression import STATUSES
 from pipelines.reporting.failures import write_failure_report
 from tasks.judge import judgments_frame, judging_summary, write_judgments
-from tasks.judge_session import JudgeSession
-from tasks.layout import RunLayout
+from tasks.runtime.judge_session import JudgeSession
+from tasks.runtime.layout import RunLayout
 from tasks.reduce import run_reduce
-from tasks.track import RunRecord, run_track
+from pipelines.reporting.track import RunRecord, run_track
 from pipelines.reporting.verdict import write_summary
 from tests.conftest import REPO
 from tests.fakes import FakeLLMClient

@@ -10,17 +10,16 @@ import pytest
 
 from judges.bias_probes import CLEAN, ProbeOptions, ProbeSample, ProbesConfig, build_probes
 from judges.config import CcrsOptions, ClientConfig, JudgeConfig
-from tasks import judge_session as judge_stage
+from tasks.runtime import judge_session as judge_stage
 from tasks.bias_probes import (
     PROBE_COLUMNS,
     ProbeSelectionError,
     build_probe_report,
-    probe_table,
-    probes_markdown,
     run_probe_stage,
     run_probes,
 )
-from tasks.layout import PROBE_FILES, RunLayout
+from pipelines.reporting.probes import plot_probe_shifts, probe_table, probes_markdown
+from tasks.runtime.layout import PROBE_FILES, RunLayout
 from tests.conftest import bioasq_questions, write_bioasq_inputs
 from tests.fakes import FakeLLMClient
 
@@ -89,7 +88,8 @@ def test_run_probes_judges_each_variant_on_the_metrics_that_read_what_it_changes
     probes = ProbesConfig(kinds=["verbosity", "order"], b=300)
     llm = _padded_replies(samples, probes)
     judge = JudgeConfig(model="m", cache=False, ccrs=CcrsOptions(metrics=METRICS))
-    result = run_probes(samples, probes, judge, ClientConfig(), "http://unused/v1", tmp_path / "out", llm=llm)
+    result = run_probes(samples, probes, judge, ClientConfig(), "http://unused/v1", tmp_path / "out", llm=llm,
+                        draw=plot_probe_shifts)
     frame = pd.read_parquet(result.paths["judgments"])
     assert list(frame.columns) == PROBE_COLUMNS and (frame.status == "ok").all()
     counts = frame.groupby("kind").size().to_dict()
@@ -121,7 +121,7 @@ def test_run_probes_judges_each_variant_on_the_metrics_that_read_what_it_changes
 def test_the_injection_kind_reports_the_detectors_flag_rates(tmp_path):
     """The detector on the clean texts (none flagged) and on each variant's injected text (all flagged);
     a report without the injection kind has no detector entry, as before."""
-    from tasks.bias_probes import probe_metrics
+    from pipelines.reporting.probes import probe_metrics
 
     samples = _samples(2)
     probes = ProbesConfig(kinds=["injection"], templates=["score_dictation"], b=200)
@@ -213,12 +213,13 @@ def test_verdict_shows_the_probes_of_a_run_that_asked_for_them(tmp_path, fake_fa
 def test_probes_are_logged_into_the_given_mlflow_run(tmp_path, fake_fan_out):
     import mlflow
 
-    from tasks.bias_probes import log_probes, logged_probe_files
+    from pipelines.reporting.probes import log_probes
+    from tasks.bias_probes import logged_probe_files
 
     inputs = _write_run_inputs(tmp_path)
     run_probe_stage(tmp_path, inputs, 3, ProbesConfig(kinds=["verbosity"], questions=2, b=200),
                     JudgeConfig(model="m", cache=False, ccrs=CcrsOptions(metrics=["ID"])), ClientConfig(),
-                    "http://unused/v1", progress=False)
+                    "http://unused/v1", progress=False, draw=plot_probe_shifts)
     report, files = logged_probe_files(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = mlflow.tracking.MlflowClient(tracking_uri=uri)

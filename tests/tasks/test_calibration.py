@@ -11,9 +11,9 @@ from judges.config import ClientConfig, GrouseOptions, JudgeConfig, PreflightOpt
 from judges.grouse import GROUSE_METRICS, METRIC_ORDER
 from judges.grouse_unit_tests import FAILURE_MODES, load_unit_tests
 from judges.suite import Judgment, Sample, Usage, detail_json
+from pipelines.reporting.calibration import calibration_section, plot_matrix
 from tasks.calibration import (
     Preflight,
-    calibration_section,
     check_test,
     failure_mode_table,
     load_preflight_tests,
@@ -24,7 +24,7 @@ from tasks.calibration import (
     run_grouse_tests,
     run_preflight,
 )
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 from tests.fakes import FakeLLMClient
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "grouse-bioasq"
@@ -198,7 +198,7 @@ def test_the_preflight_stage_records_pass_rates_and_a_second_run_sends_no_reques
     options = PreflightOptions(tests=str(tests), min_pass_rate=0.9)
     first = _type_1_judge()
     gate = run_preflight(tmp_path / "run1", options, tests, GATE_JUDGE, ClientConfig(), "", identity,
-                         llm=first)
+                         llm=first, draw=plot_matrix)
     summary = gate.summary
     assert len(first.requests) == 2 * 4 and summary["judge_calls"] == 8  # all-calls: four per test
     assert (summary["tests"], summary["cache_hits"], summary["judge_requests"]) == (2, 0, 2)
@@ -314,12 +314,12 @@ def test_the_requests_the_cost_plan_counts():
 def test_a_stopped_run_is_a_failed_mlflow_run_with_the_pass_rates_and_files(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from tasks.calibration import log_stopped_run
+    from pipelines.reporting.calibration import log_stopped_run
 
     tests = _tests_file(tmp_path)
     options = PreflightOptions(tests=str(tests))
     gate = run_preflight(tmp_path / "run", options, tests, GATE_JUDGE.model_copy(update={"cache": False}),
-                         ClientConfig(), "", llm=_type_1_judge())
+                         ClientConfig(), "", llm=_type_1_judge(), draw=plot_matrix)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     line = gate.line(20)
     run_id = log_stopped_run(uri, "ccrs-preflight-test", "demo", line, gate, tmp_path / "run",
@@ -337,7 +337,7 @@ def test_a_stopped_run_is_a_failed_mlflow_run_with_the_pass_rates_and_files(tmp_
 
 def test_the_verdict_of_a_run_that_judged_anyway_opens_with_the_warning(tmp_path):
     from pipelines.extensions import verdict_sections
-    from tasks.stage import MANIFEST
+    from tasks.runtime.stage import MANIFEST
     from pipelines.reporting.verdict import build_summary
     from tests.pipelines.reporting.test_verdict import make_judged_run
 

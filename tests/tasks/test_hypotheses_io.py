@@ -5,7 +5,7 @@ import pytest
 
 from stats.errors import StatsInputError
 from stats.hypotheses import Hypothesis, HypothesisSet
-from tasks.hypotheses_io import load_hypotheses
+from tasks.reduce import load_hypotheses
 
 PAPER_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "hypotheses" / "paper-h1-h3.yaml"
 

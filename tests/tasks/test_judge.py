@@ -5,8 +5,8 @@ from judges.config import CcrsOptions, ClientConfig, JudgeConfig, ReaderConfig
 from tasks.generate import run_generation
 from judges.suite import get_suite
 from tasks.judge import run_judging
-from tasks.judge_session import JudgeSession, load_samples
-from tasks.layout import RunLayout
+from tasks.runtime.judge_session import JudgeSession, load_samples
+from tasks.runtime.layout import RunLayout
 
 
 def _extractive_generations(tmp_path, inputs):
@@ -108,7 +108,7 @@ def test_injected_responses_and_contexts_are_flagged_not_dropped(tmp_path, bioas
     from judges.ccrs import CCRS_METRICS, empty_judgment
     from judges.injection import score_dictation
     from tasks.judge import judgments_frame
-    from tasks.judge_session import suspicious_texts
+    from tasks.runtime.judge_session import suspicious_texts
 
     gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs))
     samples, _ = load_samples(*(pd.read_parquet(p) for p in bioasq_inputs), gens, top_k=3)
@@ -128,7 +128,7 @@ def test_every_suite_records_empty_responses_and_failed_generations_one_row_per_
 ):
     from judges.suite import suites
     from tasks.judge import check_complete, judgments_frame
-    from tasks.judge_session import failed_generation_judgments
+    from tasks.runtime.judge_session import failed_generation_judgments
 
     gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs)).head(3)
     gens["answer"] = ""
@@ -204,7 +204,7 @@ def test_with_repeats_every_sample_has_k_rows_per_metric_and_a_missing_repeat_is
     completeness check counts (query, system, metric, repeat)."""
     from judges.config import RepeatOptions
     from tasks.judge import IncompleteJudgingError, check_complete, judgments_frame
-    from tasks.judge_session import failed_generation_judgments
+    from tasks.runtime.judge_session import failed_generation_judgments
 
     gens = pd.read_parquet(_extractive_generations(tmp_path, bioasq_inputs)).head(3)
     gens["answer"] = ""

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from judges.suite import get_suite
-from tasks.judge_session import load_samples
-from tasks.layout import RunLayout
+from tasks.runtime.judge_session import load_samples
+from tasks.runtime.layout import RunLayout
 from tasks.outputs import (
     COLUMN_ALIASES,
     OutputsError,

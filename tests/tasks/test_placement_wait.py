@@ -1,4 +1,4 @@
-"""The stages' wait on Ray tasks the cluster cannot place (tasks/fanout.py PlacementWatch, wait_any,
+"""The stages' wait on Ray tasks the cluster cannot place (tasks/runtime/fanout.py PlacementWatch, wait_any,
 get_placed): what it tells while Ray reports their demand unplaced, and the one line at the limit. The
 decision is tested with a given demand and clock (no Ray); one test asks the session's Ray for more CPUs
 than it has."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from infra import ray_runtime
-from tasks import fanout
-from tasks.fanout import PlacementWatch, UnplacedTasksError, get_placed, resource_shape
+from tasks.runtime import fanout
+from tasks.runtime.fanout import PlacementWatch, UnplacedTasksError, get_placed, resource_shape
 from tests.infra.test_ray_runtime import _status
 
 ONE_CPU = {"CPU": 1.0}

@@ -8,9 +8,9 @@ import pytest
 from stats.analysis import compute_all
 from stats.errors import StatsInputError
 from stats.hypotheses import Hypothesis, HypothesisSet
-from tasks.hypotheses_io import load_hypotheses
+from tasks.reduce import load_hypotheses
 from pipelines.reporting.report import write_outputs
-from tasks.scores_io import concat_scores, load_scores
+from tasks.reduce import concat_scores, load_scores
 from pipelines.reporting.verdict import build_stats_summary
 from tests.conftest import REPO
 from tests.stats.conftest import make_scores

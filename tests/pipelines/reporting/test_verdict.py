@@ -7,10 +7,10 @@ import pytest
 from pipelines.extensions import verdict_sections
 from stats.analysis import compute_all
 from pipelines.reporting.failures import write_failure_report
-from tasks.hypotheses_io import load_hypotheses
-from tasks.layout import RunLayout
-from tasks.scores_io import load_scores
-from tasks.stage import MANIFEST
+from tasks.reduce import load_hypotheses
+from tasks.runtime.layout import RunLayout
+from tasks.reduce import load_scores
+from tasks.runtime.stage import MANIFEST
 from pipelines.reporting.verdict import (
     VerdictError,
     build_stats_summary,

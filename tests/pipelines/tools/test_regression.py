@@ -62,7 +62,8 @@ SETTINGS = {"ccrs.judge_model": "smollm2-135m-instruct", "ccrs.scoring": "expect
 
 
 class Store:
-    """Pipeline runs logged the way tasks/tracking.py logs them: the parent run's tags, the judgments
+    """Pipeline runs logged the way pipelines/reporting/tracking.py logs them: the parent run's tags, the
+    judgments
     artifact the gate reads (samples/judgments.parquet) and, with `answers`, the per-sample table."""
 
     def __init__(self, root):
@@ -92,7 +93,7 @@ class Store:
     def _log_answers(self, run_id: str, scores: pd.DataFrame) -> None:
         import mlflow
 
-        from tasks.tracking import PER_SAMPLE_TABLE_ARTIFACT
+        from pipelines.reporting.tracking import PER_SAMPLE_TABLE_ARTIFACT
 
         samples = scores[["query_id", "system"]].drop_duplicates()
         mlflow.set_tracking_uri(self.uri)
@@ -366,7 +367,7 @@ def test_a_night_whose_every_judgment_failed_is_the_failure_rate_status_with_its
 
 
 def test_answers_missing_from_mlflow_come_from_the_runs_own_folder_while_it_still_holds_that_run(store):
-    from tasks.layout import OUTPUTS_STAGE, RunLayout
+    from tasks.runtime.layout import OUTPUTS_STAGE, RunLayout
 
     def folder_of(run_id: str, holds: str) -> None:
         """The run's folder (tag ccrs.run_dir, a `ccrs evaluate` run) whose track stage logged `holds`."""

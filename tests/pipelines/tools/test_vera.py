@@ -36,7 +36,7 @@ from pipelines.tools.vera import (
 from retrievers.config import DatasetConfig
 from retrievers.trec import QrelsError, load_qrels_texts, read_qrels
 from retrievers.types import Hit
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 from tests.conftest import BIOASQ_SAMPLE, REPO
 from tests.fakes import FakeLLMClient
 
@@ -107,8 +107,8 @@ TWO_METRICS = VeraOptions(metrics=["faithfulness", "retrieval_recall"], max_reas
 def in_process(monkeypatch, llm) -> None:
     """The generate stage and the judge session ask `llm` in this process instead of from Ray tasks."""
     from tasks import generate as generate_stage
-    from tasks import judge_session
-    from tasks.fanout import FanOutReport
+    from tasks.runtime import judge_session
+    from tasks.runtime.fanout import FanOutReport
 
     def here(fn, items, *args, **kwargs):
         return [fn(llm, item) for item in items], FanOutReport(items=len(items))
@@ -337,6 +337,47 @@ def test_the_relevant_vs_irrelevant_experiment_without_a_server(monkeypatch, tmp
     printed = capsys.readouterr().out
     assert "2 perfectly relevant (PR), 2 irrelevant (IR)" in printed
     assert re.search(r"vera_faithfulness\s+1\.000 \(2\)\s+0\.000 \(2\)\s+\+1\.000", printed)
+
+
+def test_vera_qrels_with_a_cross_encoder_prints_the_agg_column(monkeypatch, tmp_path, capsys):
+    """`ccrs vera qrels --cross-encoder PATH` in this process (fake reader and judge, no server): the
+    run's VERA suite adds the aggregate from a tiny cross-encoder BUILT IN THE TEST (no pretrained MS MARCO
+    cross-encoder installs here), vera_aggregate is the logit and vera_aggregate_sigmoid its expit, and
+    the console shows the paper's table with its Agg column (the logit means)."""
+    from pipelines.tools import endpoint
+    from tests.tiny_cross_encoder import build_tiny_cross_encoder
+
+    model = build_tiny_cross_encoder(tmp_path / "tiny-cross-encoder")
+    monkeypatch.setenv("CCRS_HOME", str(tmp_path / "home"))
+    qrels = read_qrels(QRELS)
+    qrels_file = tmp_path / "qrels.txt"
+    first = qrels[qrels.query_id.isin(qrels.query_id.unique()[:2])]
+    qrels_file.write_text("".join(f"{r.query_id} 0 {r.doc_id} {r.grade}\n" for r in first.itertuples()))
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "readers": [{"name": "r", "kind": "llm", "model": "m", "max_tokens": 32, "context_window": 8192}],
+        "judge": {"model": "m", "cache": False, "context_window": 8192,
+                  "vera": {"prompt_version": "paper", "metrics": ["faithfulness", "retrieval_recall"],
+                           "max_reasks": 0}}}))
+    in_process(monkeypatch, FakeLLMClient(fake_reply(lambda prompt: True)))
+    monkeypatch.setattr(endpoint, "fitted_judge", lambda config, suites, url, err=True: config.judge)
+    out = tmp_path / "out"
+    assert main(["vera", "qrels", "--qrels", str(qrels_file), "--unit", "query", "--k", "2", "--config",
+                 str(config), "--llm-base-url", "http://unused/v1", "--cross-encoder", model, "--b", "50",
+                 "--out", str(out)]) == 0
+    scores = pd.read_parquet(out / "qrels_scores.parquet")
+    logits = scores[scores.metric == "vera_aggregate"].set_index("query_id").score
+    sigmoids = scores[scores.metric == "vera_aggregate_sigmoid"].set_index("query_id").score
+    assert len(logits) == 4 and np.allclose(sigmoids[logits.index], 1 / (1 + np.exp(-logits)))
+    report = json.loads((out / "qrels.json").read_text())
+    agg = report["metrics"]["vera_aggregate"]
+    assert agg[PERFECTLY_RELEVANT]["n"] == agg[IRRELEVANT]["n"] == 2
+    printed = capsys.readouterr().out
+    header = next(line for line in printed.splitlines() if "Dataset" in line)
+    assert header.split() == ["Dataset", "Faithfulness", "Relevance", "Recall", "Precision", "Agg"]
+    pr_row = next(line for line in printed.splitlines() if line.split()[:1] == ["PR"]).split()
+    assert pr_row[1] == "1.00" and pr_row[3] == "1.00" and pr_row[2] == pr_row[4] == "-"
+    assert float(pr_row[5]) == pytest.approx(agg[PERFECTLY_RELEVANT]["mean"], abs=0.006)
 
 
 def test_the_paper_preset_sets_n_50_and_b_500_unless_given():

@@ -196,7 +196,8 @@ class StageCheckpoint:
 
     @classmethod
     def at(cls, path: Path, fsync_interval_s: float = 1.0) -> StageCheckpoint:
-        """A checkpoint in a file of the caller's choosing (a batch of a stage: tasks/judge_batches.py)."""
+        """A checkpoint in a file of the caller's choosing (a batch of a stage:
+        tasks/runtime/judge_batches.py)."""
         checkpoint = cls.__new__(cls)
         checkpoint.path, checkpoint.fsync_interval_s = Path(path), fsync_interval_s
         checkpoint._last_fsync = float("-inf")

@@ -27,8 +27,8 @@ from judges.repeats import client_for, plan_units, repeated_judgments
 from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.tokens import token_counter
 from retrievers.schema import top_k_contexts
-from tasks.fanout import FanOutReport, fan_out_report, given_bar, prefix_order
-from tasks.stage import StageCheckpoint
+from tasks.runtime.fanout import FanOutReport, fan_out_report, given_bar, prefix_order
+from tasks.runtime.stage import StageCheckpoint
 
 
 JUDGE_ENDPOINT_FIELDS = frozenset({"base_url", "api_key_env"})
@@ -131,7 +131,7 @@ def ordered_for_prefix_reuse(units: list[Unit]) -> tuple[list[Unit], list[str]]:
 @dataclass(frozen=True)
 class RayFanOut:
     """The transport of a run: Ray tasks against `base_url`, bounded, shard by shard, requeueing what a
-    lost worker or a failed request left (tasks/fanout.py)."""
+    lost worker or a failed request left (tasks/runtime/fanout.py)."""
 
 
     base_url: str

@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 
-from tasks.repeats import mean_over_repeats
+from stats.scores import mean_over_repeats
 
 
 def test_the_mean_over_repeats_leaves_failed_repeats_out_and_unrepeated_scores_as_they_are():

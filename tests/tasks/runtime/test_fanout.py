@@ -1,13 +1,14 @@
-"""Prefix-aware order, group-preserving shards and the per-worker client of the fan-out (tasks/fanout.py);
+"""Prefix-aware order, group-preserving shards and the per-worker client of the fan-out
+(tasks/runtime/fanout.py);
 on the CCRS plan of real BioASQ samples (no server: the plan renders the prompts locally)."""
 import pandas as pd
 
 from judges.ccrs import unit_request
 from judges.config import CcrsOptions, ClientConfig, JudgeConfig, ReaderConfig
 from judges.suite import get_suite
-from tasks.fanout import _CLIENTS, group_shards, prefix_order, shard_client
+from tasks.runtime.fanout import _CLIENTS, group_shards, prefix_order, shard_client
 from tasks.generate import build_items, generate_extractive
-from tasks.judge_session import judge_counter, load_samples, ordered_for_prefix_reuse
+from tasks.runtime.judge_session import judge_counter, load_samples, ordered_for_prefix_reuse
 
 
 def test_prefix_order_keeps_groups_together_in_order_of_first_appearance():

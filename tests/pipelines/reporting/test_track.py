@@ -1,4 +1,5 @@
-"""The track stage (tasks/track.py): one MLflow run per call, the GQM report beside it (the `gqm_goals`
+"""The track stage (pipelines/reporting/track.py): one MLflow run per call, the GQM report beside it (the
+`gqm_goals`
 run extension's payload), its key covering the MLflow logging and GQM code."""
 import json
 import shutil
@@ -8,10 +9,10 @@ import pandas as pd
 from judges.suite import metric_order, suite_membership
 from pipelines.extensions import track_payloads
 from pipelines.tools.gqm_report import DEFAULT_GOALS
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 from tasks.reduce import run_reduce
-from tasks.track import RunRecord, run_track, track_code
-from tests.tasks.test_gqm_report import make_run
+from pipelines.reporting.track import RunRecord, run_track, track_code
+from tests.pipelines.reporting.test_gqm import make_run
 
 GOALS = track_payloads({"gqm_goals": str(DEFAULT_GOALS)})  # what the pipeline passes for `gqm_goals: FILE`
 
@@ -53,11 +54,11 @@ def test_track_logs_a_run_with_its_tags_and_the_gqm_report_every_time(tmp_path):
 
 
 def test_the_track_stage_key_covers_the_mlflow_logging_and_the_gqm_report(tmp_path, monkeypatch):
-    from tasks import stage
+    from tasks.runtime import stage
 
     before = track_code(GOALS)
     found = stage._module_file
-    for module in ("tasks.gqm_report", "tasks.tracking"):
+    for module in ("pipelines.reporting.gqm", "pipelines.reporting.tracking"):
         edited = tmp_path / f"{module}.py"
         shutil.copy(found(module), edited)
         edited.write_text(edited.read_text() + "\n# an edit\n")
@@ -76,7 +77,7 @@ def test_the_mlflow_run_spans_the_command_and_its_description_is_the_verdicts_he
 
     from mlflow.tracking import MlflowClient
 
-    from tasks.tracking import GATE_PREFIX, NOTE_TAG, set_gate_status
+    from pipelines.reporting.tracking import GATE_PREFIX, NOTE_TAG, set_gate_status
 
     run_dir = make_run(tmp_path / "run")
     layout = RunLayout(run_dir)

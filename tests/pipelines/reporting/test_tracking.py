@@ -1,4 +1,4 @@
-from tasks.tracking import flatten, redact, run_description, run_url
+from pipelines.reporting.tracking import flatten, redact, run_description, run_url
 
 
 def test_redact_hides_secret_values_but_keeps_env_var_names():
@@ -29,7 +29,7 @@ def test_unreachable_tracking_server_is_a_clear_error_naming_the_address():
 
     import pytest
 
-    from tasks.tracking import TrackingError, check_tracking_reachable
+    from pipelines.reporting.tracking import TrackingError, check_tracking_reachable
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -41,7 +41,7 @@ def test_unreachable_tracking_server_is_a_clear_error_naming_the_address():
 def test_comparison_table_is_logged_as_an_mlflow_table(tmp_path):
     import mlflow
 
-    from tasks.tracking import COMPARISON_TABLE_ARTIFACT, log_comparison_table
+    from pipelines.reporting.tracking import COMPARISON_TABLE_ARTIFACT, log_comparison_table
 
     rows = [{"suite": "ccrs", "metric": "QR", "rank": 1, "discriminative_power": 0.9333},
             {"suite": "ragchecker", "metric": "rc_recall", "rank": 1, "discriminative_power": 0.8}]
@@ -83,7 +83,7 @@ def _per_sample_inputs():
 
 
 def test_per_sample_table_has_one_row_per_question_and_system():
-    from tasks.tracking import per_sample_table
+    from pipelines.reporting.tracking import per_sample_table
 
     queries, generations, judgments = _per_sample_inputs()
     table = per_sample_table(queries, generations, judgments)
@@ -103,7 +103,7 @@ def test_per_sample_table_shows_the_mean_of_the_repeats_and_each_repeats_reply()
     repeats (a failed repeat left out), the replies and failures are labelled metric[repeat]."""
     import pandas as pd
 
-    from tasks.tracking import per_sample_table
+    from pipelines.reporting.tracking import per_sample_table
 
     queries, generations, judgments = _per_sample_inputs()
     second = judgments.assign(repeat=1, raw=judgments["raw"] + " again", score=judgments["score"] / 2)
@@ -122,7 +122,7 @@ def test_per_sample_table_shows_the_mean_of_the_repeats_and_each_repeats_reply()
 def test_per_sample_table_is_an_mlflow_table_in_a_runs_first_experiment(tmp_path):
     import mlflow
 
-    from tasks.tracking import (
+    from pipelines.reporting.tracking import (
         EXPERIMENT_KIND,
         EXPERIMENT_KIND_TAG,
         PER_SAMPLE_TABLE_ARTIFACT,
@@ -145,7 +145,7 @@ def test_logged_log_files_have_secret_values_masked(tmp_path, monkeypatch):
     import mlflow
 
     from infra import secrets
-    from tasks.tracking import _log_logs
+    from pipelines.reporting.tracking import _log_logs
 
     monkeypatch.setattr(secrets, "_registered", set())  # this test's secret is gone afterwards
     secrets.register_secret("sk-planted-logs-0042")

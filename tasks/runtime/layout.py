@@ -14,7 +14,7 @@
       reduce/stats.json, tables/, plots/                            statistics over every suite's scores
       track/                                                        MLflow run ids (and gqm/ when asked)
 
-Stages write through tasks/stage.py into `run_dir/<stage>/`; everything that reads a run (reduce,
+Stages write through tasks/runtime/stage.py into `run_dir/<stage>/`; everything that reads a run (reduce,
 tracking, `ccrs report`, `ccrs compare`, `ccrs vera`) finds files through `RunLayout`.
 """
 from __future__ import annotations

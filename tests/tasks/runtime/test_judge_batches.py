@@ -2,7 +2,13 @@
 import pandas as pd
 import pyarrow.parquet as pq
 
-from tasks.judge_batches import BatchStore, concatenate, merge_summaries, question_batches, scored_rows
+from tasks.runtime.judge_batches import (
+    BatchStore,
+    concatenate,
+    merge_summaries,
+    question_batches,
+    scored_rows,
+)
 
 
 def _generations(queries: pd.DataFrame, systems=("bm25+a", "knn+a", "bm25+b")) -> pd.DataFrame:

@@ -1,8 +1,8 @@
 """GQM report of a run directory: goal tree config (YAML, pydantic), metric table, aggregation, plots, MLflow.
-The track stage (tasks/track.py) runs it with the run config's `gqm_goals`; `ccrs report`
-(pipelines/tools/gqm_report.py) with a goal tree of the user's, the thesis tree by default.
+The track stage (pipelines/reporting/track.py) runs it with the run config's `gqm_goals`; `ccrs report`
+(pipelines/tools/gqm_report.py) with the goal tree named (`thesis`, `hybrid`: the default) or a file.
 
-Inputs read from RUN_DIR through tasks/layout.py (all optional except that at least one metric source
+Inputs read from RUN_DIR through tasks/runtime/layout.py (all optional except that at least one metric source
 must exist):
 - judge_<suite>/scores.parquet   long format (query_id, system, metric, score), every judge suite the run
                                  judged (CCRS, GroUSE, VERA, RAGChecker-style, GQM thesis judges); with
@@ -41,10 +41,12 @@ from stats.gqm import (
     category_means,
     finite_or_none,
 )
-from tasks.layout import SCORES_FILE, RunLayout
-from tasks.plots import figure_file
-from tasks.repeats import REPEAT_COLUMN, mean_over_repeats
-from tasks.stage import read_manifest
+from tasks.runtime.layout import SCORES_FILE, RunLayout
+from pipelines.reporting.gqm_types import question_type_files, question_type_table
+from pipelines.reporting.plots import figure_file
+from pipelines.reporting.tracking import attach
+from stats.scores import REPEAT_COLUMN, mean_over_repeats
+from tasks.runtime.stage import read_manifest
 
 QTYPES = ("yesno", "factoid", "list", "summary")
 K_PATTERN = re.compile(r"^(?P<base>.+)@k$")
@@ -57,9 +59,19 @@ class _Strict(BaseModel):
 
 
 class MetricCfg(_Strict):
+    """One metric of a question: `name` its column in the run's scores; `label` what it is; `proxy_for` the
+    thesis metric it stands in for when it measures it another way (`note` then says how); `computed: false`
+    a metric of the tree that this project does not compute (`reason` says why): it keeps its weight, so the
+    coverage of its question and goal shows the share measured, and it never resolves to a column."""
+
     name: str = Field(min_length=1)
     role: Literal["primary", "secondary", "supporting"]
     weight: float
+    label: str = ""
+    proxy_for: str | None = None
+    note: str = ""
+    computed: bool = True
+    reason: str = ""
 
     @model_validator(mode="after")
     def _weight_in_role_range(self) -> MetricCfg:
@@ -68,6 +80,21 @@ class MetricCfg(_Strict):
             raise ValueError(f"metric {self.name!r}: weight {self.weight} outside the thesis range "
                              f"{low}-{high} for role {self.role!r}")
         return self
+
+    @model_validator(mode="after")
+    def _explained(self) -> MetricCfg:
+        if not self.computed and not self.reason:
+            raise ValueError(f"metric {self.name!r}: computed: false needs the reason")
+        if self.computed and self.reason:
+            raise ValueError(f"metric {self.name!r}: `reason` is for computed: false (a deviation: `note`)")
+        if self.proxy_for and not self.note:
+            raise ValueError(f"metric {self.name!r}: proxy_for needs a note saying how it differs")
+        return self
+
+    def display(self) -> str:
+        """The metric as the report prints it: its label (or name), and its proxy mark."""
+        text = self.label or self.name
+        return f"{text} [proxy for {self.proxy_for}]" if self.proxy_for else text
 
 
 class NoCounterpartCfg(_Strict):
@@ -119,10 +146,18 @@ class GQMConfig(_Strict):
 
     @model_validator(mode="after")
     def _categories_name_tree_metrics(self) -> GQMConfig:
-        known = {m.name for g in self.goals for q in g.questions for m in q.metrics}
+        known = {m.name for g in self.goals for q in g.questions for m in q.metrics if m.computed}
         unknown = sorted({m for members in self.metric_categories.values() for m in members} - known)
         if unknown:
             raise ValueError(f"metric_categories name metrics the goal tree does not have: {unknown}")
+        return self
+
+    @model_validator(mode="after")
+    def _computed_or_not(self) -> GQMConfig:
+        metrics = [m for g in self.goals for q in g.questions for m in q.metrics]
+        both = sorted({m.name for m in metrics if m.computed} & {m.name for m in metrics if not m.computed})
+        if both:
+            raise ValueError(f"metrics marked both computed and computed: false: {both}")
         return self
 
     @model_validator(mode="after")
@@ -134,6 +169,10 @@ class GQMConfig(_Strict):
         if duplicates:
             raise ValueError(f"duplicate goal/question ids: {duplicates}")
         return self
+
+    def not_computed(self) -> set[str]:
+        """Names of the tree's metrics marked computed: false (never looked up in a run)."""
+        return {m.name for g in self.goals for q in g.questions for m in q.metrics if not m.computed}
 
     def tree(self) -> GoalTree:
         return GoalTree(tuple(
@@ -239,7 +278,7 @@ def load_metric_table(run_dir: str | Path) -> tuple[pd.DataFrame, dict[str, str]
 
 def _score_columns(path: Path) -> list[str]:
     """A scores file's long-format columns, and `repeat` where judge.repeats asked each judgment more than
-    once (the table then holds the mean of each sample's scored repeats: tasks/repeats.py)."""
+    once (the table then holds the mean of each sample's scored repeats: stats/scores.py)."""
     columns = ["query_id", "system", "metric", "score"]
     return columns + ([REPEAT_COLUMN] if REPEAT_COLUMN in pq.read_schema(path).names else [])
 
@@ -272,7 +311,8 @@ def resolve_names(config_names: list[str], available: list[str]) -> dict[str, st
 def build_report(config: GQMConfig, table: pd.DataFrame, sources: dict[str, str] | None = None) -> dict:
     tree = config.tree()
     names = tree.metric_names()
-    resolved = resolve_names(names, sorted(table["metric"].unique()))
+    not_computed = config.not_computed()
+    resolved = resolve_names([n for n in names if n not in not_computed], sorted(table["metric"].unique()))
     means = table.groupby(["system", "qtype", "metric"])["score"].agg(["mean", "count"])
     overall_means = table.groupby(["system", "metric"])["score"].agg(["mean", "count"])
     n_queries = table.groupby(["system", "qtype"])["query_id"].nunique()
@@ -316,7 +356,14 @@ def build_report(config: GQMConfig, table: pd.DataFrame, sources: dict[str, str]
         "qtypes": qtypes,
         "metric_columns": {name: resolved.get(name) for name in names},
         "metric_sources": {name: (sources or {}).get(resolved[name]) for name in names if name in resolved},
-        "missing_metrics": [name for name in names if name not in resolved],
+        "missing_metrics": [name for name in names if name not in resolved and name not in not_computed],
+        "not_computed": [
+            {"goal": g.id, "question": q.id, "name": m.name, "label": m.label, "role": m.role,
+             "weight": m.weight, "reason": m.reason}
+            for g in config.goals for q in g.questions for m in q.metrics if not m.computed],
+        "proxies": [{"metric": name, "proxy_for": proxy_for} for name, proxy_for in sorted(
+            {(m.name, m.proxy_for) for g in config.goals for q in g.questions for m in q.metrics
+             if m.proxy_for})],
         "no_counterpart": [
             {"goal": g.id, "question": q.id, **nc.model_dump()} for g in config.goals for q in g.questions
             for nc in q.no_counterpart
@@ -328,6 +375,12 @@ def build_report(config: GQMConfig, table: pd.DataFrame, sources: dict[str, str]
 def _node(node) -> dict:
     return {"score": node.score, "computable": node.score is not None, "reason": node.reason,
             "coverage": node.coverage}
+
+
+def _unavailable(metric: MetricCfg, resolved: dict[str, str]) -> str:
+    if not metric.computed:
+        return f"not computed here: {metric.reason}"
+    return "metric not computed in this run" if metric.name not in resolved else "no score for this slice"
 
 
 def _slice_entry(config: GQMConfig, result: GQMResult, counts: dict[str, int], resolved: dict[str, str],
@@ -343,11 +396,12 @@ def _slice_entry(config: GQMConfig, result: GQMResult, counts: dict[str, int], r
             for m in cfg_q.metrics:
                 c = contributions.get((cfg_goal.id, cfg_q.id, m.name))
                 m_out.append({
-                    "name": m.name, "column": resolved.get(m.name), "role": m.role, "weight": m.weight,
+                    "name": m.name, "label": m.label, "display": m.display(), "proxy_for": m.proxy_for,
+                    "note": m.note, "computed": m.computed,
+                    "column": resolved.get(m.name), "role": m.role, "weight": m.weight,
                     "value": c.value if c else None, "n": int(counts.get(m.name, 0)),
                     "available": c is not None,
-                    "reason": None if c else ("metric not computed in this run" if m.name not in resolved
-                                              else "no score for this slice"),
+                    "reason": None if c else _unavailable(m, resolved),
                     "to_question": c.to_question if c else None, "to_goal": c.to_goal if c else None,
                     "to_overall": c.to_overall if c else None,
                 })
@@ -357,6 +411,50 @@ def _slice_entry(config: GQMConfig, result: GQMResult, counts: dict[str, int], r
                           "questions": q_out})
     return {"n_queries": n, "overall": _node(result.overall), "goals": goals_out,
             "components": {k: _node(v) for k, v in result.components.items()}}
+
+
+# --- the printed tree -------------------------------------------------------------------------------
+
+def _score(node: dict) -> str:
+    return f"{node['score']:.3f}" if node["score"] is not None else "n/a"
+
+
+def tree_lines(report: dict) -> list[str]:
+    """The report as `ccrs report` prints it: per system its overall score, goals and questions (score and
+    coverage, the share of the tree's weight measured), each question's computed metrics (value, role,
+    weight, proxy mark) apart from those not computed here; the reasons once, at the end."""
+    lines = [f"goal tree {report['config']}"]
+    for system in report["systems_order"]:
+        entry = report["systems"][system]["all"]
+        overall = entry["overall"]
+        lines.append(f"{system}: overall {_score(overall)} (coverage {overall['coverage']:.2f})"
+                     + ("" if overall["score"] is not None else f" ({overall['reason']})"))
+        for goal in entry["goals"]:
+            lines.append(f"  {goal['id']}: {_score(goal)} (coverage {goal['coverage']:.2f}) {goal['text']}")
+            for question in goal["questions"]:
+                lines += _question_lines(question)
+    if report.get("not_computed"):
+        lines.append("not computed here (their weight counts against coverage):")
+        reasons = {m["name"]: m for m in report["not_computed"]}
+        lines += [f"  {m['label'] or name}: {m['reason']}" for name, m in reasons.items()]
+    return lines
+
+
+def _question_lines(question: dict) -> list[str]:
+    lines = [f"    {question['id']}: {_score(question)} (coverage {question['coverage']:.2f}) "
+             f"[{question['component']}]"]
+    computed = [m for m in question["metrics"] if m["computed"]]
+    skipped = [m for m in question["metrics"] if not m["computed"]]
+    if computed:
+        lines.append("      computable here:")
+        for m in computed:
+            value = f"{m['value']:.3f}" if m["value"] is not None else "n/a  "
+            absent = "" if m["value"] is not None else f" ({m['reason']})"
+            lines.append(f"        {value}  {m['name']}: {m['display']}, {m['role']} {m['weight']:g}{absent}")
+    if skipped:
+        lines.append("      not computable here: " + "; ".join(
+            f"{m['label'] or m['name']}, {m['role']} {m['weight']:g}" for m in skipped))
+    return lines
 
 
 # --- plots --------------------------------------------------------------------------------------------
@@ -415,6 +513,7 @@ def heatmap(report: dict, path: Path, level: str) -> Path:
     else:
         rows = list(dict.fromkeys(m["name"] for g in first["goals"] for q in g["questions"]
                                   for m in q["metrics"] if report["metric_columns"].get(m["name"])))
+        rows = rows or ["(no metric of the tree measured)"]  # an all-n/a panel rather than an empty axis
     figsize = (2.2 + 1.1 * len(qtypes) * len(systems), 0.9 + 0.35 * max(1, len(rows)))
     with figure_file(path, dpi=110, tight_layout=False, bbox_inches="tight", nrows=1, ncols=len(systems),
                      figsize=figsize, squeeze=False) as (fig, axes):
@@ -463,6 +562,7 @@ def write_report(run_dir: str | Path, goals: str | Path,
     report["run_dir"] = str(run_dir)
     judged_grouse = "grouse" in RunLayout(run_dir).judged_suites()
     report["not_applicable"] = not_applicable(run_dir) if judged_grouse else []
+    report["question_types"] = question_type_table(report)
     out = Path(out_dir) if out_dir else RunLayout(run_dir).gqm_dir
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / "gqm_report.json"
@@ -474,6 +574,7 @@ def write_report(run_dir: str | Path, goals: str | Path,
                heatmap(report, out / "heatmap_metrics.png", "metrics")]
     if config.metric_categories:
         written.append(component_chart(report, out / "components.png"))
+    written += question_type_files(report, out)
     return report, written
 
 
@@ -483,16 +584,11 @@ def _mlflow_key(text: str) -> str:
 
 def log_to_mlflow(report: dict, files: list[Path], tracking_uri: str, run_id: str) -> None:
     """Artifacts under gqm/ of the given run, plus gqm/<system>/<goal> metrics (computable ones only)."""
-    import mlflow
-
-    client = mlflow.tracking.MlflowClient(tracking_uri=tracking_uri)
-    client.get_run(run_id)  # fails early with MLflow's message for an unknown run id
-    for path in files:
-        client.log_artifact(run_id, str(path), artifact_path="gqm")
+    metrics = {}
     for system, entry in report["systems"].items():
         nodes = [("overall", entry["all"]["overall"])] + [(g["id"], g) for g in entry["all"]["goals"]]
         nodes += [(f"component/{k}", v) for k, v in entry["all"]["components"].items()]
         nodes += [(f"category/{k}", v) for k, v in entry["all"].get("metric_categories", {}).items()]
-        for name, node in nodes:
-            if node["score"] is not None:
-                client.log_metric(run_id, _mlflow_key(f"gqm/{system}/{name}"), float(node["score"]))
+        metrics.update({_mlflow_key(f"gqm/{system}/{name}"): float(node["score"])
+                        for name, node in nodes if node["score"] is not None})
+    attach(tracking_uri, run_id, metrics=metrics, files=files, artifact_path="gqm")

@@ -1,5 +1,6 @@
 """The track stage: one MLflow run for every invocation, finished stages reused or not (a nightly history
-exists even when nothing changed), logged by tasks/tracking.py; then what the run's optional parts add to
+exists even when nothing changed), logged by pipelines/reporting/tracking.py; then what the run's optional
+parts add to
 that MLflow run (`TrackPayload`s: the run extensions of pipelines/extensions/, passed in by the caller,
 which may also write into the stage's folder). The stage's folder holds the ids of the latest MLflow run."""
 from __future__ import annotations
@@ -9,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.layout import RunLayout
-from tasks.stage import StageResult, code_version, run_stage, stage_key
-from tasks.tracking import log_pipeline_run
+from tasks.runtime.layout import RunLayout
+from tasks.runtime.stage import StageResult, code_version, run_stage, stage_key
+from pipelines.reporting.tracking import log_pipeline_run
 
 TRACK_STAGE = "track"
 

@@ -5,7 +5,14 @@ import pandas as pd
 import pytest
 
 from stats.scores import build_cube, validate_scores
-from tasks.plots import figure_file, grid_file, listed_colormap, pyplot, query_mean_histograms, query_means
+from pipelines.reporting.plots import (
+    figure_file,
+    grid_file,
+    listed_colormap,
+    pyplot,
+    query_mean_histograms,
+    query_means,
+)
 
 
 def test_figure_file_saves_a_png_and_closes_the_figure(tmp_path):

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tasks.stage import code_version, file_fingerprint, run_stage, stage_key
+from tasks.runtime.stage import code_version, file_fingerprint, run_stage, stage_key
 
 
 def _writer(calls):
@@ -69,7 +69,7 @@ def test_code_version_follows_the_source_of_the_stage_and_what_it_imports(tmp_pa
     (package / "stage_a.py").write_text("from .sub import helper\nVALUE = 1\n")
     (package / "sub" / "helper.py").write_text("def f():\n    return 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("tasks.stage.PROJECT_PACKAGES", ("tasks_probe",))
+    monkeypatch.setattr("tasks.runtime.stage.PROJECT_PACKAGES", ("tasks_probe",))
     before = code_version("tasks_probe.stage_a")
     assert before == code_version("tasks_probe.stage_a")
     (package / "sub" / "helper.py").write_text("def f():\n    return 2\n")  # an edit two imports away
@@ -84,7 +84,7 @@ def test_code_version_of_the_real_stages_is_stable_and_distinct():
 def test_checkpoint_keeps_every_save_and_fsyncs_at_most_once_per_interval(tmp_path, monkeypatch):
     import os
 
-    from tasks.stage import StageCheckpoint
+    from tasks.runtime.stage import StageCheckpoint
 
     synced = []
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))

@@ -1,6 +1,6 @@
 import json
 
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 
 
 def test_judged_suites_are_the_finished_ones_that_the_runs_config_names(tmp_path):

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.tools.gqm_report import DEFAULT_GOALS, write_report
-from tasks.gqm_report import GQMConfigError, build_report, load_goals, load_metric_table
+from pipelines.tools.gqm_report import DEFAULT_GOALS, GOAL_TREES, goals_path, write_report
+from pipelines.reporting.gqm import GQMConfigError, build_report, load_goals, load_metric_table, tree_lines
 
-from tasks.layout import RunLayout
+from tasks.runtime.layout import RunLayout
 
 QTYPES = ["yesno", "factoid", "list", "summary"]
 
@@ -41,8 +41,9 @@ def make_run(root: Path, with_retrieval: bool = True) -> Path:
     return root
 
 
-def test_thesis_goals_load():
+def test_hybrid_goals_load():
     config = load_goals(DEFAULT_GOALS)
+    assert DEFAULT_GOALS == GOAL_TREES["hybrid"] and config.name == "ccrs-hybrid-five-goals"
     assert [g.id for g in config.goals] == ["G1", "G2", "G3", "G4", "G5"]
     assert any(nc.metric == "BERTScore" for g in config.goals for q in g.questions for nc in q.no_counterpart)
 
@@ -53,6 +54,10 @@ def test_thesis_goals_load():
     (lambda d: d["goals"][0].update(questions=[]), "empty goal"),
     (lambda d: d["goals"][0].update(colour="red"), "Extra inputs"),
     (lambda d: d["metric_categories"]["system"].append("BLEU"), "metric_categories name metrics"),
+    (lambda d: d["goals"][0]["questions"][0]["metrics"][1].update(note=""), "proxy_for needs a note"),
+    (lambda d: d["goals"][0]["questions"][0]["metrics"][3].update(computed=False), "needs the reason"),
+    (lambda d: d["goals"][0]["questions"][1]["metrics"][2].update(computed=False, reason="r"),
+     "both computed and computed: false"),  # CC, computed in Q1.1
 ])
 def test_invalid_configs_are_rejected_clearly(tmp_path, mutate, message):
     data = yaml.safe_load(DEFAULT_GOALS.read_text())
@@ -77,9 +82,9 @@ def test_report_traceability_per_qtype_and_missing_metrics(tmp_path):
     total = sum(m["to_overall"] for g in entry["goals"] for q in g["questions"] for m in q["metrics"]
                 if m["available"])
     assert total == pytest.approx(entry["overall"]["score"])
-    # Q1.1: only CC and AC present -> renormalized (coverage 1.2 / 3.4, the sum of the tree's Q1.1 weights)
+    # Q1.1: only CC and AC present -> renormalized (coverage 1.2 / 4.4, the sum of the tree's Q1.1 weights)
     q11 = entry["goals"][0]["questions"][0]
-    assert q11["coverage"] == pytest.approx(1.2 / 3.4)
+    assert q11["coverage"] == pytest.approx(1.2 / 4.4)
     vf = next(m for m in q11["metrics"] if m["name"] == "vera_faithfulness")
     assert vf["value"] is None and vf["reason"] == "metric not computed in this run"
     cc = table[(table.system == "bm25+r") & (table.metric == "CC")].score.mean()
@@ -138,7 +143,7 @@ def test_grouse_scores_of_a_ccrs_and_grouse_run_reach_the_report(tmp_path):
 
 
 def test_g5_renormalizes_without_the_vera_aggregate_and_ignores_the_untrained_demo_head(tmp_path):
-    """No trained cross-encoder: `ccrs vera score` writes no vera_aggregate, and the demo head's
+    """No trained cross-encoder: `ccrs vera score` writes no vera_aggregate_sigmoid, and the demo head's
     vera_aggregate_untrained is not a goal-tree metric; Q5.1 is renormalized over AC, RR@k, ID."""
     root = make_run(tmp_path / "run")
     layout = RunLayout(root)
@@ -148,7 +153,7 @@ def test_g5_renormalizes_without_the_vera_aggregate_and_ignores_the_untrained_de
         layout.vera_dir / "scores.parquet")
     table, sources = load_metric_table(root)
     report = build_report(load_goals(DEFAULT_GOALS), table, sources)
-    assert "vera_aggregate" in report["missing_metrics"]
+    assert "vera_aggregate_sigmoid" in report["missing_metrics"]
     q51 = report["systems"]["bm25+r"]["all"]["goals"][4]["questions"][0]
     tree_weights = sum(m.weight for m in load_goals(DEFAULT_GOALS).goals[4].questions[0].metrics)
     assert tree_weights == pytest.approx(3.7)  # with the gqm judge's multi-hop, correctness, utilisation
@@ -164,7 +169,7 @@ def test_grouse_citation_metrics_are_left_out_for_a_reader_prompt_without_citati
     NR in the goal tree (not applicable, with the reason); a citing system keeps them."""
     from judges.grouse import CITATION_METRICS
     from judges.readers import PROMPT_VERSIONS
-    from tasks.stage import MANIFEST
+    from tasks.runtime.stage import MANIFEST
 
     root = make_run(tmp_path / "run")
     layout = RunLayout(root)
@@ -202,3 +207,97 @@ def test_repeated_judgments_reach_the_report_as_each_samples_mean(tmp_path):
     expected = repeated.groupby(["query_id", "system", "metric"])["score"].mean()
     got = table.set_index(["query_id", "system", "metric"])["score"]
     pd.testing.assert_series_equal(got.sort_index(), expected.sort_index(), check_names=False)
+
+
+# --- the thesis' own tree (`--goals thesis`) ------------------------------------------------------------
+
+# gqm-thesis.txt chapter 4.1: each question's metrics and roles, nothing else.
+THESIS_QUESTIONS = {
+    "Q1.1": [("Faithfulness", "primary"), ("Factual Consistency", "secondary"),
+             ("Attribution Score", "supporting")],
+    "Q1.2": [("Faithfulness", "primary"), ("Factual Consistency", "primary")],
+    "Q2.1": [("Context Precision", "primary"), ("Context Relevance", "primary"),
+             ("Semantic Diversity", "secondary")],
+    "Q2.2": [("Answer Relevance", "primary"), ("Answer Completeness", "secondary")],
+    "Q3.1": [("Context Recall", "primary"), ("Context Entities Recall", "secondary")],
+    "Q3.2": [("Answer Completeness", "primary"), ("Context Utilization Rate", "secondary")],
+    "Q4.1": [("Self-Consistency Score", "primary"), ("BERTScore", "secondary")],
+    "Q5.1": [("Multi-hop Reasoning Score", "primary"), ("Answer Correctness", "secondary"),
+             ("Context Utilization Rate", "supporting")],
+}
+MIDPOINTS = {"primary": 0.9, "secondary": 0.6, "supporting": 0.25}
+# Columns that measure a thesis metric another way: wherever a tree names them, they are marked proxies.
+PROXY_COLUMNS = {"P@k", "R@k", "vera_faithfulness", "vera_retrieval_precision", "vera_retrieval_recall",
+                 "vera_answer_relevance"}
+
+
+def test_the_thesis_tree_holds_only_the_thesis_metrics_at_their_roles():
+    config = load_goals(goals_path("thesis"))
+    got = {q.id: [((m.proxy_for or m.label), m.role) for m in q.metrics] for g in config.goals
+           for q in g.questions}
+    assert list(got) == list(THESIS_QUESTIONS)
+    for qid, expected in THESIS_QUESTIONS.items():
+        assert [role for _, role in got[qid]] == [role for _, role in expected], qid
+        assert all(text.startswith(name) for (text, _), (name, _) in zip(got[qid], expected)), got[qid]
+    metrics = [m for g in config.goals for q in g.questions for m in q.metrics]
+    assert all(m.weight == MIDPOINTS[m.role] for m in metrics)
+    assert config.not_computed() == {"factual_consistency", "context_entities_recall", "self_consistency",
+                                     "bertscore"}
+    assert all(m.reason for m in metrics if not m.computed)
+    assert {"gqm_context_precision", "gqm_faithfulness"} <= {m.name for m in metrics if m.computed}
+
+
+@pytest.mark.parametrize("tree", sorted(GOAL_TREES))
+def test_every_proxy_is_marked_wherever_a_tree_names_it(tree):
+    config = load_goals(goals_path(tree))
+    metrics = [m for g in config.goals for q in g.questions for m in q.metrics]
+    assert all(m.proxy_for and m.note for m in metrics if m.name in PROXY_COLUMNS)
+    assert all("[proxy for " in m.display() for m in metrics if m.proxy_for)
+    assert all(m.label for m in metrics), "every metric says what it is"
+
+
+def _add_gqm_scores(root: Path, metrics: dict[str, float]) -> None:
+    layout = RunLayout(root)
+    layout.judge_dir("gqm").mkdir()
+    rows = [(f"q{i}", s, m, v) for i in range(8) for s in ("bm25+r", "knn+r") for m, v in metrics.items()]
+    pd.DataFrame(rows, columns=["query_id", "system", "metric", "score"]).to_parquet(layout.scores("gqm"))
+
+
+def test_the_thesis_report_counts_the_not_computed_weight_and_prints_it_apart(tmp_path):
+    root = make_run(tmp_path / "run")  # CCRS and IR metrics: none of them is in the thesis tree
+    _add_gqm_scores(root, {"gqm_faithfulness": 0.8, "gqm_attribution": 0.4, "gqm_context_precision": 0.5})
+    report, _ = write_report(root, "thesis", tmp_path / "gqm")
+    assert {m["name"] for m in report["not_computed"]} == load_goals(goals_path("thesis")).not_computed()
+    assert not load_goals(goals_path("thesis")).not_computed() & set(report["missing_metrics"])
+    assert not {"CC", "AC", "P@k", "R@k"} & set(report["metric_columns"])
+    entry = report["systems"]["bm25+r"]["all"]
+    g1, g2, _, g4, _ = entry["goals"]
+    q11, q12 = g1["questions"]
+    assert q11["score"] == pytest.approx((0.9 * 0.8 + 0.25 * 0.4) / (0.9 + 0.25))
+    assert q11["coverage"] == pytest.approx((0.9 + 0.25) / (0.9 + 0.6 + 0.25))  # no Factual Consistency
+    assert q12["coverage"] == pytest.approx(0.9 / 1.8)
+    assert g1["coverage"] == pytest.approx((q11["coverage"] + q12["coverage"]) / 2)
+    assert g4["score"] is None and g4["coverage"] == 0.0  # Self-Consistency and BERTScore: not computed
+    fc = next(m for m in q11["metrics"] if m["name"] == "factual_consistency")
+    assert fc["computed"] is False and fc["reason"].startswith("not computed here: needs the HHEM")
+    assert g2["questions"][0]["score"] == pytest.approx(0.5)  # Context Precision alone of Q2.1
+
+    lines = tree_lines(report)
+    text = "\n".join(lines)
+    assert lines[0] == "goal tree gqm-thesis"
+    q11_block = text[text.index("    Q1.1"):text.index("    Q1.2")]
+    computed, not_computed = q11_block.split("      not computable here: ")
+    assert "gqm_faithfulness" in computed and "Factual Consistency" not in computed
+    assert not_computed.startswith("Factual Consistency (eq. 5.8")
+    assert "0.500  gqm_context_precision: Context Precision (eq. 5.1" in text
+    assert "vera_retrieval_precision: VERA retrieval precision [proxy for Context Relevance (eq. 5.3)]" \
+        in text
+    reasons = text[text.index("not computed here (their weight counts against coverage):"):]
+    assert reasons.count("\n  ") == 4 and "roberta-large" in reasons
+
+
+def test_goal_trees_are_chosen_by_name_or_file(tmp_path):
+    assert goals_path(None) == GOAL_TREES["hybrid"] and goals_path("thesis") == GOAL_TREES["thesis"]
+    assert goals_path(str(tmp_path / "mine.yaml")) == tmp_path / "mine.yaml"
+    with pytest.raises(GQMConfigError, match="unknown goal tree 'thesys'"):
+        goals_path("thesys")

