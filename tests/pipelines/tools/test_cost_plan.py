@@ -158,6 +158,17 @@ def test_a_suite_whose_tokens_are_not_modelled_gets_no_flops_and_no_total_hours(
         "flops": None, "gpu_hours": None, "wall_hours": None}
 
 
+def test_a_metric_computed_without_the_judge_costs_no_call():
+    """gqm_bertscore is computed here (judges/bertscore.py): it adds no judge call and no token."""
+    samples = _samples(2)
+    base = {"judges": ["gqm"], "judge.scoring": "integer"}
+    (alone,) = judge_stages(load_config(None, {**base, "judge.gqm.metrics": ["attribution"]}), samples)
+    (both,) = judge_stages(load_config(None, {**base, "judge.gqm.metrics": ["attribution", "bertscore"]}),
+                           samples)
+    assert alone.calls > 0
+    assert (both.calls, both.prompt_tokens_sent) == (alone.calls, alone.prompt_tokens_sent)
+
+
 def test_judge_repeats_multiply_the_judge_calls_and_k_1_adds_nothing():
     """Sampled repeats send each prompt k times (the prefix cache model computes it about once) and get k
     replies; perturbed repeats are k calls too, their reordered contexts computed again."""
