@@ -75,6 +75,20 @@ class ReaderConfig(_Strict):
         "sentences' passages); vera-summary: VERA's summarisation prompt (the passages, then the query to "
         "answer with a summary; top_p 0.01 sent beside the temperature); auto: citing when the run's "
         "judges include grouse, else paper")
+    samples: int = Field(default=1, ge=1, le=16, description="answers per (question, retriever): the "
+                         "greedy `answer`, and for k > 1 k - 1 more sampled at `sample_temperature` "
+                         "(generations.parquet `sampled_answers`), read by gqm_self_consistency; llm readers "
+                         "only")
+    sample_temperature: float = Field(default=0.7, gt=0, le=2, description="temperature of the sampled "
+                                      "answers (samples > 1); each has a seed of its own, derived from the "
+                                      "client seed and its index")
+
+    @model_validator(mode="after")
+    def _samples_need_an_llm(self) -> ReaderConfig:
+        if self.samples > 1 and self.kind != "llm":
+            raise ValueError(f"reader {self.name!r}: samples > 1 needs kind llm (an extractive reader gives "
+                             "one deterministic answer)")
+        return self
 
     @property
     def prompt_style(self) -> str:

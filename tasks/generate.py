@@ -7,14 +7,24 @@ fanned out from Ray tasks with bounded concurrency; a request that still fails a
 retries becomes a row with status 'failed', not a crash. An endpoint system's row keeps the passages the
 service answered from in `contexts` (None for the built-in systems: their chunks are in retrieved.parquet).
 A rerun of a finished stage whose rows hold failures asks again for those rows only.
+
+Reader samples (`readers[].samples: k`, k > 1, LLM readers only): the row's `answer` stays the greedy one;
+k - 1 more answers to the same prompt, sampled at `sample_temperature`, each with its own seed
+(`sample_seed`: the client seed, the sample's index and the prompt), go to the list column
+`sampled_answers` (with their token counts in `sampled_prompt_tokens` / `sampled_completion_tokens`), read
+by the GQM suite's gqm_self_consistency. A row is ok only with all k answers; a failed sample fails it
+(asked again like any failed row). Those columns, and the reader's two sample settings in the stage key,
+exist only where some reader samples: a run with samples 1 writes what it wrote before.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import string
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +66,9 @@ GENERATION_COLUMNS = [
     "n_chunks_used", "n_chunks_truncated", "chunk_ids", "prompt_tokens", "completion_tokens", "status",
     "error", "contexts",
 ]
+SAMPLE_COLUMNS = ["sampled_answers", "sampled_prompt_tokens", "sampled_completion_tokens"]  # samples > 1
+SAMPLE_SETTINGS = {"samples", "sample_temperature"}  # in the stage key only where a reader samples
+NO_SAMPLES = {"sampled_answers": [], "sampled_prompt_tokens": 0, "sampled_completion_tokens": 0}
 ENDPOINT_RETRIEVER = "own"  # an endpoint system retrieves for itself
 CODE_VERSION = code_version(__name__)
 
@@ -79,6 +92,7 @@ class GenerationItem:
     budget_tokens: int
     tokenizer: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0  # the client seed, from which each sampled answer's seed derives
 
 
 def system_label(reader_index: int, retriever: str) -> str:
@@ -103,7 +117,8 @@ def system_table(readers: Sequence[ReaderConfig],
 
 def _row(item: GenerationItem, **values: Any) -> dict[str, Any]:
     row = {"query_id": item.query_id, "system": item.system, "retriever": item.retriever,
-           "reader": item.reader.name, "chunk_ids": item.chunk_ids, "error": None, "contexts": None}
+           "reader": item.reader.name, "chunk_ids": item.chunk_ids, "error": None, "contexts": None,
+           **NO_SAMPLES}
     row.update(values)
     return row
 
@@ -131,10 +146,42 @@ def generate_llm(client: LLMClient, item: GenerationItem) -> dict[str, Any]:
         except LLMRequestError as exc:
             return {**_failed(item, prompt, len(chunks), exc), "_transport": True}
     answer, tagged = extract_answer(result.text, item.reader.prompt_style)
+    sampled = sample_answers(client, item, prompt)
+    if "status" in sampled:  # a sample failed: the row with it
+        return {**_failed(item, prompt, len(chunks), sampled.pop("exception")), **sampled}
     return _row(item, prompt=prompt, response_raw=result.text, answer=answer, tagged=tagged,
                 n_chunks_used=len(chunks), n_chunks_truncated=len(item.chunks) - len(chunks),
                 chunk_ids=item.chunk_ids[: len(chunks)], prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens, status="ok")
+                completion_tokens=result.completion_tokens, status="ok", **sampled)
+
+
+def sample_seed(seed: int, index: int, prompt: str) -> int:
+    """The request seed of sampled answer `index` (1 .. k-1; 0 is the greedy answer) to `prompt` under the
+    client seed `seed`: a 31-bit integer, another for every sample and every prompt, the same in every run
+    (as judges/repeats.py `repeat_seed` seeds the judge's sampled repeats)."""
+    payload = json.dumps(["ccrs-reader-sample", seed, index, prompt])
+    return int.from_bytes(hashlib.sha256(payload.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def sample_answers(client: LLMClient, item: GenerationItem, prompt: str) -> dict[str, Any]:
+    """The reader's k - 1 sampled answers to the prompt its greedy answer got (the sample columns), or, when
+    one fails, {status: failed, exception, _transport?} naming the sample."""
+    reader = item.reader
+    answers, prompt_tokens, completion_tokens = [], 0, 0
+    for index in range(1, reader.samples):
+        request = replace(reader_request(reader, prompt), temperature=reader.sample_temperature,
+                          seed=sample_seed(item.seed, index, prompt))
+        try:
+            result = client.chat(request)
+        except LLMRequestError as exc:
+            failure = {"status": "failed", "exception": RuntimeError(f"sampled answer {index}: {exc}")}
+            resend = not isinstance(exc, ContextLengthError)  # transport failures are re-sent
+            return {**failure, "_transport": True} if resend else failure
+        answers.append(extract_answer(result.text, reader.prompt_style)[0])
+        prompt_tokens += result.prompt_tokens
+        completion_tokens += result.completion_tokens
+    return {"sampled_answers": answers, "sampled_prompt_tokens": prompt_tokens,
+            "sampled_completion_tokens": completion_tokens}
 
 
 def _failed(item: GenerationItem, prompt: str, n_chunks: int, exc: Exception) -> dict[str, Any]:
@@ -212,7 +259,7 @@ def _progress(iterable, total: int, desc: str, enabled: bool):
 # --- inputs ----------------------------------------------------------------------------------------------
 
 def build_items(queries: pd.DataFrame, retrieved: pd.DataFrame, readers: Sequence[ReaderConfig],
-                top_k: int) -> list[GenerationItem]:
+                top_k: int, seed: int = 0) -> list[GenerationItem]:
     contexts = top_k_contexts(retrieved, top_k)
     retrievers = [r for r in RETRIEVER_ORDER if r in set(retrieved["retriever"].astype(str))]
     items = []
@@ -226,7 +273,7 @@ def build_items(queries: pd.DataFrame, retrieved: pd.DataFrame, readers: Sequenc
                 texts = [] if context is None else context["text"].astype(str).tolist()
                 ids = [] if context is None else context["chunk_id"].astype(str).tolist()
                 items.append(GenerationItem(str(query.query_id), label, retriever, reader, str(query.text),
-                                            texts, ids, budget, tokenizer))
+                                            texts, ids, budget, tokenizer, seed=seed))
     return items
 
 
@@ -314,7 +361,8 @@ def run_generation(
     other weights behind the same model id give another key, so generations are not reused for them."""
     if len(readers) > len(string.ascii_uppercase) // len(RETRIEVER_ORDER) or not (readers or systems):
         raise ValueError(f"need 1 to 13 readers or at least one endpoint system, got {len(readers)} readers")
-    config = {"readers": readers, "seed": client.seed, "top_k": top_k, "prompt": PROMPT_VERSION}
+    config = {"readers": readers_in_key(readers), "seed": client.seed, "top_k": top_k,
+              "prompt": PROMPT_VERSION}
     if identity:
         config["endpoint"] = identity
     if systems:  # (absent otherwise: the key of a run without endpoint systems is as before)
@@ -333,19 +381,41 @@ def run_generation(
         if retry:
             checkpoint.save(retry)
         served, capped = served_windows(readers, identity)
-        rows, requests = generate_all(build_items(queries, retrieved, served, top_k), client, base_url,
-                                      progress, checkpoint)
+        rows, requests = generate_all(build_items(queries, retrieved, served, top_k, client.seed), client,
+                                      base_url, progress, checkpoint)
         endpoint_rows, endpoints = generate_endpoints(systems, queries, checkpoint.load(), checkpoint,
                                                       progress)
-        frame = pd.DataFrame(rows + endpoint_rows, columns=GENERATION_COLUMNS)
+        frame = pd.DataFrame([{**NO_SAMPLES, **row} for row in rows + endpoint_rows],
+                             columns=generation_columns(readers))
         frame = frame.sort_values(["system", "query_id"])
         frame.to_parquet(out_dir / GENERATIONS_FILE, index=False)
         seconds = time.perf_counter() - started
         summary = generation_summary(frame, readers, seconds, requests, systems, endpoints)
-        return {**summary, "windows_capped_by_server": capped}
+        return {**summary, **sampling_summary(frame), "windows_capped_by_server": capped}
 
     result = run_stage(run_dir, "generate", key, compute, force=force or bool(retry))
     return GenerationOutputs(result.out_dir / GENERATIONS_FILE, result.summary, result.reused)
+
+
+def sampling_summary(frame: pd.DataFrame) -> dict[str, Any]:
+    """The sampled answers per system and their tokens (nothing where no reader samples)."""
+    if "sampled_answers" not in frame:
+        return {}
+    counts = frame.groupby("system")["sampled_answers"].apply(lambda s: sum(len(a) for a in s))
+    return {"sampled_answers": {k: int(v) for k, v in counts.items()},
+            "sampled_prompt_tokens": int(frame["sampled_prompt_tokens"].sum()),
+            "sampled_completion_tokens": int(frame["sampled_completion_tokens"].sum())}
+
+
+def readers_in_key(readers: Sequence[ReaderConfig]) -> list[dict[str, Any]]:
+    """The readers as the stage key hashes them: a reader that does not sample (samples 1) without its
+    sample settings, so that its key is the one it had before readers could sample."""
+    return [r.model_dump(mode="json", exclude=SAMPLE_SETTINGS if r.samples == 1 else None) for r in readers]
+
+
+def generation_columns(readers: Sequence[ReaderConfig]) -> list[str]:
+    """generations.parquet's columns: the sample columns only where some reader samples."""
+    return GENERATION_COLUMNS + (SAMPLE_COLUMNS if any(r.samples > 1 for r in readers) else [])
 
 
 def _rows_to_retry(out_dir: Path, key: str) -> dict[str, dict]:

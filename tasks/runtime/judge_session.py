@@ -46,8 +46,9 @@ def parse_exact_answers(value: Any) -> list[str]:
 def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd.DataFrame,
                  top_k: int) -> tuple[list[Sample], list[dict]]:
     """Judge inputs for generated rows (the context is what the reader saw: the retrieved chunks it used,
-    or, for a system that retrieves for itself, its own `contexts` column); failed generations come back
-    separately (recorded as failed judgments)."""
+    or, for a system that retrieves for itself, its own `contexts` column; the reader's sampled answers
+    where generations.parquet has them); failed generations come back separately (recorded as failed
+    judgments)."""
     contexts = top_k_contexts(retrieved, top_k)
     by_id = {str(q.query_id): q for q in queries.itertuples(index=False)}
     samples, failed = [], []
@@ -71,8 +72,15 @@ def load_samples(queries: pd.DataFrame, retrieved: pd.DataFrame, generations: pd
             response=str(row.answer or ""), ground_truth=str(getattr(query, "answer", "") or ""),
             context=texts,
             exact_answers=parse_exact_answers(getattr(query, "exact_answer", None)),
+            sampled_responses=sampled_responses(row),
         ))
     return samples, failed
+
+
+def sampled_responses(row: Any) -> tuple[str, ...]:
+    """The reader's sampled answers of a generated row (tasks/generate.py; none without the column)."""
+    answers = getattr(row, "sampled_answers", None)
+    return () if answers is None else tuple(str(answer) for answer in answers)
 
 
 @dataclass

@@ -46,7 +46,9 @@ def test_hybrid_goals_load():
     assert DEFAULT_GOALS == GOAL_TREES["hybrid"] and config.name == "ccrs-hybrid-five-goals"
     assert [g.id for g in config.goals] == ["G1", "G2", "G3", "G4", "G5"]
     unmatched = {nc.metric for g in config.goals for q in g.questions for nc in q.no_counterpart}
-    assert "Self-Consistency Score" in unmatched and "BERTScore" not in unmatched  # gqm_bertscore now
+    assert not {"Self-Consistency Score", "BERTScore"} & unmatched  # gqm_self_consistency, gqm_bertscore now
+    (q41,) = [q for g in config.goals for q in g.questions if q.id == "Q4.1"]
+    assert {"gqm_self_consistency", "CC"} <= {m.name for m in q41.metrics}  # CC stays, as a proxy
 
 
 @pytest.mark.parametrize("mutate,message", [
@@ -242,10 +244,10 @@ def test_the_thesis_tree_holds_only_the_thesis_metrics_at_their_roles():
         assert all(text.startswith(name) for (text, _), (name, _) in zip(got[qid], expected)), got[qid]
     metrics = [m for g in config.goals for q in g.questions for m in q.metrics]
     assert all(m.weight == MIDPOINTS[m.role] for m in metrics)
-    assert config.not_computed() == {"factual_consistency", "context_entities_recall", "self_consistency"}
+    assert config.not_computed() == {"factual_consistency", "context_entities_recall"}
     assert all(m.reason for m in metrics if not m.computed)
-    assert {"gqm_context_precision", "gqm_faithfulness", "gqm_bertscore"} <= {m.name for m in metrics
-                                                                              if m.computed}
+    assert {"gqm_context_precision", "gqm_faithfulness", "gqm_bertscore", "gqm_self_consistency"} <= {
+        m.name for m in metrics if m.computed}
 
 
 @pytest.mark.parametrize("tree", sorted(GOAL_TREES))
@@ -278,7 +280,8 @@ def test_the_thesis_report_counts_the_not_computed_weight_and_prints_it_apart(tm
     assert q11["coverage"] == pytest.approx((0.9 + 0.25) / (0.9 + 0.6 + 0.25))  # no Factual Consistency
     assert q12["coverage"] == pytest.approx(0.9 / 1.8)
     assert g1["coverage"] == pytest.approx((q11["coverage"] + q12["coverage"]) / 2)
-    assert g4["score"] is None and g4["coverage"] == 0.0  # Self-Consistency not computed, no BERTScore here
+    assert g4["score"] is None and g4["coverage"] == 0.0  # no sampled answers, no BERTScore in this run
+    assert "gqm_self_consistency" in report["missing_metrics"]
     fc = next(m for m in q11["metrics"] if m["name"] == "factual_consistency")
     assert fc["computed"] is False and fc["reason"].startswith("not computed here: needs the HHEM")
     assert g2["questions"][0]["score"] == pytest.approx(0.5)  # Context Precision alone of Q2.1
@@ -294,7 +297,7 @@ def test_the_thesis_report_counts_the_not_computed_weight_and_prints_it_apart(tm
     assert "vera_retrieval_precision: VERA retrieval precision [proxy for Context Relevance (eq. 5.3)]" \
         in text
     reasons = text[text.index("not computed here (their weight counts against coverage):"):]
-    assert reasons.count("\n  ") == 3 and "HHEM" in reasons
+    assert reasons.count("\n  ") == 2 and "HHEM" in reasons
 
 
 def test_goal_trees_are_chosen_by_name_or_file(tmp_path):
