@@ -28,6 +28,8 @@ Templates: judges/prompts/gqm/<version>/ (our own words; the thesis gives the co
 """
 from __future__ import annotations
 
+from typing import Any
+
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -345,19 +347,35 @@ class GqmSuite(JudgeSuite):
         return ask(client, request, parse, lambda reason: reask.replace("{reason}", reason), judge.max_reasks,
                    usage, window=judge.context_window, count=count)
 
+    def _each(self, client: LLMClient, prompts: list[str], max_tokens: int, parse, reask: str,
+              judge: JudgeConfig, usage: Usage, count: Count | None) -> tuple[list, tuple[int, Any] | None]:
+        """Each prompt asked in turn: (the parsed values, None), or at the first unusable reply (the values
+        so far, (its 1-based position, the failed answer))."""
+        values = []
+        for position, prompt in enumerate(prompts, 1):
+            answer = self._ask(client, prompt, max_tokens, parse, reask, judge, usage, count)
+            if not answer.ok:
+                return values, (position, answer)
+            values.append(answer.value)
+        return values, None
+
+    def _failed(self, sample: Sample, judge: JudgeConfig, metric: str, usage: Usage, what: str,
+                failure: tuple[int, Any]) -> Judgment:
+        position, answer = failure
+        return self.judgment(sample, judge, metric, status="failed", usage=usage,
+                             reason=f"{what} {position}: {answer.reason}", raw=answer.raw)
+
     def _context_precision(self, client: LLMClient, unit: Unit, judge: JudgeConfig,
                            count: Count | None) -> Judgment:
         """One verdict per retrieved passage in rank order, then eq. 5.1."""
         sample, version, usage = unit.sample, self.prompt_version(judge), Usage()
         reask = load_template(version, "context_precision.txt")["reask"]
-        verdicts: list[bool] = []
-        for rank, passage in enumerate(sample.context[: unit.n_context_chunks], 1):
-            answer = self._ask(client, relevance_prompt(sample, passage, version), RELEVANCE_MAX_TOKENS,
-                               parse_relevance, reask, judge, usage, count)
-            if not answer.ok:
-                return self.judgment(sample, judge, CONTEXT_PRECISION, status="failed", usage=usage,
-                                     reason=f"passage {rank}: {answer.reason}", raw=answer.raw)
-            verdicts.append(answer.value)
+        passages = sample.context[: unit.n_context_chunks]
+        prompts = [relevance_prompt(sample, passage, version) for passage in passages]
+        verdicts, failure = self._each(client, prompts, RELEVANCE_MAX_TOKENS, parse_relevance, reask, judge,
+                                       usage, count)
+        if failure:
+            return self._failed(sample, judge, CONTEXT_PRECISION, usage, "passage", failure)
         return self.judgment(sample, judge, CONTEXT_PRECISION, status="ok", usage=usage,
                              score=context_precision(verdicts), detail=detail_json(relevant=verdicts),
                              reason=None if verdicts else "no passage retrieved: precision 0")
@@ -376,14 +394,12 @@ class GqmSuite(JudgeSuite):
         if not claims:
             return self.judgment(sample, judge, FAITHFULNESS, status="skipped", usage=usage, raw=answer.raw,
                                  reason="the answer states no claim: eq. 5.7 has nothing to weight")
-        chunks, marks = sample.context[: unit.n_context_chunks], []
-        for i, claim in enumerate(claims, 1):
-            mark = self._ask(client, claim_prompt(claim, sample, chunks, version), judge.gqm.max_tokens,
-                             parse_mark, parts["score_reask"], judge, usage, count)
-            if not mark.ok:
-                return self.judgment(sample, judge, FAITHFULNESS, status="failed", usage=usage,
-                                     reason=f"claim {i}: {mark.reason}", raw=mark.raw)
-            marks.append(mark.value)
+        chunks = sample.context[: unit.n_context_chunks]
+        prompts = [claim_prompt(claim, sample, chunks, version) for claim in claims]
+        marks, failure = self._each(client, prompts, judge.gqm.max_tokens, parse_mark, parts["score_reask"],
+                                    judge, usage, count)
+        if failure:
+            return self._failed(sample, judge, FAITHFULNESS, usage, "claim", failure)
         low, high = SCALE
         score = length_weighted(claims, [(mark - low) / (high - low) for mark in marks])
         return self.judgment(sample, judge, FAITHFULNESS, status="ok", usage=usage, score=score,
@@ -399,13 +415,10 @@ class GqmSuite(JudgeSuite):
                                  reason="no sampled answers of the reader: self-consistency needs "
                                         "readers[].samples >= 2 (an LLM reader)")
         reask = load_template(version, "self_consistency.txt")["reask"]
-        contradicts: list[bool] = []
-        for i, sampled in enumerate(sample.sampled_responses, 1):
-            answer = self._ask(client, contradiction_prompt(sample, sampled, version), RELEVANCE_MAX_TOKENS,
-                               parse_contradiction, reask, judge, usage, count)
-            if not answer.ok:
-                return self.judgment(sample, judge, SELF_CONSISTENCY, status="failed", usage=usage,
-                                     reason=f"sampled answer {i}: {answer.reason}", raw=answer.raw)
-            contradicts.append(answer.value)
+        prompts = [contradiction_prompt(sample, sampled, version) for sampled in sample.sampled_responses]
+        contradicts, failure = self._each(client, prompts, RELEVANCE_MAX_TOKENS, parse_contradiction, reask,
+                                          judge, usage, count)
+        if failure:
+            return self._failed(sample, judge, SELF_CONSISTENCY, usage, "sampled answer", failure)
         return self.judgment(sample, judge, SELF_CONSISTENCY, status="ok", usage=usage,
                              score=self_consistency(contradicts), detail=detail_json(contradicts=contradicts))
