@@ -280,6 +280,8 @@ def attach(tracking_uri: str, run_id: str, *, metrics: dict[str, float] | None =
         client.log_artifacts(run_id, str(folder), artifact_path)
     for artifact_file, text in (texts or {}).items():
         client.log_text(run_id, text, artifact_file)
+    if tables:
+        mlflow.set_tracking_uri(tracking_uri)  # log_table has no client form: it logs to the process's URI
     for artifact_file, frame in (tables or {}).items():
         mlflow.log_table(data=frame, artifact_file=artifact_file, run_id=run_id)
 
