@@ -39,8 +39,8 @@ def console_log(args: argparse.Namespace) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     from pipelines.config import ConfigError, load_config
-    from pipelines.tools.regression import (RegressionError, gate, gate_options, mark_baseline, notify_target,
-                                            report_outcome)
+    from pipelines.tools.regression import (RegressionError, describe_gate, gate, gate_options, mark_baseline,
+                                            notify_target, report_outcome)
 
     try:
         config = load_config(args.config)
@@ -57,4 +57,5 @@ def main(args: argparse.Namespace) -> int:
     except (RegressionError, ConfigError, ValueError) as exc:
         say(f"ccrs compare: {exc}", err=True)
         return 2
+    describe_gate(uri, report, "ccrs compare")
     return report_outcome(report, notify_url, args.fail_on_regression)

@@ -51,8 +51,8 @@ def main(args: argparse.Namespace) -> int:
 
 def night(args: argparse.Namespace) -> int:
     """The night, leaving the Ray it joined or started as it is (main shuts it down)."""
-    from pipelines.tools.regression import (RegressionError, RegressionReport, gate, gate_options,
-                                            notify_target, report_outcome)
+    from pipelines.tools.regression import (RegressionError, RegressionReport, describe_gate, gate,
+                                            gate_options, notify_target, report_outcome)
 
     started, started_at = time.perf_counter(), time.time()
     try:
@@ -77,25 +77,8 @@ def night(args: argparse.Namespace) -> int:
     except RegressionError as exc:
         report = RegressionReport("setup_error", result.tracked["run_id"], None, None, 0, str(exc),
                                   experiment=config.mlflow.experiment)
-    _describe_gate(uri, result.tracked, report)
+    describe_gate(uri, report, "ccrs nightly")
     return report_outcome(report, notify_url)
-
-
-def _describe_gate(uri: str, tracked: dict, report) -> None:
-    """The gate's outcome in the night's MLflow run's Description, beside the verdict's headline."""
-    from pipelines.reporting.tracking import GATE_PREFIX, run_url, set_gate_status
-
-    cells = report.regressed_cells()
-    shown = "; ".join(cells[:5]) + (f"; and {len(cells) - 5} more" if len(cells) > 5 else "")
-    line = (f"{GATE_PREFIX} **{report.status}**"
-            + (f" against run {report.baseline_id}" if report.baseline_id else "")
-            + (f": {shown}" if cells else "") + " ([regression/summary.md]("
-            + run_url(uri, tracked["experiment_id"], tracked["run_id"], "regression/summary.md") + "))")
-    try:
-        set_gate_status(uri, tracked["run_id"], line)
-    except Exception as exc:  # noqa: BLE001 - the gate's outcome stands; the description is a convenience
-        say(f"ccrs nightly: the run's description lacks the gate's outcome ({type(exc).__name__}: {exc})",
-            err=True)
 
 
 def _prepare(args: argparse.Namespace):

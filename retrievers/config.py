@@ -113,6 +113,10 @@ class RetrievalConfig(_Strict):
     max_parallel: int = Field(
         default=2, ge=1, description="search Ray actors (query shards in flight at once)"
     )
+    schedule_timeout_s: float = Field(
+        default=600.0, gt=0, description="how long the retrieval stages' Ray tasks and actors (ingest, "
+        "chunk, embed, index, search) may wait for resources the cluster cannot place before the stage fails "
+        "in one line (client.schedule_timeout_s is the generation and judge fan-out's)")
 
 
 class RetrievalSpec(_Strict):

@@ -67,6 +67,7 @@ from tasks.runtime.layout import (
 )
 
 CODE_VERSION = code_version(__name__)
+LIMIT_NAME = "retrieval.schedule_timeout_s"  # named in the one-line failure of an unplaced task or actor
 EMBED_PIECE = 1024  # texts per embedding call sent to an actor (progress granularity)
 WORKER_CPUS = 1  # logical CPUs of each stage task and actor (docs/cluster.md sizes a head by them)
 
@@ -162,18 +163,19 @@ class Actors(list):
     """A pool's actor handles, and what each asks Ray for (`asks`: what ordered_map's wait looks for in the
     cluster's unplaced demand)."""
 
-    def __init__(self, handles: Iterable, asks: dict[str, float]):
+    def __init__(self, handles: Iterable, asks: dict[str, float], limit_s: float | None = None):
         super().__init__(handles)
-        self.asks = asks
+        self.asks, self.limit_s = asks, limit_s
 
 
 @contextmanager
-def actor_pool(actor_class, n_actors: int, *args, **options) -> Iterator[list]:
+def actor_pool(actor_class, n_actors: int, *args, limit_s: float | None = None, **options) -> Iterator[list]:
     """`n_actors` actors of `actor_class(*args)` started with `options`; killed on exit. The actors hold
-    nothing but what they load themselves, so Ray restarts one whose worker or node died (max_restarts)."""
+    nothing but what they load themselves, so Ray restarts one whose worker or node died (max_restarts).
+    `limit_s`: how long their calls may wait for resources Ray cannot place (default SCHEDULE_TIMEOUT_S)."""
     resilient = {"max_restarts": ACTOR_RESTARTS, **options}
     asks = resource_shape(WORKER_CPUS, options.get("num_gpus", 0), options.get("resources"))
-    actors = Actors((actor_class.options(**resilient).remote(*args) for _ in range(n_actors)), asks)
+    actors = Actors((actor_class.options(**resilient).remote(*args) for _ in range(n_actors)), asks, limit_s)
     try:
         yield actors
     finally:
@@ -188,10 +190,11 @@ def ordered_map(
     what it lacks: a call lost with its actor's worker or node is sent again, to an actor Ray restarted
     or another one, up to CALL_ATTEMPTS times; the calls are pure, so a resent one gives the same
     result); results in input order, a progress step per result. Actors that Ray cannot place stop it
-    in one line after tasks.runtime.fanout.SCHEDULE_TIMEOUT_S (PlacementWatch: `actors` from actor_pool carry
-    what each asks for)."""
+    in one line after the pool's limit_s (PlacementWatch: `actors` from actor_pool carry what each asks for
+    and how long they may wait)."""
     lost_actor = lost_worker_errors()
-    watch = PlacementWatch(f"{desc} actors", getattr(actors, "asks", {}))
+    watch = PlacementWatch(f"{desc} actors", getattr(actors, "asks", {}), getattr(actors, "limit_s", None),
+                           limit_name=LIMIT_NAME)
     results: list = [None] * len(items)
     queue, idle = deque(range(len(items))), list(actors)
     pending: dict[Any, tuple[int, Any]] = {}
@@ -236,20 +239,23 @@ def gpus_per_embedder(config: EmbedderConfig) -> float:
     return 1.0 if config.backend == "vllm" and has_gpus else 0.0
 
 
-def embed_texts(config: EmbedderConfig, texts: list[str], kind: str, desc: str, progress: bool) -> np.ndarray:
+def embed_texts(config: EmbedderConfig, texts: list[str], kind: str, desc: str, progress: bool,
+                limit_s: float | None = None) -> np.ndarray:
     """Embeds pieces of `EMBED_PIECE` texts over `config.num_workers` embedder actors."""
     if not texts:
         raise ValueError(f"nothing to embed ({desc}): no texts")
     pieces = _slices(texts, EMBED_PIECE)
     n_actors = min(config.num_workers, len(pieces))
-    with actor_pool(EmbedderActor, n_actors, config, num_gpus=gpus_per_embedder(config)) as pool:
+    gpus = gpus_per_embedder(config)
+    with actor_pool(EmbedderActor, n_actors, config, num_gpus=gpus, limit_s=limit_s) as pool:
         parts = ordered_map(
             pool, lambda actor, piece: actor.embed.remote(piece, kind), pieces, desc, progress
         )
     return np.concatenate(parts).astype(np.float32)
 
 
-def chunk_with_ray(passages: pa.Table, chunking: ChunkingConfig, progress: bool) -> pa.Table:
+def chunk_with_ray(passages: pa.Table, chunking: ChunkingConfig, progress: bool,
+                   limit_s: float | None = None) -> pa.Table:
     """Chunks shards of `chunking.shard_size` passages over `chunking.max_parallel`
     chunker actors; the chunks come back in passage order."""
     shards = _slices(passages, chunking.shard_size)
@@ -257,7 +263,7 @@ def chunk_with_ray(passages: pa.Table, chunking: ChunkingConfig, progress: bool)
         return CHUNKS_SCHEMA.empty_table()
     n_actors = min(chunking.max_parallel, len(shards))
     args = (chunking.tokenizer, chunking.chunk_tokens, chunking.overlap_tokens)
-    with actor_pool(ChunkerActor, n_actors, *args) as pool:
+    with actor_pool(ChunkerActor, n_actors, *args, limit_s=limit_s) as pool:
         tables = ordered_map(pool, lambda actor, shard: actor.chunk.remote(shard), shards, "chunk", progress)
     return pa.concat_tables(tables)
 
@@ -270,14 +276,15 @@ def _embedder_key_config(config: EmbedderConfig) -> dict:
 # ---------------------------------------------------------------- stages
 
 
-def ingest_stage(run_dir: Path, dataset: DatasetConfig, force: bool) -> StageResult:
+def ingest_stage(run_dir: Path, dataset: DatasetConfig, force: bool,
+                 limit_s: float | None = None) -> StageResult:
     path = Path(dataset.path)
     fingerprint = file_fingerprint(path) if path.exists() else "missing"
     key = stage_key(INGEST_STAGE, {"format": dataset.format, "data": fingerprint}, [], CODE_VERSION)
 
     def work(out: Path) -> dict:
         task = _ingest_task.remote(dataset.model_copy(update={"path": str(path.resolve())}))
-        loaded = get_placed(task, "ingest task", resource_shape(WORKER_CPUS))
+        loaded = get_placed(task, "ingest task", resource_shape(WORKER_CPUS), limit_s, LIMIT_NAME)
         pq.write_table(loaded.passages, out / PASSAGES_FILE)
         pq.write_table(loaded.queries, out / QUERIES_FILE)
         return loaded.counts
@@ -286,14 +293,15 @@ def ingest_stage(run_dir: Path, dataset: DatasetConfig, force: bool) -> StageRes
 
 
 def chunk_stage(
-    run_dir: Path, ingest: StageResult, chunking: ChunkingConfig, force: bool, progress: bool
+    run_dir: Path, ingest: StageResult, chunking: ChunkingConfig, force: bool, progress: bool,
+    limit_s: float | None = None,
 ) -> StageResult:
     params = chunking.model_dump(mode="json", exclude={"shard_size", "max_parallel"})
     key = stage_key(CHUNK_STAGE, params, [ingest.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
         passages = pq.read_table(ingest.out_dir / PASSAGES_FILE, columns=["doc_id", "text"])
-        chunks = chunk_with_ray(passages, chunking, progress)
+        chunks = chunk_with_ray(passages, chunking, progress, limit_s)
         _check_unique(chunks.column("chunk_id").to_pylist(), "chunk_id")
         pq.write_table(chunks, out / CHUNKS_FILE)
         return {"n_chunks": chunks.num_rows, "n_shards": _n_shards(passages.num_rows, chunking.shard_size)}
@@ -308,13 +316,14 @@ def _check_unique(ids: list[str], name: str) -> None:
 
 
 def embed_stage(
-    run_dir: Path, chunk: StageResult, embedder: EmbedderConfig, force: bool, progress: bool
+    run_dir: Path, chunk: StageResult, embedder: EmbedderConfig, force: bool, progress: bool,
+    limit_s: float | None = None,
 ) -> StageResult:
     key = stage_key(EMBED_STAGE, _embedder_key_config(embedder), [chunk.key], CODE_VERSION)
 
     def work(out: Path) -> dict:
         texts = pq.read_table(chunk.out_dir / CHUNKS_FILE, columns=["text"]).column("text").to_pylist()
-        vectors = embed_texts(embedder, texts, "passage", "embed", progress)
+        vectors = embed_texts(embedder, texts, "passage", "embed", progress, limit_s)
         np.save(out / VECTORS_FILE, vectors)
         return {"n_vectors": int(vectors.shape[0]), "dimension": int(vectors.shape[1])}
 
@@ -322,7 +331,8 @@ def embed_stage(
 
 
 def index_stage(
-    run_dir: Path, chunk: StageResult, embed: StageResult | None, index: IndexConfig, force: bool
+    run_dir: Path, chunk: StageResult, embed: StageResult | None, index: IndexConfig, force: bool,
+    limit_s: float | None = None,
 ) -> StageResult:
     upstream = [chunk.key] + ([embed.key] if embed else [])
     key = stage_key(INDEX_STAGE, index, upstream, CODE_VERSION)
@@ -332,7 +342,7 @@ def index_stage(
         vectors = np.load(embed.out_dir / VECTORS_FILE) if embed else None
         # The task writes into the stage's temporary folder, renamed to run_dir/index when done.
         task = _build_index_task.remote(index, chunks, vectors, str(out.resolve()))
-        return get_placed(task, "index build task", resource_shape(WORKER_CPUS))
+        return get_placed(task, "index build task", resource_shape(WORKER_CPUS), limit_s, LIMIT_NAME)
 
     index_dir = RunLayout(run_dir).index_dir
     manifest = read_manifest(index_dir)
@@ -375,6 +385,7 @@ def search_with_ray(
 def retrieve_stage(run_dir: Path, ingest: StageResult, index_result: StageResult, spec: RetrievalSpec,
                    force: bool, progress: bool) -> StageResult:
     dataset, embedder, retrieval = spec.dataset, spec.embedder, spec.retrieval
+    limit_s = retrieval.schedule_timeout_s
     params = {"limit": dataset.limit, "retrievers": retrieval.retrievers, "top_k": retrieval.top_k,
               "embedder": _embedder_key_config(embedder) if needs_vectors(retrieval.retrievers) else None}
     key = stage_key(RETRIEVE_STAGE, params, [ingest.key, index_result.key], CODE_VERSION)
@@ -387,11 +398,12 @@ def retrieve_stage(run_dir: Path, ingest: StageResult, index_result: StageResult
         methods = [retrieval_method(name) for name in retrieval.retrievers]
         query_vectors = None
         if any(method.needs_vectors for method in methods):
-            query_vectors = embed_texts(embedder, texts, "query", "embed queries", progress)
+            query_vectors = embed_texts(embedder, texts, "query", "embed queries", progress, limit_s)
             np.save(out / QUERY_VECTORS_FILE, query_vectors)
         rows: list[dict] = []
         n_actors = min(retrieval.max_parallel, _n_shards(len(texts), retrieval.query_shard_size))
-        with actor_pool(SearcherActor, n_actors, spec.index, str(index_result.out_dir)) as pool:
+        index_dir = str(index_result.out_dir)
+        with actor_pool(SearcherActor, n_actors, spec.index, index_dir, limit_s=limit_s) as pool:
             for method in methods:
                 vectors = query_vectors if method.needs_vectors else None
                 hits = search_with_ray(pool, method, texts, vectors, retrieval, progress)
@@ -459,11 +471,12 @@ def _index_stages(run_dir: Path, spec: RetrievalSpec, force: bool, progress: boo
     """The stages before retrieve (Ray started when it is not), in `run_dir`."""
     ensure_ray()
     run_dir.mkdir(parents=True, exist_ok=True)
-    ingest = ingest_stage(run_dir, spec.dataset, force)
-    chunk = chunk_stage(run_dir, ingest, spec.chunking, force, progress)
+    limit_s = spec.retrieval.schedule_timeout_s
+    ingest = ingest_stage(run_dir, spec.dataset, force, limit_s)
+    chunk = chunk_stage(run_dir, ingest, spec.chunking, force, progress, limit_s)
     vectors = needs_vectors(spec.retrieval.retrievers)
-    embed = embed_stage(run_dir, chunk, spec.embedder, force, progress) if vectors else None
-    built = index_stage(run_dir, chunk, embed, spec.index, force)
+    embed = embed_stage(run_dir, chunk, spec.embedder, force, progress, limit_s) if vectors else None
+    built = index_stage(run_dir, chunk, embed, spec.index, force, limit_s)
     return [ingest, chunk, embed, built]
 
 
@@ -491,10 +504,12 @@ def retrieve_texts(run_dir: Path, spec: RetrievalSpec, texts: list[str], top_k: 
     methods = [retrieval_method(name) for name in spec.retrieval.retrievers]
     vectors = None
     if any(method.needs_vectors for method in methods):
-        vectors = embed_texts(spec.embedder, texts, "query", "embed queries", progress)
+        vectors = embed_texts(spec.embedder, texts, "query", "embed queries", progress,
+                              spec.retrieval.schedule_timeout_s)
     search = spec.retrieval.model_copy(update={"top_k": top_k})
     n_actors = min(search.max_parallel, _n_shards(len(texts), search.query_shard_size))
-    with actor_pool(SearcherActor, n_actors, spec.index, str(built.index_dir)) as pool:
+    with actor_pool(SearcherActor, n_actors, spec.index, str(built.index_dir),
+                    limit_s=spec.retrieval.schedule_timeout_s) as pool:
         return {method.name: search_with_ray(pool, method, texts, vectors if method.needs_vectors else None,
                                              search, progress)
                 for method in methods}

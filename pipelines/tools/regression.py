@@ -552,6 +552,27 @@ def gate_options(args: argparse.Namespace) -> GateOptions:
                        allow_judge_change=args.allow_judge_change, show_moves=args.show_moves)
 
 
+def describe_gate(uri: str, report: RegressionReport, command: str) -> None:
+    """The gate's outcome in the checked run's MLflow Description, beside the verdict's headline (a
+    failure to write it is said in one line: the gate's outcome stands)."""
+    from mlflow.tracking import MlflowClient
+
+    from pipelines.reporting.tracking import GATE_PREFIX, run_url, set_gate_status
+
+    cells = report.regressed_cells()
+    shown = "; ".join(cells[:5]) + (f"; and {len(cells) - 5} more" if len(cells) > 5 else "")
+    try:
+        experiment_id = MlflowClient(uri).get_run(report.run_id).info.experiment_id
+        line = (f"{GATE_PREFIX} **{report.status}**"
+                + (f" against run {report.baseline_id}" if report.baseline_id else "")
+                + (f": {shown}" if cells else "") + " ([regression/summary.md]("
+                + run_url(uri, experiment_id, report.run_id, "regression/summary.md") + "))")
+        set_gate_status(uri, report.run_id, line)
+    except Exception as exc:  # noqa: BLE001 - the gate's outcome stands; the description is a convenience
+        say(f"{command}: the run's description lacks the gate's outcome ({type(exc).__name__}: {exc})",
+            err=True)
+
+
 def report_outcome(report: RegressionReport, notify_url: str | None, fail: bool = True) -> int:
     """The gate's outcome on the console (and as one JSON line), the alert, and the exit code."""
     say(report.markdown)

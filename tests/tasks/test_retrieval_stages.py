@@ -255,3 +255,21 @@ def test_retrieve_texts_searches_other_queries_with_the_runs_own_retrievers(run_
         assert len(rows[1]) == 3
     # the off-topic query is farther from the repository than the question (cosine of the k-NN hits)
     assert hits["knn"][1][0].score < hits["knn"][0][0].score
+
+
+def test_a_stage_whose_actors_ray_cannot_place_stops_at_retrieval_schedule_timeout_s(tmp_path, ray_session,
+                                                                                     monkeypatch):
+    """The retrieval stages wait on their actors for `retrieval.schedule_timeout_s`, named in the one line:
+    chunk actors asking for a resource no node has stay unplaced."""
+    from tasks import retrieval_stages as stages
+    from tasks.runtime import fanout
+
+    monkeypatch.setattr(fanout, "WAIT_REPORT_AFTER_S", 0.0)
+    monkeypatch.setattr(fanout, "DEMAND_READ_EVERY_S", 0.5)
+    monkeypatch.setattr(fanout, "_say", lambda text: None)
+    real_pool = stages.actor_pool
+    monkeypatch.setattr(stages, "actor_pool", lambda *args, **options: real_pool(
+        *args, **{**options, "resources": {"no_such_node": 1}}))
+    spec = sample_spec(retrieval=RetrievalConfig(retrievers=["bm25"], schedule_timeout_s=3))
+    with pytest.raises(fanout.UnplacedTasksError, match=r"within retrieval\.schedule_timeout_s=3s"):
+        build_retrieval_index(tmp_path / "unplaced", spec, progress=False)

@@ -388,3 +388,18 @@ def test_answers_missing_from_mlflow_come_from_the_runs_own_folder_while_it_stil
     moves = _gate(store, show_moves=60).moves.set_index(["system", "metric", "query_id"])
     q0 = moves.loc[("A", "CC", "q0")]
     assert (q0.answer_baseline, q0.answer_run, q0.question) == (f"answer of {baseline}", "", "question zero?")
+
+
+def test_ccrs_compare_puts_the_gates_outcome_in_the_checked_runs_description(store, capsys):
+    from pipelines.cli import main
+    from pipelines.reporting.tracking import GATE_PREFIX, NOTE_TAG
+
+    first = store.log(_scores(np.random.default_rng(0)))
+    second = store.log(_scores(np.random.default_rng(0), shift_cell=("B", "IR"), shift=-0.3))
+    store.client.set_tag(second, NOTE_TAG, "Verdict: 2 systems ([summary.md](x))")
+    code = main(["compare", "--tracking-uri", store.uri, "--experiment", "gate", "--run", second,
+                 "--baseline", first, "--b", "500", "--fail-on-regression"])
+    assert code == 3
+    note = store.tags(second)[NOTE_TAG].split("\n\n")
+    assert note[0].startswith(f"{GATE_PREFIX} **regression** against run {first}: B/IR (-0.")
+    assert "regression/summary.md" in note[0] and note[1].startswith("Verdict:")
