@@ -77,30 +77,18 @@ class Evaluate:
         return judgment
 
 
-def transport_report(transport: str):
-    """The judge session's fan-out function of `transport` (client.transport): both take the same
-    arguments and give (results in item order, FanOutReport)."""
-    if transport == "ray_data":
-        from tasks.runtime.ray_data_judging import ray_data_report
-
-        return ray_data_report
-    from tasks.runtime.fanout import fan_out_report
-
-    return fan_out_report
-
-
-def time_stage(tasks, judge_cfg, client_cfg, base_url: str, groups=None,
-               transport: str = "fanout") -> tuple[float, list]:
+def time_stage(tasks, judge_cfg, client_cfg, base_url: str, groups=None) -> tuple[float, list]:
     from judges.ccrs import unit_request
     from judges.client import ChatRequest, LLMClient
+    from tasks.runtime.fanout import fan_out, fan_out_report
 
-    evaluate, report = Evaluate(judge_cfg), transport_report(transport)
+    evaluate = Evaluate(judge_cfg)
     with LLMClient(client_cfg, base_url) as client:  # warm-up
         first = unit_request(tasks[0], judge_cfg)
         client.chat(ChatRequest(first.model, first.messages, max_tokens=2))
-    report(evaluate, tasks[:4], client_cfg, base_url)  # warm the Ray workers too
+    fan_out(evaluate, tasks[:4], client_cfg, base_url)  # warm the Ray workers too
     started = time.perf_counter()
-    judgments, _ = report(evaluate, tasks, client_cfg, base_url, groups=groups)
+    judgments, _ = fan_out_report(evaluate, tasks, client_cfg, base_url, groups=groups)
     return time.perf_counter() - started, judgments
 
 
@@ -129,18 +117,6 @@ def offline_engine_kwargs(served: dict) -> dict:
     return {k: v for k, v in served.items() if k not in frontend}
 
 
-def stage_figures(stage_s: float, judgments: list, offline_s: float, offline_texts: list[str]) -> dict:
-    return {
-        "stage_seconds": round(stage_s, 3),
-        "stage_requests_per_s": round(len(judgments) / stage_s, 2),
-        "ratio_stage_over_offline": round(offline_s / stage_s, 3),
-        "identical_completions": sum(j.raw == text for j, text in zip(judgments, offline_texts)),
-        "stage_prompt_tokens": sum(j.prompt_tokens for j in judgments),
-        "stage_prefix_cached_prompt_tokens": sum(j.prefix_cached_tokens for j in judgments),
-        "stage_completion_tokens": sum(j.completion_tokens for j in judgments),
-    }
-
-
 def _structured(extra_body: dict):
     """The offline twin of the request's response_format (vLLM structured outputs)."""
     if "response_format" not in extra_body:
@@ -161,9 +137,6 @@ def main() -> int:
     parser.add_argument("--shared-prefix", action="store_true", help="JudgeConfig.ccrs.shared_prefix layout")
     parser.add_argument("--structured-output", action="store_true", help="JudgeConfig.structured_output")
     parser.add_argument("--prefix-order", action="store_true", help="the judge stage's prefix-aware order")
-    parser.add_argument("--transport", nargs="+", default=["fanout"], choices=["fanout", "ray_data"],
-                        help="the judge stage's transport(s) (client.transport), each against a freshly "
-                        "started Serve app (an empty prefix cache) on the same requests")
     args = parser.parse_args()
 
     import tempfile
@@ -185,36 +158,34 @@ def main() -> int:
 
         tasks, groups = ordered_for_prefix_reuse(tasks)
     serving = ServingConfig.for_profile("cpu", port=args.port)
-    staged = {}
+    base_url = args.base_url or start_serve_app(serving)
     try:
-        for transport in args.transport:
-            base_url = args.base_url or start_serve_app(serving)
-            try:
-                staged[transport] = time_stage(tasks, judge_cfg, client_cfg, base_url, groups, transport)
-            finally:
-                if not args.base_url:
-                    stop_serve_app(serving)
-            stage_s = staged[transport][0]
-            print(f"stage ({transport}): {len(tasks)} judged requests in {stage_s:.1f}s "
-                  f"({len(tasks) / stage_s:.2f} req/s)", flush=True)
+        stage_s, judgments = time_stage(tasks, judge_cfg, client_cfg, base_url, groups)
     finally:
+        if not args.base_url:
+            stop_serve_app(serving)
         ray.shutdown()
+    print(f"stage: {len(tasks)} judged requests in {stage_s:.1f}s ({len(tasks) / stage_s:.2f} req/s)",
+          flush=True)
     from judges.ccrs import unit_request
 
     offline_s, offline_texts = time_offline([unit_request(t, judge_cfg) for t in tasks], client_cfg.seed)
+    same = sum(j.raw == text for j, text in zip(judgments, offline_texts))
     figures = {
         "requests": len(tasks),
         "shared_prefix": args.shared_prefix,
         "structured_output": args.structured_output,
         "prefix_order": args.prefix_order,
+        "stage_seconds": round(stage_s, 3),
+        "stage_requests_per_s": round(len(tasks) / stage_s, 2),
         "offline_seconds": round(offline_s, 3),
         "offline_requests_per_s": round(len(tasks) / offline_s, 2),
-        "transports": {transport: stage_figures(stage_s, judgments, offline_s, offline_texts)
-                       for transport, (stage_s, judgments) in staged.items()},
+        "ratio_stage_over_offline": round(offline_s / stage_s, 3),
+        "identical_completions": same,
+        "stage_prompt_tokens": sum(j.prompt_tokens for j in judgments),
+        "stage_prefix_cached_prompt_tokens": sum(j.prefix_cached_tokens for j in judgments),
+        "stage_completion_tokens": sum(j.completion_tokens for j in judgments),
     }
-    if len(staged) == 2:
-        figures["ray_data_over_fanout_requests_per_s"] = round(
-            staged["fanout"][0] / staged["ray_data"][0], 3)
     print(json.dumps(figures, indent=2))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2))

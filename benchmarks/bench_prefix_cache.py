@@ -139,13 +139,12 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def judge_layout(samples, shared_prefix: bool, prefix_order: bool, base_url: str, concurrency: int,
-                 transport: str = "fanout"):
+def judge_layout(samples, shared_prefix: bool, prefix_order: bool, base_url: str, concurrency: int):
     from judges.config import ClientConfig
     from tasks.runtime.judge_session import JudgeSession
 
     judge = judge_config(shared_prefix)
-    client = ClientConfig(max_concurrency=concurrency, seed=0, prefix_order=prefix_order, transport=transport)
+    client = ClientConfig(max_concurrency=concurrency, seed=0, prefix_order=prefix_order)
     started = time.perf_counter()
     judgments, stats = JudgeSession.of("ccrs", judge, client, base_url).judge_samples(samples)
     wall = time.perf_counter() - started
@@ -201,16 +200,13 @@ def routing_check(n_contexts: int, port: int) -> dict:
 
 
 def ratios(layouts: dict[str, dict]) -> dict[str, dict]:
-    """Per row: sent / computed prompt tokens, and against paper/blind of the same transport (where that
-    row ran: --only may leave it out) the computed tokens saved and the speed-up."""
+    base = layouts["paper/blind"]
     out = {}
     for name, row in layouts.items():
-        base = layouts.get("/".join(["paper", "blind", *name.split("/")[2:]]))
         computed = max(1, row["computed_prompt_tokens"])
         out[name] = {"sent_over_computed": round(row["prompt_tokens"] / computed, 2),
-                     "computed_vs_paper_blind": round(base["computed_prompt_tokens"] / computed, 2)
-                     if base else None,
-                     "speedup_vs_paper_blind": round(base["wall_s"] / row["wall_s"], 2) if base else None}
+                     "computed_vs_paper_blind": round(base["computed_prompt_tokens"] / computed, 2),
+                     "speedup_vs_paper_blind": round(base["wall_s"] / row["wall_s"], 2)}
     return out
 
 
@@ -222,11 +218,6 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--routing-check", type=int, metavar="N", help="only the routing check: N contexts "
                         "x 3 questions on two replicas behind PrefixCacheAffinityRouter (a few minutes)")
-    parser.add_argument("--transport", nargs="+", default=["fanout"], choices=["fanout", "ray_data"],
-                        help="the judge stage's transport(s) (client.transport); each routing gets a fresh "
-                        "app per transport; rows are named layout/routing/transport")
-    parser.add_argument("--only", nargs="+", metavar="LAYOUT/ROUTING", help="only these rows, e.g. "
-                        "context-first/affine")
     args = parser.parse_args()
 
     import ray
@@ -254,37 +245,30 @@ def main() -> int:
     ideal = {layout: ideal_computed(samples, shared, tokenizer) for layout, shared in LAYOUTS.items()}
     print(f"floor of computed prompt tokens (unbounded cache, perfect routing): {ideal}", flush=True)
     layouts: dict[str, dict] = {}
-    wanted = set(args.only or [f"{layout}/{routing}" for layout in LAYOUTS for routing in ROUTINGS])
     try:
-        for transport in args.transport:
-            for routing, (router, prefix_order) in ROUTINGS.items():
-                rows = [layout for layout in LAYOUTS if f"{layout}/{routing}" in wanted]
-                if not rows:
-                    continue
-                cfg = serving_config(router, args.port)
-                started = time.perf_counter()
-                base_url = start_serve_app(cfg)
-                print(f"[{routing}, {transport}] 2 replicas, router {router}: up in "
-                      f"{time.perf_counter() - started:.0f}s", flush=True)
-                try:
-                    for layout in rows:
-                        row = judge_layout(samples, LAYOUTS[layout], prefix_order, base_url, args.concurrency,
-                                           transport)
-                        row["ideal_computed_prompt_tokens"] = ideal[layout]
-                        name = f"{layout}/{routing}" + (f"/{transport}" if len(args.transport) > 1 else "")
-                        layouts[name] = row
-                        print(f"  {name}: {json.dumps(row)}", flush=True)
-                finally:
-                    stop_serve_app()  # only the app this process deployed
+        for routing, (router, prefix_order) in ROUTINGS.items():
+            cfg = serving_config(router, args.port)
+            started = time.perf_counter()
+            base_url = start_serve_app(cfg)
+            print(f"[{routing}] 2 replicas, router {router}: up in {time.perf_counter() - started:.0f}s",
+                  flush=True)
+            try:
+                for layout, shared_prefix in LAYOUTS.items():
+                    row = judge_layout(samples, shared_prefix, prefix_order, base_url, args.concurrency)
+                    row["ideal_computed_prompt_tokens"] = ideal[layout]
+                    layouts[f"{layout}/{routing}"] = row
+                    print(f"  {layout}/{routing}: {json.dumps(row)}", flush=True)
+            finally:
+                stop_serve_app()  # only the app this process deployed
     finally:
         ray.shutdown()
     figures = {"questions": args.questions, "samples": len(samples), "chunk_tokens": CHUNK_TOKENS,
                "top_k": TOP_K, "window": WINDOW, "replicas": 2, "layouts": layouts, "ratios": ratios(layouts)}
-    print(f"{'layout/routing':<34}{'sent':>9}{'cached':>9}{'computed':>10}{'sent/comp':>11}"
+    print(f"{'layout/routing':<24}{'sent':>9}{'cached':>9}{'computed':>10}{'sent/comp':>11}"
           f"{'comp. gain':>12}{'wall s':>8}{'speed-up':>10}")
     for name, row in layouts.items():
         r = figures["ratios"][name]
-        print(f"{name:<34}{row['prompt_tokens']:>9}{row['cached_prompt_tokens']:>9}"
+        print(f"{name:<24}{row['prompt_tokens']:>9}{row['cached_prompt_tokens']:>9}"
               f"{row['computed_prompt_tokens']:>10}{r['sent_over_computed']:>11}{r['computed_vs_paper_blind']:>12}"
               f"{row['wall_s']:>8}{r['speedup_vs_paper_blind']:>10}")
     if args.json:

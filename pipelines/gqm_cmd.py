@@ -21,6 +21,7 @@ from pathlib import Path
 
 from infra.console import say
 from pipelines import options
+from pipelines.options import UsageError
 
 DEFAULT_OUT = Path("runs") / "gqm" / "testset"
 
@@ -56,18 +57,10 @@ def console_log(args: argparse.Namespace) -> Path:
     return log_file_in(args.out)
 
 
-class UsageError(ValueError):
-    """A corpus or config that cannot run; one line, exit 2."""
-
-
 def main(args: argparse.Namespace) -> int:
     from retrievers.schema import DatasetError
 
-    try:
-        return testset(args)
-    except (UsageError, DatasetError) as exc:
-        say(f"ccrs gqm testset: {exc}", err=True)
-        return 2
+    return options.exit_2_on_usage_error("gqm testset", lambda: testset(args), DatasetError)
 
 
 def testset(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,18 @@ def config_experiment(args: argparse.Namespace) -> str:
     from pipelines.config import load_config
 
     return getattr(args, "experiment", None) or load_config(getattr(args, "config", None)).mlflow.experiment
+
+
+class UsageError(ValueError):
+    """Options or inputs a command cannot run with: one line, exit 2 (`exit_2_on_usage_error`)."""
+
+
+def exit_2_on_usage_error(command: str, run: Callable[[], int], *kinds: type[Exception]) -> int:
+    """run()'s exit code, or `ccrs COMMAND: <the error>` in one line and 2 on a UsageError or `kinds`."""
+    from infra.console import say
+
+    try:
+        return run()
+    except (UsageError, *kinds) as exc:
+        say(f"ccrs {command}: {exc}", err=True)
+        return 2

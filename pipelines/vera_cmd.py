@@ -46,6 +46,7 @@ from pathlib import Path
 
 from infra.console import say
 from pipelines import options
+from pipelines.options import UsageError
 
 # llm: VERA's LLM metrics (the paper's, pipelines.tools.vera.llm_topicality_report);
 # cosine: our embedding variant (pipelines.tools.vera.topicality_report)
@@ -168,18 +169,10 @@ def console_log(args: argparse.Namespace) -> Path | None:
     return None
 
 
-class UsageError(ValueError):
-    """A combination of options that cannot run; reported without a traceback."""
-
-
 def main(args: argparse.Namespace) -> int:
     from judges.vera import CrossEncoderUnavailable
 
-    try:
-        return run(args)
-    except (UsageError, CrossEncoderUnavailable) as exc:
-        say(f"ccrs vera: {exc}", err=True)
-        return 2
+    return options.exit_2_on_usage_error("vera", lambda: run(args), CrossEncoderUnavailable)
 
 
 def bootstrap_settings(args: argparse.Namespace) -> argparse.Namespace:
