@@ -144,7 +144,6 @@ def stage_main(args: argparse.Namespace) -> int:
     from tasks.judge import run_judging
 
     judge, client = paper_configs()
-    client = client.model_copy(update={"transport": args.transport[0]})
     if args.tokenizer:
         judge = judge.model_copy(update={"tokenizer": args.tokenizer})
     cluster = None
@@ -262,7 +261,7 @@ class CheckpointWatch:
         return self.records, sum(self.offsets.values())
 
 
-def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path, nodes: int, transport: str,
+def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path, nodes: int,
               kill_at: int | None = None) -> dict:
     """Run the stage in a new process group; with `kill_at`, SIGKILL the group once that many records
     are checkpointed. Returns timings, peak memory and checkpoint size."""
@@ -270,7 +269,7 @@ def run_child(args, run_dir: Path, inputs: Path, base_url: str, cache_dir: Path,
            "RAY_DEDUP_LOGS": "0", "PYTHONUNBUFFERED": "1"}
     env.pop("RAY_ADDRESS", None)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--stage", "--run-dir", str(run_dir),
-           "--inputs", str(inputs), "--base-url", base_url, "--nodes", str(nodes), "--transport", transport]
+           "--inputs", str(inputs), "--base-url", base_url, "--nodes", str(nodes)]
     if args.tokenizer:
         cmd += ["--tokenizer", args.tokenizer]
     log = open(run_dir.parent / f"{run_dir.name}.log", "ab")  # noqa: SIM115
@@ -364,33 +363,31 @@ def audit(run_dir: Path, generations_path: Path, metrics: tuple[str, ...]) -> di
 
 # --- main --------------------------------------------------------------------------------------------
 
-def measure(args, work: Path, requests_wanted: int, nodes: int, transport: str) -> dict:
+def measure(args, work: Path, requests_wanted: int, nodes: int) -> dict:
     """One size on one cluster size: inputs, the uninterrupted run, the killed and resumed run, audits."""
     judge, _ = paper_configs()
     metrics = tuple(judge.ccrs.metrics)
-    label = f"{requests_wanted}-k{nodes}-{transport}"
+    label = f"{requests_wanted}-k{nodes}"
     t0 = time.perf_counter()
     inputs = work / f"inputs-{requests_wanted}"
     if not (inputs / "generations.parquet").exists():
         build_inputs(inputs, requests_wanted, len(metrics))
     requests = len(metrics) * _samples(inputs)
-    print(f"inputs: {requests} requests ({requests // len(metrics)} samples), {nodes} node(s), transport "
-          f"{transport}, in "
+    print(f"inputs: {requests} requests ({requests // len(metrics)} samples), {nodes} node(s), in "
           f"{time.perf_counter() - t0:.1f}s under {work}", flush=True)
     simulator, base_url = start_simulator(work, args.latency_ms)
     try:
         full_dir, full_cache = work / f"run_full-{label}", work / f"cache_full-{label}"
-        full = run_child(args, full_dir, inputs, base_url, full_cache, nodes, transport)
+        full = run_child(args, full_dir, inputs, base_url, full_cache, nodes)
         print(f"uninterrupted: {full['wall_s']:.1f}s, peak {full['memory']}", flush=True)
         served_full = stop_simulator(simulator)
         simulator, base_url = start_simulator(work, args.latency_ms)
         kill_at = max(1, int(requests * args.kill_at))
         resume_dir, resume_cache = work / f"run_resume-{label}", work / f"cache_resume-{label}"
-        killed = run_child(args, resume_dir, inputs, base_url, resume_cache, nodes, transport,
-                           kill_at=kill_at)
+        killed = run_child(args, resume_dir, inputs, base_url, resume_cache, nodes, kill_at=kill_at)
         print(f"killed after {killed['wall_s']:.1f}s with {killed['checkpoint_records_seen']} records "
               f"checkpointed", flush=True)
-        resumed = run_child(args, resume_dir, inputs, base_url, resume_cache, nodes, transport)
+        resumed = run_child(args, resume_dir, inputs, base_url, resume_cache, nodes)
     finally:
         _end_children()
         served_resume = stop_simulator(simulator)
@@ -404,7 +401,6 @@ def measure(args, work: Path, requests_wanted: int, nodes: int, transport: str) 
     return {
         "requests": requests,
         "nodes": nodes,
-        "transport": transport,
         "wall_s": round(full["wall_s"], 2),
         "requests_per_s": round(requests / full["wall_s"], 1),
         "peak_driver_rss_mb": round(memory["driver_mb"], 1),
@@ -460,9 +456,6 @@ def main() -> int:
     parser.add_argument("--tokenizer", help="judge.tokenizer (e.g. a local HF folder) instead of the "
                         "paper config's (unavailable offline: character estimate)")
     parser.add_argument("--work-dir", type=Path, help="default: a temporary folder, removed afterwards")
-    parser.add_argument("--transport", nargs="+", default=["fanout"], choices=["fanout", "ray_data"],
-                        help="the judge stage's transport(s) (client.transport), each on the same inputs "
-                        "in turn; with two, the ratios ray_data / fanout are printed")
     parser.add_argument("--stage", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--run-dir", help=argparse.SUPPRESS)
     parser.add_argument("--inputs", help=argparse.SUPPRESS)
@@ -478,19 +471,14 @@ def main() -> int:
     runs = []
     for requests in args.requests:
         for nodes in args.nodes:
-            for transport in args.transport:
-                runs.append(measure(args, work, requests, nodes, transport))
-                print(json.dumps({k: runs[-1][k] for k in CONTRACT_KEYS}), flush=True)
-                if args.json:  # after every run: a long benchmark that is stopped keeps what it measured
-                    args.json.write_text(json.dumps({**runs[0], "runs": runs}, indent=2))
+            runs.append(measure(args, work, requests, nodes))
+            print(json.dumps({k: runs[-1][k] for k in CONTRACT_KEYS}), flush=True)
+            if args.json:  # after every run: a long benchmark that is stopped keeps what it measured
+                args.json.write_text(json.dumps({**runs[0], "runs": runs}, indent=2))
     print(json.dumps({"runs": [{k: run[k] for k in CONTRACT_KEYS} for run in runs]}, indent=2))
-    for transport in args.transport:
-        of_transport = [run for run in runs
-                        if run["transport"] == transport and run["nodes"] == args.nodes[0]]
-        if len(of_transport) > 1:
-            print(f"{transport}: driver peak ratio, largest / smallest size: "
-                  f"{of_transport[-1]['peak_driver_rss_mb'] / of_transport[0]['peak_driver_rss_mb']:.2f}")
-    _print_transport_ratios(runs)
+    if len(runs) > 1:
+        print(f"driver peak ratio, largest / smallest size: "
+              f"{runs[-1]['peak_driver_rss_mb'] / runs[0]['peak_driver_rss_mb']:.2f}")
     if not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
     clean = all(r["lost"] == 0 and r["duplicated"] == 0 and r["scores_differing_from_uninterrupted"] == 0
@@ -498,20 +486,8 @@ def main() -> int:
     return 0 if clean else 1
 
 
-def _print_transport_ratios(runs: list[dict]) -> None:
-    """ray_data / fanout of each figure, per size and cluster size, where both transports ran."""
-    by_cell = {(r["requests"], r["nodes"], r["transport"]): r for r in runs}
-    for (requests, nodes, transport), data in by_cell.items():
-        base = by_cell.get((requests, nodes, "fanout"))
-        if transport != "ray_data" or base is None:
-            continue
-        ratios = {key: round(data[key] / base[key], 3) for key in
-                  ("requests_per_s", "peak_driver_rss_mb", "peak_worker_rss_mb", "resume_s") if base[key]}
-        print(f"ray_data / fanout at {requests} requests, {nodes} node(s): {json.dumps(ratios)}")
-
-
-CONTRACT_KEYS = ("requests", "nodes", "transport", "wall_s", "requests_per_s", "peak_driver_rss_mb",
-                 "peak_worker_rss_mb", "lost", "duplicated", "resume_s")
+CONTRACT_KEYS = ("requests", "nodes", "wall_s", "requests_per_s", "peak_driver_rss_mb", "peak_worker_rss_mb",
+                 "lost", "duplicated", "resume_s")
 
 
 if __name__ == "__main__":

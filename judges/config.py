@@ -50,10 +50,6 @@ class ClientConfig(_Strict):
     batch_samples: int = Field(default=2000, ge=1, description="judge stages plan, judge and write this many "
                                "(question, system) samples at a time (whole questions): the driver's memory "
                                "is bounded by a batch, not by the run; a written batch is never asked again")
-    transport: Literal["fanout", "ray_data"] = Field(default="fanout", description="how a run's judge stage "
-                                                     "reaches the endpoint: Ray tasks over shards "
-                                                     "(tasks/runtime/fanout.py) or a Ray Data actor pool "
-                                                     "(tasks/runtime/ray_data_judging.py); issue 36")
     schedule_timeout_s: float = Field(default=600.0, gt=0, description="how long the fan-out's Ray tasks may "
                                       "wait for resources the cluster cannot give them (Ray reports their "
                                       "demand unplaced and none of them finishes) before the run stops in "

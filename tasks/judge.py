@@ -27,8 +27,8 @@ from tasks.runtime.fanout import FanOutReport, on_driver_node, progress_bar
 from tasks.runtime.judge_session import (
     JUDGE_ENDPOINT_FIELDS,
     JudgeSession,
+    RayFanOut,
     load_samples,
-    run_transport,
     suspicious_texts,
 )
 from tasks.runtime.judge_batches import (
@@ -284,9 +284,8 @@ class _BatchJudge:
 
     def __post_init__(self) -> None:
         self.repeats = self.judge.repeats if self.judge.repeats.repeated else None
-        transport = run_transport(self.client, self.base_url)
-        self.session = JudgeSession(self.suite, self.judge, self.client, transport, self.identity,
-                                    repeats=self.repeats)
+        self.session = JudgeSession(self.suite, self.judge, self.client, RayFanOut(self.base_url),
+                                    self.identity, repeats=self.repeats)
         self.metrics = self.session.metrics()
 
     def __call__(self, batch: int, bar) -> dict[str, Any]:

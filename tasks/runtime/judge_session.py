@@ -154,30 +154,6 @@ class RayFanOut:
 
 
 @dataclass(frozen=True)
-class RayData:
-    """The transport of a run on Ray Data (tasks/runtime/ray_data_judging.py): the units as a Dataset through
-    an actor pool against `base_url`, the same checkpoints, requeue and report as RayFanOut."""
-
-
-    base_url: str
-
-
-    def ask(self, evaluate: _Evaluate, units: list[Unit], client: ClientConfig, progress: Any,
-            persist: Callable[[list[int], list[list[Judgment]]], None],
-            groups: list[str] | None) -> tuple[list[list[Judgment]], FanOutReport]:
-        from tasks.runtime.ray_data_judging import ray_data_report
-
-        return ray_data_report(evaluate, units, client, self.base_url, progress=progress,
-                               desc=f"judge {evaluate.suite}", on_shard=persist, retry_if=transport_failed,
-                               groups=groups, weigh=len)
-
-
-def run_transport(client: ClientConfig, base_url: str) -> RayFanOut | RayData:
-    """The transport `client.transport` names, against `base_url`."""
-    return RayData(base_url) if client.transport == "ray_data" else RayFanOut(base_url)
-
-
-@dataclass(frozen=True)
 class InProcess:
     """The transport of a small set (unit tests, probes, a tool's sample): `llm` in this process, no
     requeue rounds."""
@@ -208,7 +184,7 @@ class JudgeSession:
     suite: JudgeSuite
     judge: JudgeConfig
     client: ClientConfig
-    transport: RayFanOut | RayData | InProcess
+    transport: RayFanOut | InProcess
     identity: dict[str, Any] | None = None
     cache: JudgmentCache | None = None
     repeats: RepeatOptions | None = None
@@ -225,10 +201,9 @@ class JudgeSession:
            base_url: str = "", llm: LLMClient | None = None, **options: Any) -> JudgeSession:
         """A session on the suite named (or given), asking through `llm` in this process where one is
         given, else through Ray tasks against `base_url`."""
-        client = client or ClientConfig()
-        transport = InProcess(llm) if llm is not None else run_transport(client, base_url)
+        transport = InProcess(llm) if llm is not None else RayFanOut(base_url)
         suite = get_suite(suite) if isinstance(suite, str) else suite
-        return cls(suite, judge, client, transport, **options)
+        return cls(suite, judge, client or ClientConfig(), transport, **options)
 
 
     def metrics(self) -> tuple[str, ...]:

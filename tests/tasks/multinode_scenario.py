@@ -1,14 +1,13 @@
 """Node loss on a real multi-node Ray cluster, run in a process of its own (a driver joins one Ray cluster
 at a time, and the test session's Ray holds the CPU LLM server):
 
-    python -m tests.tasks.multinode_scenario judge|retrieval WORK_DIR [TRANSPORT]   (writes result.json)
+    python -m tests.tasks.multinode_scenario judge|retrieval WORK_DIR   (writes WORK_DIR/result.json)
 
 The cluster is a head (0 CPUs) and two worker nodes on this machine (`ray.cluster_utils.Cluster`: a raylet
 each, each worker with its own CPU count and a custom resource). `judge`: the judge stage, with shards
 asking for the workers' resource, against the SIMULATED judge of benchmarks/llm_simulator.py (the CPU
 model server cannot fit in a second Ray cluster beside the session's; the simulator answers each request
-with a score derived from its body, so two runs must agree exactly; TRANSPORT: client.transport,
-default fanout) runs undisturbed, then again while one
+with a score derived from its body, so two runs must agree exactly) runs undisturbed, then again while one
 worker node is removed a third into the second of its three batches. `retrieval`: the chunk stage's
 actors (spread over both workers) chunks the BioASQ sample undisturbed, then again while the
 node of some of its actors is removed mid-map. Both write what the test checks.
@@ -109,7 +108,7 @@ class NodeRemover(threading.Thread):
             time.sleep(0.02)
 
 
-def judge_scenario(work: Path, transport: str = "fanout") -> dict:
+def judge_scenario(work: Path) -> dict:
     from judges.config import ClientConfig, JudgeConfig
     from tasks.judge import run_judging
     from judges.suite import metric_order, suite_membership
@@ -122,7 +121,7 @@ def judge_scenario(work: Path, transport: str = "fanout") -> dict:
         inputs = judge_inputs(work / "inputs")
         judge = JudgeConfig(model="simulated-judge", cache=False)
         client = ClientConfig(max_concurrency=12, shard_size=6, max_shards_in_flight=6, batch_samples=24,
-                              shard_resources={WORKER_RESOURCE: 1}, transport=transport)
+                              shard_resources={WORKER_RESOURCE: 1})
         runs = {}
         for name in ("calm", "storm"):
             remover = None
@@ -196,9 +195,9 @@ def retrieval_scenario(work: Path) -> dict:
 
 
 def main() -> int:
-    subject, work, *options = sys.argv[1], Path(sys.argv[2]), *sys.argv[3:]
+    subject, work = sys.argv[1], Path(sys.argv[2])
     work.mkdir(parents=True, exist_ok=True)
-    result = {"judge": judge_scenario, "retrieval": retrieval_scenario}[subject](work, *options)
+    result = {"judge": judge_scenario, "retrieval": retrieval_scenario}[subject](work)
     (work / "result.json").write_text(json.dumps(result, indent=2, default=str))
     return 0
 
