@@ -178,9 +178,9 @@ def ppi_pairwise(labels, judged, systems: Sequence[str], alpha: float = 0.05) ->
             if rows.sum() < MIN_LABELS:
                 pairs_too_few.append((systems[a], systems[b]))
                 continue
-            judged_difference = judged[:, a] - judged[:, b]
-            differences.append(ppi_mean(labels[rows, a] - labels[rows, b], judged_difference[rows],
-                                        judged_difference[~rows], alpha))
+            differences.append(ppi_paired_difference(
+                labels[rows, a], labels[rows, b], judged[rows, a], judged[rows, b], judged[~rows, a],
+                judged[~rows, b], alpha))
             pair_names.append((systems[a], systems[b]))
     adjusted = holm_adjust([difference.p_value for difference in differences])
     pairs = tuple(PairEstimate(a, b, difference, float(p), is_significant(float(p), alpha))
