@@ -28,12 +28,11 @@ Templates: judges/prompts/gqm/<version>/ (our own words; the thesis gives the co
 """
 from __future__ import annotations
 
-from typing import Any
-
 import re
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from judges import templates
 from judges.bertscore import ENCODER, best_match, check_installed
