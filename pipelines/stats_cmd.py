@@ -1,5 +1,6 @@
-"""`ccrs stats SCORES [--out DIR]`: randomized Tukey HSD, bootstrap CIs, hypotheses (Holm), descriptive
-statistics and correlations of long-format per-sample scores; writes stats.json, tables and plots."""
+"""`ccrs stats SCORES|RUN_DIR [--out DIR] [--labels LABELS]`: randomized Tukey HSD, bootstrap CIs, hypotheses
+(Holm), descriptive statistics and correlations of long-format per-sample scores, and with human labels
+the human-calibrated (PPI++) statistics; writes stats.json, tables and plots."""
 
 from __future__ import annotations
 
@@ -15,12 +16,21 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
         "scores", type=Path, help="Parquet, CSV or JSONL of per-sample scores: long (query_id, system, "
         "metric, score) or wide (query_id, system and one column per metric); question_id or id may stand "
         "for query_id; an optional integer `repeat` column marks repeated judgments of one answer (judge "
-        "noise, docs/judge-trust.md)"
+        "noise, docs/judge-trust.md). Or a run directory: its judge stages' scores, and its human labels "
+        "(RUN_DIR/labels, `ccrs label`) unless --labels is given"
     )
     options.add_out(parser, "stats", "stats.json, tables/, plots/, summary.md")
     parser.add_argument("--scale", nargs="+", metavar="MIN MAX", help="the scores' scale, mapped onto [0, 1] "
                         "(e.g. --scale 1 5 or --scale 1-5 for a Likert mark, --scale 0 100); default: the "
                         "scores are already on [0, 1]")
+    parser.add_argument("--labels", type=Path, metavar="LABELS", help="human labels (JSONL, CSV or Parquet: "
+                        "question_id or query_id, system, metric, label[, annotator]): adds the "
+                        "human-calibrated (PPI++) statistics, docs/human-labels.md")
+    parser.add_argument("--label-scale", nargs="+", metavar="MIN MAX", help="the labels' mark scale, mapped "
+                        "onto [0, 1] as --scale maps scores (default: marks on [0, 1])")
+    parser.add_argument("--predicted-by", action="append", default=[], metavar="HUMAN=JUDGE",
+                        help="labels of a human metric of their own (e.g. acceptable=CC): the judge metric "
+                        "whose scores predict them (repeatable)")
     parser.add_argument(
         "--hypotheses", type=Path, default=None, help="hypotheses YAML (see configs/hypotheses)"
     )
@@ -35,14 +45,15 @@ def main(args: argparse.Namespace) -> int:
     from pipelines.extensions import verdict_sections
     from stats.errors import StatsInputError
     from pipelines.reporting.report import reduce_user_scores, user_scores
-    from tasks.reduce import read_scores_file
 
     try:
-        frame = user_scores(read_scores_file(args.scores), parse_scale(args.scale))
+        frame, labels = _scores_and_labels(args)
+        frame = user_scores(frame, parse_scale(args.scale))
         with _progress(frame["metric"].nunique(), disabled=args.no_progress) as advance:
             result, written, verdict = reduce_user_scores(
                 frame, args.out, hypotheses_path=args.hypotheses, b=args.b, seed=args.seed,
-                alpha=args.alpha, title=args.scores.name, on_metric=advance, sections=verdict_sections())
+                alpha=args.alpha, title=args.scores.name, on_metric=advance, sections=verdict_sections(),
+                labels=labels)
     except StatsInputError as error:
         print(f"ccrs stats: error: {error}", file=sys.stderr)
         return 2
@@ -57,7 +68,43 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_scale(values: list[str] | None) -> tuple[float, float] | None:
+def _scores_and_labels(args: argparse.Namespace):
+    """The scores (a file, or a run directory's judge stages) and the labels (--labels, else a run
+    directory's own), the labels checked (stats.labels.LabelSet) or None."""
+    from stats.errors import StatsInputError
+    from stats.labels import validate_labels
+    from tasks.reduce import concat_scores, read_labels_file, read_run_labels, read_scores_file, run_scores
+
+    if args.scores.is_dir():
+        frame = concat_scores([read_scores_file(path) for path in run_scores(args.scores)])
+        if args.labels is None:
+            if args.label_scale or args.predicted_by:
+                raise StatsInputError("--label-scale and --predicted-by describe a --labels file; a run "
+                                      "directory's labels carry their scales (labels/metrics.json)")
+            return frame, read_run_labels(args.scores)
+    else:
+        frame = read_scores_file(args.scores)
+    if args.labels is None:
+        if args.label_scale or args.predicted_by:
+            raise StatsInputError("--label-scale and --predicted-by need --labels LABELS")
+        return frame, None
+    scale = parse_scale(args.label_scale, "--label-scale")
+    return frame, validate_labels(read_labels_file(args.labels), scale, _predicted_by(args.predicted_by))
+
+
+def _predicted_by(values: list[str]) -> dict[str, str]:
+    from stats.errors import StatsInputError
+
+    mapping = {}
+    for value in values:
+        human, _, judge = value.partition("=")
+        if not human.strip() or not judge.strip():
+            raise StatsInputError(f"--predicted-by takes HUMAN=JUDGE (e.g. acceptable=CC), got {value!r}")
+        mapping[human.strip()] = judge.strip()
+    return mapping
+
+
+def parse_scale(values: list[str] | None, option: str = "--scale") -> tuple[float, float] | None:
     """`--scale 1 5`, `--scale 1-5` -> (1.0, 5.0); None without --scale."""
     from stats.errors import StatsInputError
 
@@ -67,7 +114,7 @@ def parse_scale(values: list[str] | None) -> tuple[float, float] | None:
     try:
         low, high = (float(part) for part in parts)
     except ValueError as exc:
-        raise StatsInputError(f"--scale takes MIN MAX (e.g. --scale 1 5 or --scale 1-5), got "
+        raise StatsInputError(f"{option} takes MIN MAX (e.g. {option} 1 5 or {option} 1-5), got "
                               f"{' '.join(values)}") from exc
     return low, high
 
@@ -115,6 +162,14 @@ def _print_judge_noise(noise: dict) -> None:
           f"[{low:.3f}, {high:.3f}]{verdicts}")
 
 
+def _print_human_calibrated(block: dict) -> None:
+    pairs = block["pairwise"]
+    print(f"    human-calibrated ({block['human_metric']}): {sum(block['n_labels'].values())} labels, "
+          f"{sum(pair['significant'] for pair in pairs)} of {len(pairs)} pairs differ, "
+          f"{sum(pair['decision_changed'] for pair in pairs)} decisions changed from the judge alone, "
+          f"{len(block['too_few_labels'])} systems with too few labels")
+
+
 def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:
     print(f"{result['n_queries']} queries, systems {result['systems']}, metrics {result['metrics']}")
     for metric, entry in result["per_metric"].items():
@@ -126,6 +181,8 @@ def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:
         )
         if entry.get("judge_noise"):
             _print_judge_noise(entry["judge_noise"])
+        if entry.get("human_calibrated"):
+            _print_human_calibrated(entry["human_calibrated"])
     _print_comparison(result["discriminative_power_comparison"])
     for name, entry in result["hypotheses"].items():
         verdict = "significant" if entry["significant"] else "not significant"

@@ -25,6 +25,7 @@ from stats.descriptive import (
 )
 from stats.errors import StatsInputError
 from stats.hsd import HSDResult, randomized_tukey_hsd
+from stats.labels import LabelMatrices, LabelSet, human_calibrated_entry, label_matrices
 from stats.hypotheses import HypothesisResult, HypothesisSet, check_hypotheses_against, evaluate_hypotheses
 from stats.judge_noise import (
     COMPONENTS,
@@ -55,6 +56,7 @@ def compute_all(
     on_metric: Callable[[str], None] | None = None,
     metric_order: Sequence[str] = (),
     metric_suites: Mapping[str, Sequence[str]] | None = None,
+    labels: LabelSet | None = None,
 ) -> dict:
     """Every statistic of the stats.json contract, JSON-serializable, null (with a note) where undefined.
 
@@ -66,6 +68,10 @@ def compute_all(
     With a `repeat` column, a metric judged two or more times per (query, system) is analysed on its
     repeat-averaged scores (a query enters only if every system has every repeat), its CIs come from the
     two-level bootstrap and its entry gains `judge_noise` (stats/judge_noise.py).
+
+    With `labels` (human marks, stats.labels.validate_labels), each metric they calibrate gains
+    `human_calibrated`: PPI++ means, intervals and pairwise differences anchored in the labels, and the
+    judge's bias per system (stats/labels.py, docs/human-labels.md).
 
     One system is a valid input: means, CIs, descriptive statistics and judge noise as for several; the
     pairwise tables are empty and discriminative power is null (a note says why); hypotheses, which
@@ -93,6 +99,8 @@ def compute_all(
     }
     for metric, entry in judge_noise.items():
         per_metric[metric]["judge_noise"] = entry
+    if labels is not None:
+        _add_human_calibrated(per_metric, label_matrices(labels, cube), labels, alpha, notes)
     result = {
         "n_queries": len(cube.query_ids),
         "systems": list(cube.systems),
@@ -107,6 +115,20 @@ def compute_all(
         "hypotheses": _hypotheses_entry(hypotheses, hsd_by_metric, cube.systems, alpha),
     }
     return _json_ready(result, notes)
+
+
+def _add_human_calibrated(per_metric: dict, matrices: Mapping[str, LabelMatrices], labels: LabelSet,
+                          alpha: float, notes: list[str]) -> None:
+    for metric, matrix in matrices.items():
+        entry = human_calibrated_entry(matrix, per_metric[metric]["pairwise"], alpha)
+        per_metric[metric]["human_calibrated"] = entry
+        if entry["unjudged_labels"]:
+            notes.append(f"per_metric.{metric}.human_calibrated: {entry['unjudged_labels']} labeled "
+                         f"answer(s) of questions not judged for every system are left out (the estimates "
+                         f"pair each label with the judge's score on a complete question)")
+    if labels.superseded:
+        notes.append(f"labels: {labels.superseded} mark(s) replaced by a later mark of the same annotator on "
+                     f"the same answer (the later one counts)")
 
 
 def unscored_result(b: int, seed: int, alpha: float, reason: str) -> dict:

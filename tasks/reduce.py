@@ -21,9 +21,10 @@ from stats.analysis import compute_all, unscored_result
 from stats.errors import StatsInputError
 from stats.hsd import Direction
 from stats.hypotheses import Hypothesis, HypothesisSet
+from stats.labels import LabelSet, validate_labels
 from stats.multiple import Combine
 from stats.scores import REPEAT_COLUMN, validate_scores
-from tasks.runtime.layout import STATS_FILE
+from tasks.runtime.layout import STATS_FILE, RunLayout
 from tasks.runtime.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
 
 UNSCORED_NOTE = ("no judgment has a score (every one failed: failures.json, the judgments' reasons and raw "
@@ -48,8 +49,8 @@ def run_reduce(
     membership = {name: list(metrics) for name, metrics in suites.items()}
     config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path),
               "suites": membership, "metric_order": list(metric_order)}
-    key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths],
-                    code_version(__name__))
+    key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths]
+                    + labels_fingerprint(run_dir), code_version(__name__))
 
     def reduce_scores(out_dir: Path) -> dict:
         scores = concat_scores([load_scores(path) for path in scores_paths])
@@ -57,7 +58,7 @@ def run_reduce(
             result = unscored_result(b, seed, alpha, UNSCORED_NOTE)
         else:
             hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None
-            result = compute_all(scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha,
+            result = _statistics(run_dir, scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha,
                                  metric_order=list(metric_order), metric_suites=membership)
         written = write_stats(result, out_dir)
         return {
@@ -71,6 +72,35 @@ def run_reduce(
     return run_stage(run_dir, "reduce", key, reduce_scores, force=force)
 
 
+def _statistics(run_dir: Path, scores: pd.DataFrame, **options) -> dict:
+    """compute_all with the run's human labels; labels that cannot be used (a bad file, a system the scores
+    lack) leave the judge-only statistics whole, with a note that says why."""
+    try:
+        labels = read_run_labels(run_dir)
+    except StatsInputError as error:
+        return _noted(compute_all(scores, **options), error)
+    if labels is None:
+        return compute_all(scores, **options)
+    try:
+        return compute_all(scores, labels=labels, **options)
+    except StatsInputError as error:
+        return _noted(compute_all(scores, **options), error)
+
+
+def _noted(result: dict, error: StatsInputError) -> dict:
+    result["notes"].append(f"human labels not used: {error}")
+    return result
+
+
+def run_scores(run_dir: Path) -> list[Path]:
+    """The scores of a run's finished judge stages (`ccrs stats RUN_DIR`)."""
+    layout = RunLayout(run_dir)
+    paths = [layout.scores(suite) for suite in layout.judged_suites()]
+    if not paths:
+        raise StatsInputError(f"{run_dir} has no judge stage's scores (judge_<suite>/scores.parquet)")
+    return paths
+
+
 def _hypotheses_text(path: str | None) -> str | None:
     return Path(path).read_text() if path else None
 
@@ -79,9 +109,19 @@ def _hypotheses_text(path: str | None) -> str | None:
 
 
 def read_scores_file(path: str | Path) -> pd.DataFrame:
+    return _read_table(path, "scores")
+
+
+def read_labels_file(path: str | Path) -> pd.DataFrame:
+    """Human labels (`ccrs label`'s labels.jsonl, or the user's CSV/JSONL/Parquet), unchecked: see
+    stats.labels.validate_labels."""
+    return _read_table(path, "labels")
+
+
+def _read_table(path: str | Path, what: str) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
-        raise StatsInputError(f"scores file not found: {path}")
+        raise StatsInputError(f"{what} file not found: {path}")
     suffix = path.suffix.lower()
     try:
         if suffix in (".parquet", ".pq"):
@@ -92,8 +132,8 @@ def read_scores_file(path: str | Path) -> pd.DataFrame:
         if suffix == ".jsonl":
             return pd.read_json(path, lines=True, dtype=False)
     except (OSError, ValueError) as error:
-        raise StatsInputError(f"cannot read scores file {path}: {error}") from error
-    raise StatsInputError(f"scores file must be Parquet (.parquet), CSV (.csv) or JSONL (.jsonl), got "
+        raise StatsInputError(f"cannot read {what} file {path}: {error}") from error
+    raise StatsInputError(f"{what} file must be Parquet (.parquet), CSV (.csv) or JSONL (.jsonl), got "
                           f"{path.name}")
 
 
@@ -185,3 +225,25 @@ def load_hypotheses(path: str | Path) -> HypothesisSet:
             for item in error.errors()
         )
         raise StatsInputError(f"hypotheses file {path} is invalid: {problems}") from error
+
+
+def read_run_labels(run_dir: Path) -> LabelSet | None:
+    """The human labels of a run (RUN_DIR/labels/, written by `ccrs label`), None where it has none: the
+    marks with each metric's scale and judge metric from labels/metrics.json."""
+    layout = RunLayout(run_dir)
+    if not layout.labels_file.is_file():
+        return None
+    try:
+        declared = json.loads(layout.labels_metrics.read_text()) if layout.labels_metrics.is_file() else {}
+    except (OSError, ValueError) as error:
+        raise StatsInputError(f"cannot read {layout.labels_metrics}: {error}") from error
+    scales = {metric: tuple(entry["scale"]) for metric, entry in declared.items()}
+    predicted_by = {metric: entry.get("predicted_by", metric) for metric, entry in declared.items()}
+    frame = read_labels_file(layout.labels_file)
+    return validate_labels(frame, scales or None, predicted_by)
+
+
+def labels_fingerprint(run_dir: Path) -> list:
+    """What the reduce stage's key covers of a run's labels (nothing when it has none)."""
+    layout = RunLayout(run_dir)
+    return [file_fingerprint(path) for path in (layout.labels_file, layout.labels_metrics) if path.is_file()]

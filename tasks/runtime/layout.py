@@ -13,6 +13,7 @@
       probes/probe_report.json, ...                                 judge bias probes (`probes:`)
       reduce/stats.json, tables/, plots/                            statistics over every suite's scores
       track/                                                        MLflow run ids (and gqm/ when asked)
+      labels/labels.jsonl, metrics.json, order.json, skips.jsonl    human labels (`ccrs label`)
 
 Stages write through tasks/runtime/stage.py into `run_dir/<stage>/`; everything that reads a run (reduce,
 tracking, `ccrs report`, `ccrs compare`, `ccrs vera`) finds files through `RunLayout`.
@@ -43,6 +44,7 @@ TABLES_DIR, PLOTS_DIR = "tables", "plots"
 JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
 SUMMARY_FILE = "summary.md"
+LABELS_DIR, LABELS_FILE = "labels", "labels.jsonl"  # `ccrs label`: human marks of the run's answers
 PREFLIGHT_STAGE = "preflight"  # the judge's unit tests before the judge stage (`judge.preflight`)
 PROBES_STAGE = "probes"  # the judge bias probes of a run that asks for them (tasks/bias_probes.py)
 PROBE_FILES = {"judgments": "probe_judgments.parquet", "report": "probe_report.json",
@@ -183,3 +185,30 @@ class RunLayout:
     def vera_dir(self) -> Path:
         """`ccrs vera bootstrap` output (bootstrap.json) beside the run's stages."""
         return self.root / "vera"
+
+    @property
+    def labels_dir(self) -> Path:
+        """Human labels of the run's answers (`ccrs label`), read by the reduce stage and `ccrs stats RUN_DIR`
+        for the human-calibrated (PPI++) statistics (docs/human-labels.md)."""
+        return self.root / LABELS_DIR
+
+    @property
+    def labels_file(self) -> Path:
+        """One JSON line per mark, appended as given: question_id, system, metric, label, annotator, time."""
+        return self.labels_dir / LABELS_FILE
+
+    @property
+    def labels_metrics(self) -> Path:
+        """{metric: {"scale": [low, high], "predicted_by": judge metric}}: each labeled metric's mark scale
+        and the judge metric that predicts it (itself, for a judge metric)."""
+        return self.labels_dir / "metrics.json"
+
+    @property
+    def labels_order(self) -> Path:
+        """The seeded random order of the run's questions the page shows (seed and question ids)."""
+        return self.labels_dir / "order.json"
+
+    @property
+    def labels_skips(self) -> Path:
+        """One JSON line per question an annotator skipped (question_id, metric, annotator, time)."""
+        return self.labels_dir / "skips.jsonl"

@@ -185,3 +185,93 @@ def test_one_system_csv_gives_means_cis_and_one_line_for_what_needs_two(tmp_path
     assert main([*args, "--hypotheses", str(hypotheses)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("ccrs stats: error: hypotheses compare systems, and the scores hold one (prod)")
+
+
+PILOT = Path(__file__).resolve().parents[2] / "data" / "bioasq-sample-pilot"
+
+
+def _pilot_labels(path: Path, systems=tuple("ABCDEF"), extra: dict | None = None) -> Path:
+    """A 0/1 human metric `acceptable` on the real extractive pilot: token_f1 above 0.4, one annotator."""
+    import pandas as pd
+
+    scores = pd.read_parquet(PILOT / "extractive_scores.parquet")
+    f1 = scores[(scores["metric"] == "token_f1") & scores["system"].isin(systems)]
+    labels = pd.DataFrame({"question_id": f1["query_id"], "system": f1["system"], "metric": "acceptable",
+                           "label": (f1["score"] > 0.4).astype(int), "annotator": "ann"})
+    if extra:
+        labels = pd.concat([labels, pd.DataFrame([extra])], ignore_index=True)
+    labels.to_json(path, orient="records", lines=True)
+    return path
+
+
+def test_stats_with_labels_writes_the_human_calibrated_contract_and_verdict(tmp_path, capsys):
+    out = tmp_path / "out"
+    labels = _pilot_labels(tmp_path / "labels.jsonl")
+    code = main(["stats", str(PILOT / "extractive_scores.parquet"), "--labels", str(labels), "--predicted-by",
+                 "acceptable=token_f1", "--out", str(out), "--b", "200", "--no-progress", "--markdown"])
+    assert code == 0
+    entry = json.loads((out / "stats.json").read_text())["per_metric"]["token_f1"]["human_calibrated"]
+    assert entry["n_labels"] == {system: 32 for system in "ABCDEF"}
+    assert set(entry["means"]) == set("ABCDEF") and all(len(ci) == 2 for ci in entry["ci95"].values())
+    assert set(entry["judge_bias"]) == set("ABCDEF") and len(entry["pairwise"]) == 15
+    contract = {"a", "b", "diff", "ci95", "p_value", "significant"}
+    assert all(set(pair) >= contract for pair in entry["pairwise"])
+    printed = capsys.readouterr().out
+    assert "## Human-calibrated (PPI++)" in printed
+    assert "acceptable (a human metric, predicted by token_f1)" in printed
+    assert "human-calibrated (acceptable): 192 labels" in printed
+    assert "## Human-calibrated" in (out / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("extra, options, message", [
+    ({"question_id": "nope", "system": "A", "metric": "acceptable", "label": 1}, [],
+     "questions the scores lack"),
+    ({"question_id": "65cfad2d1930410b13000014", "system": "Z", "metric": "acceptable", "label": 1}, [],
+     "systems the scores lack: 'Z'"),
+    ({"question_id": "65cfad2d1930410b13000014", "system": "A", "metric": "acceptable", "label": 3}, [],
+     "outside their scale"),
+    (None, ["--predicted-by", "acceptable"], "--predicted-by takes HUMAN=JUDGE"),
+])
+def test_bad_labels_are_one_line_and_exit_2(tmp_path, capsys, extra, options, message):
+    labels = _pilot_labels(tmp_path / "labels.jsonl", extra=extra)
+    options = options or ["--predicted-by", "acceptable=token_f1"]
+    code = main(["stats", str(PILOT / "extractive_scores.parquet"), "--labels", str(labels), *options,
+                 "--out", str(tmp_path / "out"), "--b", "50", "--no-progress"])
+    error = capsys.readouterr().err
+    assert code == 2 and message in error and len(error.strip().splitlines()) == 1
+
+
+def test_unknown_label_metric_is_one_line(tmp_path, capsys):
+    labels = _pilot_labels(tmp_path / "labels.jsonl")
+    code = main(["stats", str(PILOT / "extractive_scores.parquet"), "--labels", str(labels), "--out",
+                 str(tmp_path / "out"), "--b", "50", "--no-progress"])
+    assert code == 2 and "the scores have no metric 'acceptable'" in capsys.readouterr().err
+
+
+def test_stats_of_a_run_dir_picks_up_its_labels_and_names_too_few(tmp_path, capsys):
+    """The recorded pilot run (8 questions): its own labels/ (as `ccrs label` writes them) on CC's 0-1
+    scale; 8 labels per system are below the floor, so the verdict names the gap and claims no interval."""
+    import shutil
+
+    import pandas as pd
+
+    from tasks.runtime.layout import RunLayout
+
+    run = tmp_path / "run"
+    shutil.copytree(PILOT, run)
+    layout = RunLayout(run)
+    scores = pd.read_parquet(layout.scores("ccrs"))
+    cc = scores[scores["metric"] == "CC"]
+    layout.labels_dir.mkdir()
+    pd.DataFrame({"question_id": cc["query_id"], "system": cc["system"], "metric": "CC",
+                  "label": (cc["score"] >= 0.5).astype(int) * 4 + 1, "annotator": "ann"}).to_json(
+        layout.labels_file, orient="records", lines=True)
+    layout.labels_metrics.write_text(json.dumps({"CC": {"scale": [1, 5], "predicted_by": "CC"}}))
+    code = main(["stats", str(run), "--out", str(tmp_path / "out"), "--b", "50", "--no-progress",
+                 "--markdown"])
+    assert code == 0
+    entry = json.loads((tmp_path / "out" / "stats.json").read_text())["per_metric"]["CC"]["human_calibrated"]
+    assert entry["n_labels"] == {system: 8 for system in "ABCDEF"} and entry["means"] == {}
+    assert entry["too_few_labels"] == list("ABCDEF") and set(entry["judge_bias"]) == set("ABCDEF")
+    printed = capsys.readouterr().out
+    assert "**Too few labels:** A (8)" in printed and "fewer than 10 labels" in printed
