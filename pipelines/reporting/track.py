@@ -99,6 +99,7 @@ def _log_run(run_dir: Path, record: RunRecord, stats_dir: Path, tracking_uri: st
         pending_marker=layout.track_pending,
         summary_path=layout.summary_md,
         logs_dir=layout.logs_dir,
+        labels_dir=layout.labels_dir,
         tags=record.tags,
         started_at=record.started_at,
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from infra.secrets import SECRET_ENV_NAME, scrub
-from tasks.runtime.layout import JUDGMENTS_FILE, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
+from tasks.runtime.layout import JUDGMENTS_FILE, LABELS_DIR, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
 from stats.scores import REPEAT_COLUMN
 
 TRACKED_PACKAGES = (
@@ -143,6 +143,7 @@ def log_pipeline_run(
     pending_marker: Path | None = None,
     summary_path: Path | None = None,
     logs_dir: Path | None = None,
+    labels_dir: Path | None = None,
     tags: dict[str, str] | None = None,
     started_at: float | None = None,
 ) -> TrackedRun:
@@ -180,6 +181,8 @@ def log_pipeline_run(
             mlflow.set_tag(NOTE_TAG, run_description(run_name, stats, judge_model, summary_url))
             if logs_dir is not None and logs_dir.is_dir():
                 _log_logs(mlflow, logs_dir)
+            if labels_dir is not None and labels_dir.is_dir():  # the human labels behind human_calibrated
+                mlflow.log_artifacts(str(labels_dir), artifact_path=LABELS_DIR)
             if failures_path is not None:
                 _log_failures(mlflow, failures_path)
             system_runs = {
@@ -362,6 +365,12 @@ def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summ
         metrics[f"{metric}_discriminative_power"] = block["discriminative_power"]
     for name, result in (stats.get("hypotheses") or {}).items():
         metrics[f"hypothesis_{name}_adjusted_p"] = result["adjusted_p"]
+    for metric, block in stats["per_metric"].items():
+        if block.get("human_calibrated"):
+            pairs = block["human_calibrated"]["pairwise"]
+            metrics[f"{metric}_human_labels"] = sum(block["human_calibrated"]["n_labels"].values())
+            metrics[f"{metric}_human_pairs_different"] = sum(pair["significant"] for pair in pairs)
+            metrics[f"{metric}_human_decisions_changed"] = sum(pair["decision_changed"] for pair in pairs)
     for retriever, measures in retrieval_metrics.items():
         for measure, value in measures.items():
             metrics[f"retrieval_{retriever}_{_metric_name(measure)}"] = value
@@ -483,6 +492,7 @@ def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments:
             metrics[metric] = block["means"][system]
             low, high = block["ci95"][system]
             metrics[f"{metric}_ci_low"], metrics[f"{metric}_ci_high"] = low, high
+        metrics.update(human_calibrated_metrics(stats, system))
         mine = judgments[judgments["system"] == system]
         for metric, group in mine.groupby("metric"):
             metrics[f"{metric}_failed"] = float((group["status"] == "failed").sum())
@@ -494,6 +504,23 @@ def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments:
         metrics["answers_untagged"] = float((~rows["tagged"].astype(bool)).sum())
         mlflow.log_metrics(metrics)
         return child.info.run_id
+
+
+def human_calibrated_metrics(stats: dict, system: str) -> dict[str, float]:
+    """A system's human-calibrated figures as MLflow metrics: `<M>_human` (the PPI++ mean) with its CI,
+    `<M>_human_labels` and `<M>_judge_bias` (human - judge), for each metric with labels."""
+    metrics = {}
+    for metric, block in stats["per_metric"].items():
+        human = block.get("human_calibrated")
+        if not human or system not in human["n_labels"]:
+            continue
+        metrics[f"{metric}_human_labels"] = float(human["n_labels"][system])
+        if system in human["means"]:
+            metrics[f"{metric}_human"] = human["means"][system]
+            metrics[f"{metric}_human_ci_low"], metrics[f"{metric}_human_ci_high"] = human["ci95"][system]
+        if system in human["judge_bias"]:
+            metrics[f"{metric}_judge_bias"] = human["judge_bias"][system]
+    return metrics
 
 
 def _metric_name(name: str) -> str:

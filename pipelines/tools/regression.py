@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from infra.console import say
 from stats.multiple import holm_adjust
@@ -35,8 +36,14 @@ from tasks.runtime.stage import read_manifest
 from pipelines.reporting.tracking import PER_SAMPLE_TABLE_ARTIFACT, RAW_REPLY_MAX_CHARS, attach
 
 MDD_POWER = 0.8
+Z_95 = float(stats.norm.ppf(0.975))  # stats.json's human-calibrated intervals are normal 95% ones
 
 JUDGMENTS_ARTIFACT = "samples/judgments.parquet"
+STATS_ARTIFACT = "stats/stats.json"
+HUMAN_NOTE = ("human-calibrated cells (basis `human`): both nights have human labels of the cell, so its "
+              "test is the difference of the two nights' PPI++ means (human scale, z test with the two "
+              "nights' standard errors added, conservative for paired nights); `diff`, `p_value` and the "
+              "verdict are that test's, the judge-only paired test is in `judge_diff`, `judge_p`.")
 # an MLflow table, as the per-sample table (pipelines/reporting/tracking.py)
 MOVES_ARTIFACT = "regression/moves.json"
 MOVES_PER_CELL = 5  # questions listed per regressed cell unless --show-moves N says otherwise
@@ -205,6 +212,55 @@ def _answers(client, run, work: Path) -> pd.DataFrame | None:
         answers = pd.read_parquet(layout.generations, columns=["query_id", "system", "answer"])
         questions = pd.read_parquet(layout.queries, columns=["query_id", "text"])
         return answers.merge(questions.rename(columns={"text": "question"}), on="query_id", how="left")
+
+
+def _stats(client, run, work: Path) -> dict | None:
+    """The run's stats.json (logged artifact, else its own run folder); None when neither is at hand."""
+    try:
+        return json.loads(Path(client.download_artifacts(run.info.run_id, STATS_ARTIFACT,
+                                                         str(work / run.info.run_id))).read_text())
+    except Exception:  # noqa: BLE001 - MLflow raises many types for a missing artifact
+        layout = _own_run_folder(run)
+        if layout is None or not layout.stats_json.is_file():
+            return None
+        return json.loads(layout.stats_json.read_text())
+
+
+def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> pd.DataFrame:
+    """(system, metric, human_diff, human_p) for each cell both nights estimated on the human scale (PPI++
+    means, stats.json human_calibrated): run - baseline, z test with the nights' standard errors (from
+    their normal 95% intervals) added."""
+    rows = []
+    for metric, block in ((run_stats or {}).get("per_metric") or {}).items():
+        tonight = block.get("human_calibrated")
+        before = (((base_stats or {}).get("per_metric") or {}).get(metric) or {}).get("human_calibrated")
+        if not tonight or not before:
+            continue
+        for system in sorted(set(tonight["means"]) & set(before["means"])):
+            se = np.hypot(*(np.subtract(*reversed(entry["ci95"][system])) / (2 * Z_95)
+                            for entry in (tonight, before)))
+            diff = tonight["means"][system] - before["means"][system]
+            p_value = float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else float(diff == 0)
+            rows.append({"system": system, "metric": metric, "human_diff": diff, "human_p": p_value})
+    return pd.DataFrame(rows, columns=["system", "metric", "human_diff", "human_p"])
+
+
+def with_human_calibrated(table: pd.DataFrame, human: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """The gate's table with every human-calibrated cell decided by its human-scale test (Holm again over
+    all cells); `basis` says which test decided a cell."""
+    if human.empty:
+        return table
+    merged = table.merge(human, on=["system", "metric"], how="left")
+    on_human = merged["human_p"].notna()
+    merged["basis"] = np.where(on_human, "human", "judge")
+    merged["judge_diff"], merged["judge_p"] = merged["diff"], merged["p_value"]
+    merged.loc[on_human, "diff"] = merged.loc[on_human, "human_diff"]
+    merged.loc[on_human, "p_value"] = merged.loc[on_human, "human_p"]
+    merged["adjusted_p"] = holm_adjust(merged["p_value"].to_numpy())
+    merged["significant"] = merged["adjusted_p"] < alpha
+    merged["verdict"] = np.where(merged["significant"],
+                                 np.where(merged["diff"] < 0, "regression", "improvement"), "same")
+    return merged.drop(columns=["human_diff", "human_p"])
 
 
 def _own_run_folder(run) -> RunLayout | None:
@@ -465,6 +521,8 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
                               f"{', '.join(sorted(set(judgments['system'])))}; baseline: "
                               f"{', '.join(sorted(set(base_judgments['system'])))}): nothing to compare")
     table = paired_table(scored(judgments), scored(base_judgments), options.alpha, options.b, options.seed)
+    table = with_human_calibrated(table, human_calibrated_cells(_stats(client, current, work),
+                                                                _stats(client, base, work)), options.alpha)
     cells, top = moved_cells(table, options.show_moves)
     moves = question_moves(sample_view(judgments, _answers(client, current, work)),
                            sample_view(base_judgments, _answers(client, base, work)), cells, top)
@@ -475,6 +533,7 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
         f"over {len(table)} cells, alpha={options.alpha}; failed judgments {rate:.1%})", systems,
         table.to_markdown(index=False, floatfmt=".4f"),
         MDD_NOTE.format(power=MDD_POWER, alpha=options.alpha, cells=len(table)) + note,
+        HUMAN_NOTE if "basis" in table and (table["basis"] == "human").any() else "",
         moves_markdown(moves, table, cells)) if part)
     status = "regression" if n_regressions else "pass"
     return RegressionReport(status, run_id, base_id, table, n_regressions, markdown, rate, differing,

@@ -104,3 +104,39 @@ def test_a_reused_reduce_stage_gets_its_tables_and_plots_again(tmp_path):
 
     assert again.reused and [path.name for path in rewritten] == [path.name for path in written]
     assert {path.name: path.read_bytes() for path in rewritten if path.suffix != ".png"} == tables
+
+
+def test_the_reduce_stage_reruns_with_the_runs_labels_and_notes_labels_it_cannot_use(tmp_path):
+    """`ccrs run --from-stage reduce` after `ccrs label`: labels/ enters the stage's key, so the stage reruns
+    and stats.json gains human_calibrated; labels of a system the scores lack leave the judge-only statistics
+    whole with a note."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(BIOASQ_SAMPLE.parents[1] / "bioasq-sample-pilot", run)
+    layout = RunLayout(run)
+    scores_path = layout.scores("ccrs")
+
+    def reduce() -> tuple[dict, bool]:
+        result = run_reduce(run, [scores_path], b=50, seed=0, alpha=0.05, metric_order=metric_order(),
+                            suites=suite_membership())
+        return json.loads(layout.stats_json.read_text()), result.reused
+
+    stats, _ = reduce()
+    assert "human_calibrated" not in stats["per_metric"]["CC"]
+    scores = pd.read_parquet(scores_path)
+    cc = scores[scores["metric"] == "CC"]
+    labels = pd.DataFrame({"question_id": cc["query_id"], "system": cc["system"], "metric": "CC",
+                           "label": cc["score"], "annotator": "ann"})
+    layout.labels_dir.mkdir()
+    labels.to_json(layout.labels_file, orient="records", lines=True)
+    stats, reused = reduce()
+    assert not reused and stats["per_metric"]["CC"]["human_calibrated"]["n_labels"]["A"] == 8
+    assert reduce()[1]  # unchanged labels: the stage is reused
+
+    pd.concat([labels, labels.head(1).assign(system="Z")]).to_json(layout.labels_file, orient="records",
+                                                                   lines=True)
+    stats, reused = reduce()
+    assert not reused and "human_calibrated" not in stats["per_metric"]["CC"]
+    assert any(note.startswith("human labels not used: labels name 1 systems the scores lack: 'Z'")
+               for note in stats["notes"])

@@ -179,3 +179,15 @@ def test_the_description_names_the_best_system_and_its_ties():
     stats = {"systems": ["A", "B", "C"], "metrics": ["CC"], "n_queries": 4, "per_metric": {"CC": block}}
     note = run_description("demo", stats, "judge-x", None)
     assert "**demo**: 3 systems (A, B, C), 4 questions" in note and "- CC: A 0.800 (tied: B)" in note
+
+
+def test_a_systems_human_calibrated_figures_become_mlflow_metrics():
+    from pipelines.reporting.tracking import human_calibrated_metrics
+
+    block = {"n_labels": {"A": 12, "B": 3}, "means": {"A": 0.6}, "ci95": {"A": [0.5, 0.7]},
+             "judge_bias": {"A": 0.1, "B": -0.2}, "pairwise": []}
+    stats = {"per_metric": {"CC": {"human_calibrated": block}, "QR": {}}}
+    assert human_calibrated_metrics(stats, "A") == {"CC_human_labels": 12.0, "CC_human": 0.6,
+                                                    "CC_human_ci_low": 0.5, "CC_human_ci_high": 0.7,
+                                                    "CC_judge_bias": 0.1}
+    assert human_calibrated_metrics(stats, "B") == {"CC_human_labels": 3.0, "CC_judge_bias": -0.2}

@@ -205,3 +205,25 @@ def test_the_run_verdict_of_one_system_says_one_system_and_has_no_hypotheses_sec
                            "bootstrap CIs from B = 100 resamples.")
     assert "## Means and 95% CIs" in text and "HSD groups, discriminative" in text
     assert "## Hypotheses" not in text
+
+
+def test_the_human_calibrated_section_orders_each_differing_pair_and_names_the_gaps():
+    from pipelines.reporting.human_calibrated import human_calibrated_section
+
+    human = {"human_metric": "CC", "n_labels": {"A": 20, "B": 20, "C": 4}, "n_annotators": 2,
+             "means": {"A": 0.4, "B": 0.7}, "ci95": {"A": [0.3, 0.5], "B": [0.6, 0.8]},
+             "judge_bias": {"A": 0.05, "B": -0.1, "C": 0.0},
+             "judge_bias_ci95": {"A": [0.0, 0.1], "B": [-0.2, 0.0], "C": [-0.3, 0.3]},
+             "pairwise": [{"a": "A", "b": "B", "diff": -0.3, "ci95": [-0.45, -0.15], "p_value": 0.001,
+                           "significant": True, "judge_only_significant": False, "decision_changed": True}],
+             "too_few_labels": ["C"], "pairs_too_few_labels": [["A", "C"], ["B", "C"]], "min_labels": 10}
+    judge = {"means": {"A": 0.35, "B": 0.8, "C": 0.5}, "ci95": {"A": [0.3, 0.4], "B": [0.7, 0.9],
+                                                                "C": [0.4, 0.6]}, "human_calibrated": human}
+    text = human_calibrated_section({"alpha": 0.05, "metrics": ["CC"], "per_metric": {"CC": judge}})
+    assert "### CC: 44 labels, 2 annotators" in text
+    assert "| A | 20 | 0.35 [0.30, 0.40] | 0.40 [0.30, 0.50] | +0.05 [+0.00, +0.10] |" in text
+    assert "| C | 4 | 0.50 [0.40, 0.60] | n/a | +0.00 [-0.30, +0.30] |" in text
+    assert "B > A by 0.30 [0.15, 0.45] (adjusted p 0.001)" in text
+    assert "A vs B: different with the labels, not different by the judge alone" in text
+    assert "**Too few labels:** C (4)" in text and "2 pairs labeled together on fewer than 10" in text
+    assert human_calibrated_section({"alpha": 0.05, "metrics": ["CC"], "per_metric": {"CC": {}}}) == ""
