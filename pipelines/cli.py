@@ -48,6 +48,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "injection-eval": ("pipelines.probe_cmd",
                        "deprecated alias of `ccrs probe --kind injection` (goes in the next release)"),
     "load-test": ("pipelines.load_cmd", "load test of the judge stage at several concurrency levels"),
+    "label": ("pipelines.label_cmd",
+              "a local page to label a run's answers by hand (blind, seeded order); annotator agreement"),
 }
 
 

@@ -3,6 +3,9 @@ Likert metrics, three-class (0, 1, null) macro F1 for the nullable binary metric
 
 A mark is a number or None (a null mark); inputs are sequences (or arrays, None read as NaN). Which
 metrics are Likert and which binary is the caller's knowledge (the judge suite's), passed in.
+
+Between several annotators (human labels, `ccrs label`): Krippendorff's alpha of a units x coders matrix
+(`krippendorff_alpha`, interval or nominal), any number of coders, missing marks allowed.
 """
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import spearmanr
+
+from stats.errors import StatsInputError
 
 NULL = "null"
 Marks = Sequence[float | None]
@@ -112,3 +117,56 @@ def _f1(truth: np.ndarray, pred: np.ndarray) -> float:
     fp = int(np.sum(~truth & pred))
     fn = int(np.sum(truth & ~pred))
     return 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
+ALPHA_LEVELS = ("interval", "nominal")
+
+
+@dataclass(frozen=True)
+class KrippendorffAlpha:
+    """Krippendorff's alpha over the pairable units (those with two or more marks); None where undefined
+    (`note` says why). `n_units`: pairable units; `n_values`: the marks in them."""
+
+    alpha: float | None
+    level: str
+    n_units: int
+    n_values: int
+    note: str | None = None
+
+    def as_dict(self) -> dict:
+        shown = {"alpha": self.alpha, "level": self.level, "n_units": self.n_units, "n_values": self.n_values}
+        return shown if self.note is None else {**shown, "note": self.note}
+
+
+def krippendorff_alpha(matrix: Sequence[Sequence[float | None]] | np.ndarray,
+                       level: str = "interval") -> KrippendorffAlpha:
+    """Krippendorff's alpha of a units x coders matrix of marks (NaN or None: no mark), for `level`
+    "interval" (squared difference) or "nominal" (any difference counts 1), from the coincidence matrix
+    (Krippendorff 2011, "Computing Krippendorff's alpha-reliability"). Units with fewer than two marks are
+    not pairable and left out; alpha is None with a note where no unit is pairable or the pairable marks
+    do not vary (no disagreement is expected, 0/0)."""
+    if level not in ALPHA_LEVELS:
+        raise StatsInputError(f"level must be one of {ALPHA_LEVELS}, got {level!r}")
+    marks = np.array(matrix, dtype=float)
+    if marks.ndim != 2:
+        raise StatsInputError(f"marks must be a units x coders matrix, got {marks.ndim} dimension(s)")
+    if np.isinf(marks).any():
+        raise StatsInputError("marks must be finite (NaN for a missing mark)")
+    marks = marks[np.sum(~np.isnan(marks), axis=1) >= 2]
+    n_values = int(np.sum(~np.isnan(marks)))
+    if not len(marks):
+        return KrippendorffAlpha(None, level, 0, 0, "no unit has marks of two or more coders")
+    values, coded = np.unique(marks[~np.isnan(marks)], return_inverse=True)
+    counts = np.zeros((len(marks), len(values)))  # units x values: how many coders gave each value
+    np.add.at(counts, (np.nonzero(~np.isnan(marks))[0], coded), 1)
+    pairs_per_unit = counts.sum(axis=1) - 1
+    weighted = counts / pairs_per_unit[:, None]
+    coincidence = counts.T @ weighted - np.diag(weighted.sum(axis=0))
+    totals = coincidence.sum(axis=1)
+    delta = ((values[:, None] - values[None, :]) ** 2 if level == "interval"
+             else (values[:, None] != values[None, :]).astype(float))
+    expected = totals @ delta @ totals
+    if expected == 0:
+        return KrippendorffAlpha(None, level, len(marks), n_values, "the marks do not vary: alpha is 0/0")
+    observed = float(np.sum(coincidence * delta))
+    return KrippendorffAlpha(1 - (n_values - 1) * observed / float(expected), level, len(marks), n_values)

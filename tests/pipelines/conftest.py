@@ -180,3 +180,46 @@ def ray_head(tmp_path_factory):
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait(timeout=30)
+
+
+def write_labeled_run(root: Path, questions: int = 3, metrics: tuple[str, ...] = ("CC", "QR")) -> Path:
+    """A small finished run folder for human labels (`ccrs label`, the PPI++ statistics), no LLM: the
+    first `questions` real BioASQ questions, their gold snippets as the retrieved chunks
+    (tests.conftest.write_bioasq_inputs), three systems (A: the ideal answer over BM25's top 3, B: the
+    first snippet over kNN's top 2, C: the last sentence of the ideal answer over BM25's top 1, whose
+    generation failed on the first question) and judge scores of `metrics` (registered judge metrics) for
+    every answered (question, system), as their suites' judge stages write them."""
+    import pandas as pd
+
+    from judges.suite import all_metrics
+    from tasks.runtime.layout import RunLayout
+    from tests.conftest import write_bioasq_inputs
+
+    layout = RunLayout(root)
+    queries_path, retrieved_path = write_bioasq_inputs(layout.queries.parent, limit=questions)
+    queries, retrieved = pd.read_parquet(queries_path), pd.read_parquet(retrieved_path)
+    systems = {"A": ("bm25", 3), "B": ("knn", 2), "C": ("bm25", 1)}
+    rows = []
+    for i, query in enumerate(queries.itertuples(index=False)):
+        own = retrieved[retrieved.query_id == query.query_id]
+        first_snippet = own[own["rank"] == 1].text.iloc[0]
+        answers = {"A": query.answer, "B": first_snippet, "C": query.answer.split(". ")[-1]}
+        for system, (retriever, used) in systems.items():
+            failed = system == "C" and i == 0
+            rows.append({"query_id": query.query_id, "system": system, "retriever": retriever,
+                         "reader": f"reader-{system}", "answer": None if failed else answers[system],
+                         "n_chunks_used": 0 if failed else used, "status": "failed" if failed else "ok",
+                         "error": "planted failure" if failed else None})
+    generations = pd.DataFrame(rows)
+    layout.generations.parent.mkdir(parents=True, exist_ok=True)
+    generations.to_parquet(layout.generations, index=False)
+    answered = generations[generations.status == "ok"]
+    suites = {metric.name: metric.suite for metric in all_metrics()}
+    for suite in dict.fromkeys(suites[metric] for metric in metrics):
+        scores = pd.DataFrame([{"query_id": row.query_id, "system": row.system, "metric": metric,
+                                "score": (i + j) % 5 / 4}
+                               for i, row in enumerate(answered.itertuples(index=False))
+                               for j, metric in enumerate(metrics) if suites[metric] == suite])
+        layout.judge_dir(suite).mkdir(parents=True, exist_ok=True)
+        scores.to_parquet(layout.scores(suite), index=False)
+    return root

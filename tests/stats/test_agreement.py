@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from stats.agreement import Agreement, MacroF1, RankCorrelation, macro_f1, spearman
+from stats.agreement import Agreement, MacroF1, RankCorrelation, krippendorff_alpha, macro_f1, spearman
 from stats.agreement import agreement as agreement_of
+from stats.errors import StatsInputError
 
 LIKERT = ("answer_relevancy", "completeness")
 BINARY = ("usefulness", "faithfulness", "positive_acceptance", "negative_rejection")
@@ -78,3 +79,59 @@ def test_missing_mark_is_left_out_but_null_is_a_class():
     a = {"t1": {"faithfulness": None}, "t2": {"faithfulness": 1}, "t3": {}}
     b = {"t1": {"faithfulness": None}, "t2": {"faithfulness": 1}, "t3": {"faithfulness": 0}}
     assert agreement(a, b)["faithfulness"] == {"macro_f1": 1.0, "n": 2, "per_class": {"1": 1.0, "null": 1.0}}
+
+
+# Krippendorff (2011), "Computing Krippendorff's alpha-reliability", section C: 4 observers x 12 units,
+# missing marks as None; published nominal 0.743, interval 0.849.
+_ = None
+KRIPPENDORFF_EXAMPLE = np.array([
+    [1, 2, 3, 3, 2, 1, 4, 1, 2, _, _, _],
+    [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, _, 3],
+    [_, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, _],
+    [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, _],
+], dtype=float).T  # units x coders
+
+
+@pytest.mark.parametrize(("level", "published"), [("nominal", 0.743), ("interval", 0.849)])
+def test_krippendorff_alpha_reproduces_the_published_worked_example(level, published):
+    result = krippendorff_alpha(KRIPPENDORFF_EXAMPLE, level)
+    # unit 12 has one mark (not pairable): 11 units, 40 pairable marks
+    assert (result.n_units, result.n_values, result.note) == (11, 40, None)
+    assert round(result.alpha, 3) == published
+
+
+def test_krippendorff_alpha_is_the_same_whatever_the_order_of_units_and_coders():
+    rng = np.random.default_rng(0)
+    shuffled = KRIPPENDORFF_EXAMPLE[rng.permutation(12)][:, rng.permutation(4)]
+    assert krippendorff_alpha(shuffled).alpha == pytest.approx(krippendorff_alpha(KRIPPENDORFF_EXAMPLE).alpha)
+
+
+def test_krippendorff_alpha_perfect_agreement_is_one_and_accepts_none_for_a_missing_mark():
+    result = krippendorff_alpha([[1, 1, None], [3, 3, 3], [5, None, 5]], "nominal")
+    assert result.alpha == pytest.approx(1.0) and result.n_units == 3 and result.n_values == 7
+
+
+def test_krippendorff_alpha_systematic_disagreement_is_below_zero():
+    # two coders who always disagree on a binary mark: observed disagreement above the expected
+    assert krippendorff_alpha([[0, 1], [1, 0], [0, 1], [1, 0]], "nominal").alpha < 0
+
+
+@pytest.mark.parametrize(("matrix", "note"), [
+    ([[1, None], [None, 2]], "no unit has marks of two or more coders"),
+    (np.empty((0, 3)), "no unit has marks of two or more coders"),
+    ([[2, 2], [2, 2]], "the marks do not vary: alpha is 0/0"),
+])
+def test_krippendorff_alpha_is_none_with_a_reason_where_undefined(matrix, note):
+    result = krippendorff_alpha(matrix)
+    assert result.alpha is None and result.note == note
+    assert result.as_dict()["note"] == note
+
+
+@pytest.mark.parametrize(("matrix", "level", "message"), [
+    ([[1, 2]], "ordinal", "level must be one of"),
+    ([1, 2, 3], "interval", "units x coders matrix"),
+    ([[1, np.inf]], "interval", "finite"),
+])
+def test_krippendorff_alpha_bad_input_is_a_stats_input_error(matrix, level, message):
+    with pytest.raises(StatsInputError, match=message):
+        krippendorff_alpha(matrix, level)

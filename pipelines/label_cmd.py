@@ -1,0 +1,101 @@
+"""`ccrs label RUN_DIR`: a local page to label the run's answers by hand, one question at a time, every
+system's answer side by side and blind (docs/human-labels.md).
+
+    ccrs label RUN_DIR [--metric M] [--scale LOW HIGH] [--predicted-by JUDGE_METRIC] [--describe TEXT]
+                       [--annotator NAME] [--seed S] [--host 127.0.0.1] [--port 0]
+    ccrs label RUN_DIR --agreement
+
+The metric: a judge metric the run scored (default: the first judged one; its scale and construct from its
+declaration), or a human metric of its own (`--metric acceptable --scale 0 1 --predicted-by CC
+--describe "..."`). Prints the page's URL in one line and serves until Ctrl-C. Labels are appended to
+RUN_DIR/labels/labels.jsonl as they are given (skips to skips.jsonl; the metric's scale in metrics.json,
+the seeded question order in order.json); reopening resumes. `--agreement` prints each labeled metric's
+annotators, answers labeled by two or more and Krippendorff's alpha, and serves nothing. Exit 2 on bad
+input, in one line.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipelines import options
+from pipelines.options import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser, name: str = "label") -> None:
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                        help="a run folder (`ccrs run`, `ccrs evaluate`)")
+    parser.add_argument("--metric", metavar="M", help="the metric to label: a judge metric the run scored "
+                        "(default: its first judged metric) or a human metric of its own (with --scale and "
+                        "--predicted-by)")
+    parser.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"),
+                        help="a human metric's mark scale (a judge metric's is its declared one)")
+    parser.add_argument("--predicted-by", metavar="JUDGE_METRIC",
+                        help="the judge metric of the run's scores that a human metric's labels calibrate")
+    parser.add_argument("--describe", metavar="TEXT", help="a human metric's construct, shown on the page")
+    parser.add_argument("--annotator", metavar="NAME", default="",
+                        help="the annotator name the page starts with (the page remembers the last one)")
+    parser.add_argument("--seed", type=int, default=options.DEFAULT_SEED, metavar="S",
+                        help="the seed of the question order and of the answers' blind order "
+                        f"(default {options.DEFAULT_SEED}; labels/order.json keeps its own seed)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port (default 0: a free one, printed)")
+    parser.add_argument("--agreement", action="store_true",
+                        help="print the annotators' agreement per labeled metric (no page)")
+
+
+def main(args: argparse.Namespace) -> int:
+    return options.exit_2_on_usage_error("label", lambda: _label(args), OSError)
+
+
+def _label(args: argparse.Namespace) -> int:
+    from tasks.runtime.layout import RunLayout
+
+    if not args.run_dir.is_dir():
+        raise UsageError(f"{args.run_dir} is no run folder")
+    layout = RunLayout(args.run_dir)
+    return print_agreement(layout) if args.agreement else serve(layout, args)
+
+
+def serve(layout, args: argparse.Namespace) -> int:
+    from infra.console import say
+    from pipelines.tools import labeling
+
+    metric = labeling.resolve_metric(layout, args.metric, args.scale, args.predicted_by, args.describe)
+    questions = labeling.load_questions(layout)
+    if not questions:
+        raise UsageError(f"{layout.queries} holds no question")
+    order = labeling.question_order(layout, [question.query_id for question in questions], args.seed)
+    labeling.record_metric(layout, metric)
+    store = labeling.LabelStore(layout, metric, questions, order, args.seed)
+    if store.repaired:
+        say(f"ccrs label: dropped {store.repaired} unfinished line(s) a killed server left (never answered)",
+            err=True)
+    server = labeling.make_server(store, args.host, args.port, args.annotator)
+    host, port = server.server_address[:2]
+    systems = len({answer.system for question in questions for answer in question.answers})
+    scale = f"{metric.scale[0]:g}-{metric.scale[1]:g}"
+    print(f"ccrs label: {metric.name} ({scale}) of {len(questions)} questions x {systems} systems at "
+          f"http://{host}:{port}/ (Ctrl-C stops; labels: {layout.labels_file})", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        say(f"ccrs label: stopped; every label given is in {layout.labels_file}", err=True)
+    finally:
+        server.server_close()
+    return 0
+
+
+def print_agreement(layout) -> int:
+    from tabulate import tabulate
+
+    from pipelines.tools.labeling import agreement_rows
+
+    rows = agreement_rows(layout)
+    if not rows:
+        raise UsageError(f"no labels in {layout.labels_file} yet")
+    table = [[row["metric"], len(row["annotators"]), row["answers_by_2plus"],
+              "-" if row["alpha"] is None else f"{row['alpha']:.3f}", row.get("note", "")] for row in rows]
+    print(tabulate(table, headers=["metric", "annotators", "answers labeled by 2+",
+                                   "Krippendorff's alpha (interval)", "note"]))
+    return 0

@@ -1,0 +1,206 @@
+"""`ccrs label`: a real headless Chromium (Debian's chromium and chromedriver, driven by selenium) labels a
+small real run through the page with the keyboard, skips a question, and finds both in the run's files;
+the server is killed with SIGKILL and restarted, and the page resumes with every label kept. Also the
+command's one-line errors and `--agreement`, in process."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pipelines import cli
+from pipelines.tools import labeling
+from tasks.runtime.layout import RunLayout
+from tests.conftest import REPO
+from tests.pipelines.conftest import write_labeled_run
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+URL_LINE = re.compile(r" at (http://127\.0\.0\.1:(\d+)/) ")
+METRIC = "answer_relevancy"  # a judge metric on 1-5: a button per mark
+
+
+class Server:
+    """`ccrs label RUN_DIR` in a process group of its own; `url` from its one line on stdout."""
+
+    def __init__(self, run_dir: Path, *options: str):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.cli", "label", str(run_dir), *options], cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: lines.put(self.process.stdout.readline()), daemon=True).start()
+        try:
+            line = lines.get(timeout=120)
+        except queue.Empty:
+            self.kill()
+            raise AssertionError("ccrs label printed no URL within 120 s") from None
+        match = URL_LINE.search(line)
+        if not match:
+            self.kill()
+            raise AssertionError(f"no URL in {line!r}; stderr: {self.process.stderr.read()}")
+        self.url, self.port = match.group(1), int(match.group(2))
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.process.stdout.close()
+        self.process.stderr.close()
+
+
+@pytest.fixture
+def browser():
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        pytest.skip(f"headless Chromium test needs {', '.join(missing)} (Debian: chromium, chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for_question(driver, query_id: str | None) -> None:
+    """Until the page shows `query_id` (None: the page says every question is done)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def shown(d):
+        if query_id is None:
+            return d.find_element("id", "done").is_displayed()
+        work = d.find_element("id", "work")
+        return work.is_displayed() and work.get_attribute("data-question-id") == query_id
+
+    WebDriverWait(driver, 30).until(shown, f"the page did not show question {query_id}")
+
+
+def keys(driver, *typed: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    actions = ActionChains(driver)
+    for key in typed:
+        actions.send_keys(key)
+    actions.perform()
+
+
+def systems_behind(run: RunLayout, query_id: str) -> list[str]:
+    """The systems behind "Answer 1..k" of a question (the server's blind order, seed 0)."""
+    question = next(q for q in labeling.load_questions(run) if q.query_id == query_id)
+    return [answer.system for answer in labeling.blinded(question, 0)]
+
+
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_browser_labels_skips_and_resumes_after_the_server_is_killed(browser, tmp_path):
+    from selenium.webdriver.common.keys import Keys
+
+    run = RunLayout(write_labeled_run(tmp_path / "run", metrics=("CC", METRIC)))
+    server = Server(run.root, "--metric", METRIC, "--port", "0")
+    try:
+        order = json.loads(run.labels_order.read_text())["question_ids"]
+        browser.get(server.url)
+        name = browser.find_element("id", "annotator")
+        name.send_keys("ann", Keys.ENTER)
+        wait_for_question(browser, order[0])
+
+        keys(browser, Keys.ENTER)  # no mark yet: nothing is sent
+        assert "Mark every answer first" in browser.find_element("id", "message").text
+        behind = systems_behind(run, order[0])
+        given = [4, 2, 5][: len(behind)]
+        for mark in given:  # a digit marks the focused answer, Tab moves to the next
+            keys(browser, str(mark), Keys.TAB)
+        keys(browser, Keys.ENTER)
+        wait_for_question(browser, order[1])
+        assert {(line["system"], line["label"]) for line in jsonl(run.labels_file)} == set(zip(behind, given))
+        assert {(line["question_id"], line["metric"], line["annotator"]) for line in jsonl(run.labels_file)} \
+            == {(order[0], METRIC, "ann")}
+
+        keys(browser, "s")
+        wait_for_question(browser, order[2])
+        skips = [(line["question_id"], line["annotator"]) for line in jsonl(run.labels_skips)]
+        assert skips == [(order[1], "ann")]
+        written = run.labels_file.read_text()
+
+        server.kill()  # SIGKILL: no chance to write anything more
+        server = Server(run.root, "--metric", METRIC, "--port", str(server.port))
+        browser.refresh()  # the annotator's name comes back from the browser's localStorage
+        wait_for_question(browser, order[2])
+        assert browser.find_element("id", "annotator").get_attribute("value") == "ann"
+        assert browser.find_element("id", "progress").text == "1 of 3 labeled, 1 skipped"
+        assert run.labels_file.read_text() == written
+
+        behind = systems_behind(run, order[2])
+        keys(browser, *[f"{len(behind) - i}{Keys.ARROW_RIGHT}" for i in range(len(behind))], Keys.ENTER)
+        wait_for_question(browser, None)
+        last = jsonl(run.labels_file)[-len(behind):]
+        assert {(line["system"], line["label"]) for line in last} == {
+            (system, len(behind) - i) for i, system in enumerate(behind)}
+        assert browser.find_element("id", "progress").text == "2 of 3 labeled, 1 skipped"
+    finally:
+        server.kill()
+
+
+def test_a_browser_types_marks_of_two_digits_on_the_default_metrics_0_100_scale(browser, tmp_path):
+    from selenium.webdriver.common.keys import Keys
+
+    run = RunLayout(write_labeled_run(tmp_path / "run"))
+    server = Server(run.root, "--annotator", "ann")  # the default metric: CC, the first judged one
+    try:
+        first = json.loads(run.labels_order.read_text())["question_ids"][0]
+        browser.get(server.url)
+        wait_for_question(browser, first)  # --annotator filled the name in
+        behind = systems_behind(run, first)
+        given = [75, 100, 8][: len(behind)]
+        for mark in given:
+            keys(browser, *str(mark), Keys.TAB)
+        keys(browser, Keys.ENTER)
+        wait_for_question(browser, json.loads(run.labels_order.read_text())["question_ids"][1])
+        assert {(line["system"], line["metric"], line["label"]) for line in jsonl(run.labels_file)} == {
+            (system, "CC", mark) for system, mark in zip(behind, given)}
+        assert json.loads(run.labels_metrics.read_text())["CC"]["scale"] == [0, 100]
+    finally:
+        server.kill()
+
+
+# --- the command, in process --------------------------------------------------------------------------
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    run = write_labeled_run(tmp_path / "run")
+    assert cli.main(["label", str(run), "--metric", "acceptable", "--scale", "0", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ccrs label: acceptable is no registered judge metric") and "\n" not in err
+    assert cli.main(["label", str(tmp_path / "nothing")]) == 2
+    assert capsys.readouterr().err.strip() == f"ccrs label: {tmp_path / 'nothing'} is no run folder"
+    assert not RunLayout(run).labels_dir.exists()  # nothing written on bad input
+
+
+def test_agreement_prints_each_metrics_annotators_and_alpha(tmp_path, capsys):
+    run = RunLayout(write_labeled_run(tmp_path / "run"))
+    assert cli.main(["label", str(run.root), "--agreement"]) == 2
+    assert capsys.readouterr().err.strip() == f"ccrs label: no labels in {run.labels_file} yet"
+    marks = {"ann": [1, 0, 1, 1], "bob": [1, 0, 0, 1]}
+    labeling.append_jsonl(run.labels_file, [
+        {"question_id": f"q{i // 2}", "system": "AB"[i % 2], "metric": "acceptable", "label": mark,
+         "annotator": annotator, "time": "2026-11-27T00:00:00+00:00"}
+        for annotator, given in marks.items() for i, mark in enumerate(given)])
+    assert cli.main(["label", str(run.root), "--agreement"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:2] == ["metric", "annotators"]
+    # coincidences o11 = 4, o00 = 2, o01 = o10 = 1 (n1 = 5, n0 = 3, n = 8): 1 - 7 * 2 / (2 * 5 * 3) = 0.533
+    assert out[2].split()[:4] == ["acceptable", "2", "4", "0.533"]
+
