@@ -288,6 +288,28 @@ class EndpointSystemConfig(_Strict):
                                     "environment variable (or secrets file entry) holding its value")
 
 
+class SequentialOptions(_Strict):
+    """`judge.sequential`: judge the questions in a seeded random order, in looks of `look_every` questions,
+    and stop once every (metric, system pair) is settled by anytime-valid confidence sequences
+    (stats/sequential.py, docs/sequential.md)."""
+
+    look_every: int = Field(default=50, ge=1, description="questions judged between two looks")
+    margin: float = Field(default=0.02, gt=0.0, lt=1.0, description="a pair whose interval of the mean "
+                          "difference lies inside [-margin, margin] is equivalent within the margin")
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0, description="family-wise error rate of every "
+                         "decision of the run, at every look at once")
+    min_questions: int = Field(default=0, ge=0, description="never stop before this many questions")
+    max_questions: int | None = Field(default=None, ge=1, description="judge at most this many questions "
+                                      "(pairs still open then stay open)")
+    metrics: list[str] | None = Field(default=None, description="the metrics whose pairs must be settled "
+                                      "(default: every judged metric)")
+    seed: int = Field(default=0, ge=0, description="seed of the questions' random order")
+    target: Literal["population", "questions"] = Field(
+        default="population", description="population: the decisions are about the means over the population "
+        "of questions the run's are drawn from (as the HSD's); questions: about these N questions only "
+        "(sampling without replacement: settles sooner, says nothing beyond them)")
+
+
 IF_ACCEPTED = "if_accepted"  # judge.structured_output: decided by the endpoint's answer to one probe
 
 
@@ -322,7 +344,7 @@ class JudgeConfig(_Strict):
     # a perturbed one's chunk order through its texts), so k = 1 keys stay as they were and raising k
     # reuses the repeats already judged
     # preflight: the gate's own settings (its unit tests are keyed like any judgment, by their texts)
-    not_in_judgment = frozenset({"base_url", "api_key_env", "cache", "repeats", "preflight"})
+    not_in_judgment = frozenset({"base_url", "api_key_env", "cache", "repeats", "preflight", "sequential"})
     model: str = "smollm2-135m-instruct"
     base_url: str | None = Field(default=None, description="the judge's own OpenAI-compatible /v1 URL; None: "
                                  "the run's endpoint (the Serve app, or serving.base_url), as the readers'")
@@ -350,6 +372,9 @@ class JudgeConfig(_Strict):
                                    "(mode sample or perturb): the judge's own noise, measured")
     preflight: PreflightOptions | None = Field(default=None, description="the calibration gate before the "
                                                "judge stage (GroUSE unit tests); null: none")
+    sequential: SequentialOptions | None = Field(default=None, description="judge questions in a seeded "
+                                                 "random order and stop once every comparison is settled "
+                                                 "(docs/sequential.md); null: judge every question")
 
     @model_validator(mode="before")
     @classmethod

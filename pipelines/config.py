@@ -156,6 +156,18 @@ class RunConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _sequential_metrics_judged(self) -> "RunConfig":
+        sequential = self.judge.sequential
+        if sequential is None or sequential.metrics is None:
+            return self
+        judged = [metric for name in self.judges for metric in get_suite(name).selected_metrics(self.judge)]
+        wrong = [metric for metric in sequential.metrics if metric not in judged]
+        if wrong or not sequential.metrics:
+            raise ValueError(f"judge.sequential.metrics {wrong or '[]'}: name metrics this run judges, "
+                             f"from {judged}")
+        return self
+
+    @model_validator(mode="after")
     def _runnable_judge_settings(self) -> "RunConfig":
         """Each selected suite checks the judge settings it reads (prompt version, layout, templates)."""
         for name in self.judges:
@@ -245,8 +257,25 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
         raise ConfigError(f"{path}: invalid config:\n{exc}") from exc
 
 
+class _BlockOn:
+    """An override value that turns a block on: the config's own block where it has one, else its defaults
+    (`--sequential`: judge.sequential as configured, or with its defaults)."""
+
+    def __repr__(self) -> str:
+        return "BLOCK_ON"
+
+
+BLOCK_ON = _BlockOn()
+
+
 def _set_dotted(tree: dict, dotted: str, value) -> None:
     *parents, leaf = dotted.split(".")
     for key in parents:
-        tree = tree.setdefault(key, {})
+        if tree.get(key) is None:  # absent, or a block switched off (`sequential: null`)
+            tree[key] = {}
+        tree = tree[key]
+    if value is BLOCK_ON:
+        if not isinstance(tree.get(leaf), dict):
+            tree[leaf] = {}
+        return
     tree[leaf] = value

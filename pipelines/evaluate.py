@@ -56,7 +56,8 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
                        judge_base_url: str | None = None, judge_model: str | None = None,
                        run_dir: str | Path | None = None, limit: int | None = None,
                        experiment: str | None = None, hypotheses: str | Path | None = None,
-                       scoring: str | None = None, tracking_uri: str | None = None):
+                       scoring: str | None = None, tracking_uri: str | None = None,
+                       overrides: dict[str, Any] | None = None):
     """(RunConfig, Outputs), checked: the outputs' columns and rows, the config, that every selected metric
     has its inputs, and that the hypotheses name the outputs' systems. The hypotheses: `hypotheses`, else
     those of the given `config` (the default config names none). One system is a run like any other: its
@@ -69,6 +70,7 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
     except OutputsError as exc:
         raise EvaluationInputError(str(exc)) from exc
     name = OUTPUTS_NAME.format(stem=_stem(data))
+    extra = overrides  # the caller's dotted overrides (e.g. `--sequential`'s), applied last
     overrides: dict[str, Any] = {"name": name, "dataset.path": _dataset_label(data), "dataset.limit": limit}
     if judges:
         overrides["judges"] = list(judges)
@@ -89,7 +91,7 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
         overrides["stats.hypotheses"] = str(Path(hypotheses).resolve())
     overrides["run_dir"] = str(Path(run_dir).resolve()) if run_dir else "runs/{name}"
     try:
-        run_config = load_config(config, overrides)
+        run_config = load_config(config, overrides | (extra or {}))
     except ConfigError as exc:
         raise EvaluationInputError(" ".join(str(exc).split())) from exc
     suites = {name: get_suite(name) for name in run_config.judges}

@@ -40,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
                         "see configs/hypotheses; default: those of --config, none without it)")
     parser.add_argument("--from-stage", choices=("judge", "reduce", "track"),
                         help="recompute this stage and all later ones")
+    options.add_sequential(parser)
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
@@ -78,12 +79,17 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace):
-    from pipelines.evaluate import prepare_evaluation
+    from pipelines.config import ConfigError
+    from pipelines.evaluate import EvaluationInputError, prepare_evaluation
 
     if not hasattr(args, "_prepared"):
+        try:
+            sequential = options.sequential_overrides(args)
+        except ConfigError as exc:
+            raise EvaluationInputError(str(exc)) from exc
         args._prepared = prepare_evaluation(
             args.files, judges=args.judges, metrics=args.metrics, config=args.config,
             llm_base_url=args.llm_base_url, judge_base_url=args.judge_base_url, judge_model=args.judge_model,
             run_dir=args.run_dir, limit=args.limit, experiment=args.experiment, hypotheses=args.hypotheses,
-            scoring=args.scoring, tracking_uri=args.tracking_uri)
+            scoring=args.scoring, tracking_uri=args.tracking_uri, overrides=sequential)
     return args._prepared

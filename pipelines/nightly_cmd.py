@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "nightly") -> Non
     options.add_endpoint(parser)
     options.add_tracking(parser)
     options.add_judge(parser)
+    options.add_sequential(parser)
     options.add_gate(parser)
 
 
@@ -63,7 +64,7 @@ def night(args: argparse.Namespace) -> int:
     from tasks.calibration import JudgeCalibrationStop
 
     try:
-        result = _run_night(config, outputs, started_at)
+        result = _run_night(config, outputs, started_at, options.tracking_uri(args, config), args.baseline)
     except JudgeCalibrationStop as exc:  # judge.preflight: the judge failed its unit tests, exit 6
         return _failed_night("judge_calibration", str(exc), args, config, notify_url, exc.run_id)
     except Exception as exc:  # noqa: BLE001 - a crash: logged as a FAILED run, alerted, exit 1
@@ -96,19 +97,36 @@ def _config_and_outputs(args: argparse.Namespace):
         return prepare_evaluation(args.outputs, config=args.config, llm_base_url=args.llm_base_url,
                                   judge_base_url=args.judge_base_url, judge_model=args.judge_model,
                                   run_dir=args.run_dir, experiment=args.experiment, scoring=args.scoring,
-                                  tracking_uri=args.tracking_uri)
+                                  tracking_uri=args.tracking_uri,
+                                  overrides=options.sequential_overrides(args))
     overrides = options.config_overrides(args) | options.experiment_override(args)
     if args.run_dir:
         overrides["run_dir"] = str(Path(args.run_dir).resolve())
     return load_config(args.config, overrides), None
 
 
-def _run_night(config, outputs, started_at: float):
+def _run_night(config, outputs, started_at: float, tracking_uri: str, baseline: str = "previous"):
     from pipelines.pipeline import run_evaluation, run_pipeline
 
+    against = _sequential_baseline(config, tracking_uri, baseline)
     if outputs is not None:
-        return run_evaluation(config, outputs, run_tags=NIGHTLY_TAGS, started_at=started_at)
-    return run_pipeline(config, run_tags=NIGHTLY_TAGS, started_at=started_at)
+        return run_evaluation(config, outputs, run_tags=NIGHTLY_TAGS, started_at=started_at,
+                              sequential_baseline=against)
+    return run_pipeline(config, run_tags=NIGHTLY_TAGS, started_at=started_at, sequential_baseline=against)
+
+
+def _sequential_baseline(config, tracking_uri: str, baseline: str):
+    """With judge.sequential: the baseline's scores, so the night stops once every (system, metric) cell is
+    settled against them (docs/sequential.md); None without it, or on the first night."""
+    if config.judge.sequential is None:
+        return None
+    from pipelines.tools.regression import sequential_baseline
+
+    found = sequential_baseline(tracking_uri, config.mlflow.experiment, config.name, baseline)
+    say("judge.sequential: " + (f"the night stops once every (system, metric) cell is settled against "
+                                f"baseline {found[0]}" if found else "no baseline yet: the night stops once "
+                                "its systems' comparisons are settled"))
+    return found
 
 
 def _is_setup_error(exc: Exception) -> bool:

@@ -93,6 +93,32 @@ def add_judge(parser: argparse.ArgumentParser, model_aliases: tuple[str, ...] = 
                                  "marks)")
 
 
+def add_sequential(parser: argparse.ArgumentParser) -> None:
+    """--sequential [--margin M] [--look-every N]: judge.sequential on (docs/sequential.md)."""
+    parser.add_argument("--sequential", action="store_true", help="judge questions in a seeded random order "
+                        "and stop once every comparison is settled (judge.sequential: the config's block, "
+                        "else its defaults; docs/sequential.md)")
+    parser.add_argument("--margin", type=float, metavar="M", help="with --sequential: pairs whose interval "
+                        "lies in [-M, M] are equivalent (judge.sequential.margin)")
+    parser.add_argument("--look-every", type=int, metavar="N", help="with --sequential: questions judged "
+                        "between two looks (judge.sequential.look_every)")
+
+
+def sequential_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    from pipelines.config import BLOCK_ON, ConfigError
+
+    if not getattr(args, "sequential", False):
+        if getattr(args, "margin", None) is not None or getattr(args, "look_every", None) is not None:
+            raise ConfigError("--margin and --look-every need --sequential")
+        return {}
+    overrides: dict[str, Any] = {"judge.sequential": BLOCK_ON}
+    if args.margin is not None:
+        overrides["judge.sequential.margin"] = args.margin
+    if args.look_every is not None:
+        overrides["judge.sequential.look_every"] = args.look_every
+    return overrides
+
+
 def add_dataset(parser: argparse.ArgumentParser, limit_help: str = "use only the first N questions") -> None:
     parser.add_argument("--dataset", metavar="PATH", help="BioASQ JSON file/folder or rag-mini-bioasq folder "
                         "(default: the config's dataset.path)")
@@ -192,7 +218,7 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["judge.model"] = args.judge_model
     if value("tracking_uri"):
         overrides["mlflow.tracking_uri"] = args.tracking_uri
-    return overrides
+    return overrides | sequential_overrides(args)
 
 
 def experiment_override(args: argparse.Namespace) -> dict[str, str]:
@@ -236,3 +262,43 @@ def exit_2_on_usage_error(command: str, run: Callable[[], int], *kinds: type[Exc
     except (UsageError, *kinds) as exc:
         say(f"ccrs {command}: {exc}", err=True)
         return 2
+
+
+def add_labels(parser: argparse.ArgumentParser, labels_help: str) -> None:
+    """--labels LABELS, --label-scale MIN MAX, --predicted-by HUMAN=JUDGE: human labels of judged answers
+    (docs/human-labels.md); `labels_help` says what the command does with them."""
+    parser.add_argument("--labels", type=Path, metavar="LABELS", help="human labels (JSONL, CSV or Parquet: "
+                        f"question_id or query_id, system, metric, label[, annotator]): {labels_help}")
+    parser.add_argument("--label-scale", nargs="+", metavar="MIN MAX", help="the labels' mark scale, mapped "
+                        "onto [0, 1] as --scale maps scores (default: marks on [0, 1])")
+    parser.add_argument("--predicted-by", action="append", default=[], metavar="HUMAN=JUDGE",
+                        help="labels of a human metric of their own (e.g. acceptable=CC): the judge metric "
+                        "whose scores predict them (repeatable)")
+
+
+def parse_scale(values: list[str] | None, option: str = "--scale") -> tuple[float, float] | None:
+    """`--scale 1 5`, `--scale 1-5` -> (1.0, 5.0); None without the option (`--scale`, `--label-scale`)."""
+    from stats.errors import StatsInputError
+
+    if not values:
+        return None
+    parts = values[0].split("-", 1) if len(values) == 1 and "-" in values[0].lstrip("-") else values
+    try:
+        low, high = (float(part) for part in parts)
+    except ValueError as exc:
+        raise StatsInputError(f"{option} takes MIN MAX (e.g. {option} 1 5 or {option} 1-5), got "
+                              f"{' '.join(values)}") from exc
+    return low, high
+
+
+def parse_predicted_by(values: list[str]) -> dict[str, str]:
+    """`--predicted-by HUMAN=JUDGE` (repeatable) -> {human metric: judge metric}."""
+    from stats.errors import StatsInputError
+
+    mapping = {}
+    for value in values:
+        human, _, judge = value.partition("=")
+        if not human.strip() or not judge.strip():
+            raise StatsInputError(f"--predicted-by takes HUMAN=JUDGE (e.g. acceptable=CC), got {value!r}")
+        mapping[human.strip()] = judge.strip()
+    return mapping

@@ -101,9 +101,11 @@ def _endpoint(config: RunConfig, generates: bool, keep_serving: bool):
 
 
 def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving: bool = False,
-                 run_tags: dict[str, str] | None = None, started_at: float | None = None) -> PipelineResult:
+                 run_tags: dict[str, str] | None = None, started_at: float | None = None,
+                 sequential_baseline: tuple[str, Any] | None = None) -> PipelineResult:
     """`ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc, ccrs.nightly); `started_at`:
-    when the command started (epoch seconds; default now), the MLflow run's start."""
+    when the command started (epoch seconds; default now), the MLflow run's start; `sequential_baseline`:
+    (run id, scores) of the baseline a sequential night is settled against (`ccrs nightly`)."""
     started_at = started_at or time.time()
     from infra.console import say
     from retrievers.config import RetrievalSpec
@@ -128,7 +130,8 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
         answers = Answers("generate", retrieval.queries_path, retrieval.retrieved_path, generation.path,
                           config.retrieval.top_k, generation.summary, generation.reused,
                           retrieval.metrics_summary, all(stage.reused for stage in retrieval.stages))
-        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags)
+        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags,
+                        sequential_baseline)
     return _conclude(config, run_dir, answers, judged, from_stage, run_tags, started_at)
 
 
@@ -207,7 +210,8 @@ def served_identity(config: RunConfig, model: str, base_url: str, api_key_env: s
 
 
 def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None, keep_serving: bool = False,
-                   run_tags: dict[str, str] | None = None, started_at: float | None = None) -> PipelineResult:
+                   run_tags: dict[str, str] | None = None, started_at: float | None = None,
+                   sequential_baseline: tuple[str, Any] | None = None) -> PipelineResult:
     """The user's systems' outputs (tasks.outputs.Outputs, already read and checked) through the judge,
     reduce and track stages of `ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc);
     `started_at`: when the command started (epoch seconds; default now), the MLflow run's start."""
@@ -225,12 +229,14 @@ def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None, ke
                       top_k, summary, stage.reused)
     with _endpoint(config, generates=False, keep_serving=keep_serving) as base_url:
         config = _fit_judge(config, base_url)
-        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags)
+        judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags,
+                        sequential_baseline)
     return _conclude(config, run_dir, answers, judged, from_stage, run_tags, started_at)
 
 
 def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | None, force: bool,
-           run_tags: dict[str, str] | None = None) -> dict:
+           run_tags: dict[str, str] | None = None,
+           sequential_baseline: tuple[str, Any] | None = None) -> dict:
     """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
     same answers, through the same stage, against the judge's endpoint; before and after them the stages
     of the run extensions the config turns on (pipelines/extensions/)."""
@@ -252,8 +258,10 @@ def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | N
         judged[name] = run_judging(
             run_dir, name, answers.queries_path, answers.retrieved_path, answers.generations_path,
             config.judge, client, judge_url, answers.top_k, force=force, identity=identity,
+            sequential_family=sorted(_judged_metrics_of(config)), sequential_baseline=sequential_baseline,
         )
-        say(f"judge {name}: {judge_requests_line(judged[name].summary, judged[name].reused)}")
+        say(f"judge {name}: {judge_requests_line(judged[name].summary, judged[name].reused)}"
+            + settled_line(judged[name].summary.get("sequential")))
     run_stages("after_judge", context)
     return judged
 
@@ -269,6 +277,15 @@ def _fit_judge(config: RunConfig, base_url: str | None) -> RunConfig:
 
     judge = fitted_judge(config, config.judges, config.judge.base_url or base_url, err=False)
     return config.model_copy(update={"judge": judge})
+
+
+def settled_line(sequential: dict | None) -> str:
+    """`; stopped after 40 of 120 questions: 480 of 1,440 judge calls not sent (67%)` (judge.sequential)."""
+    if not sequential:
+        return ""
+    total, not_sent = sequential["judge_calls_total"], sequential["judge_calls_not_sent"]
+    return (f"; stopped after {sequential['stopped_at']} of {sequential['n_questions']} questions: "
+            f"{not_sent:,} of {total:,} judge calls not sent ({not_sent / total if total else 0:.0%})")
 
 
 def judge_requests_line(summary: dict, reused: bool) -> str:

@@ -3,7 +3,9 @@
 - `ccrs plan power --pilot RUN_DIR|SCORES`: the number of questions that separates systems by `delta`
   with the randomized Tukey HSD at the target power (topic set size design, checked by simulation);
 - `ccrs plan cost --config CONFIG`: calls, prompt tokens (sent and computed under prefix reuse), output
-  tokens, FLOPs, GPU-hours and wall time of a run config. See docs/planning.md."""
+  tokens, FLOPs, GPU-hours and wall time of a run config;
+- `ccrs plan labels --pilot RUN_DIR|SCORES (--width W | --delta D)`: the human labels per system that
+  PPI++ needs for a CI half-width or a detectable paired difference. See docs/planning.md."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +17,7 @@ from pipelines import options
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "plan") -> None:
-    sub = parser.add_subparsers(dest="plan", required=True, metavar="{power,cost}")
+    sub = parser.add_subparsers(dest="plan", required=True, metavar="{power,cost,labels}")
     power = sub.add_parser("power", help="questions needed to separate systems (power analysis)")
     power.add_argument("--pilot", type=Path, required=True,
                        help="a run directory (its judge_<suite>/scores.parquet) or a long-format scores file")
@@ -38,6 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "plan") -> None:
                        "(questions x systems x repeats)")
     power.add_argument("--max-questions", type=int, help="decision study: questions available (a fixed "
                        "test set); where they are scarce, repeats pay")
+    power.add_argument("--sequential-margin", type=float, metavar="M", help="also simulate a sequential "
+                       "run (judge.sequential, docs/sequential.md) of the planned questions with this "
+                       "margin: the questions and judge calls it is expected to need")
+    power.add_argument("--look-every", type=int, metavar="L", help="with --sequential-margin: questions per "
+                       "look (default: a twentieth of the planned questions)")
+    power.add_argument("--sequential-replicates", type=int, default=50, metavar="R",
+                       help="with --sequential-margin: simulated sequential runs (default 50)")
     power.add_argument("--json", type=Path, help="write the plan as JSON (n_questions per metric)")
     power.add_argument("--plot", type=Path, help="PNG of power against the number of questions per metric")
 
@@ -48,21 +57,85 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "plan") -> None:
     cost.add_argument("--sample-dataset", help="dataset to calibrate on when the config's is not here")
     cost.add_argument("--mfu", type=float, default=0.3, help="model FLOPs utilization (default 0.3)")
     cost.add_argument("--json", type=Path, help="write the plan as JSON")
+    add_labels_arguments(sub)
+
+
+def add_labels_arguments(sub) -> None:
+    labels = sub.add_parser("labels", help="human labels per system for a PPI++ CI width or a detectable "
+                            "difference")
+    labels.add_argument("--pilot", type=Path, required=True, help="a run directory (its judge stages' scores "
+                        "and its labels/, unless --labels) or a long-format scores file")
+    options.add_labels(labels, "the pilot's labels; without any (nor the run's labels/): a table over "
+                       "assumed judge-human correlations")
+    labels.add_argument("--scale", nargs="+", metavar="MIN MAX", help="the pilot scores' scale, mapped onto "
+                        "[0, 1] (default: already on [0, 1])")
+    target = labels.add_mutually_exclusive_group(required=True)
+    target.add_argument("--width", type=float, metavar="W", help="95%% (1 - alpha) CI half-width of each "
+                        "system's mean, on the [0, 1] scale")
+    target.add_argument("--delta", type=float, metavar="D", help="paired difference between two systems to "
+                        "detect, on the [0, 1] scale")
+    labels.add_argument("--power", type=float, help="with --delta: target power (default 0.8)")
+    labels.add_argument("--alpha", type=float, default=0.05, help="--width: the CI's level is 1 - alpha; "
+                        "--delta: the pairs' family level, alpha / pairs per pair (default 0.05)")
+    labels.add_argument("--metric", action="append", help="judge metric to plan (repeatable; default: all)")
+    labels.add_argument("--questions", type=int, metavar="N", help="questions the run judges, labeled or "
+                        "not (default: unlabeled answers far outnumber the labels)")
+    labels.add_argument("--replicates", type=int, default=500, help="simulated data sets per row (0: no "
+                        "simulation; default 500)")
+    labels.add_argument("--seed", type=int, default=options.DEFAULT_SEED, metavar="N",
+                        help=f"random seed (default {options.DEFAULT_SEED}; same seed, same output)")
+    options.add_out(labels, "plan-labels", "labels_plan.json")
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.plan == "labels":
+        return labels_main(args)
     return power_main(args) if args.plan == "power" else cost_main(args)
+
+
+def labels_main(args: argparse.Namespace) -> int:
+    from judges.suite import metric_order
+    from pipelines.tools.label_plan import PLAN_FILE, load_pilot_and_labels, plan_labels, render
+    from stats.errors import StatsInputError
+
+    try:
+        if args.power is not None and args.delta is None:
+            raise StatsInputError("--power goes with --delta D (a detectable difference)")
+        frame, labels = load_pilot_and_labels(
+            args.pilot, args.labels, options.parse_scale(args.scale),
+            options.parse_scale(args.label_scale, "--label-scale"),
+            options.parse_predicted_by(args.predicted_by))
+        plan = plan_labels(frame, labels, args.metric, width=args.width, delta=args.delta,
+                           power=0.8 if args.power is None else args.power, alpha=args.alpha,
+                           n_questions=args.questions, replicates=args.replicates, seed=args.seed,
+                           metric_order=metric_order())
+    except StatsInputError as exc:
+        print(f"ccrs plan labels: {exc}", file=sys.stderr)
+        return 2
+    print(render(plan))
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / PLAN_FILE).write_text(json.dumps(plan, indent=2))
+    except OSError as exc:
+        print(f"ccrs plan labels: cannot write to {args.out}: {exc}", file=sys.stderr)
+        return 2
+    print(f"plan: {args.out / PLAN_FILE}")
+    return 0
 
 
 def power_main(args: argparse.Namespace) -> int:
     from judges.suite import metric_order
-    from pipelines.tools.power_plan import load_pilot, markdown, plan_power
+    from pipelines.tools.power_plan import load_pilot, markdown, plan_power, sequential_plan
     from stats.errors import StatsInputError
 
     try:
-        plan = plan_power(load_pilot(args.pilot), args.metric, args.delta, args.power, args.alpha, args.sim_b,
+        pilot = load_pilot(args.pilot)
+        plan = plan_power(pilot, args.metric, args.delta, args.power, args.alpha, args.sim_b,
                           args.replicates, args.seed, metric_order(), max_repeats=args.max_repeats,
                           budget=args.budget, max_questions=args.max_questions)
+        if args.sequential_margin is not None:
+            plan["sequential"] = sequential_plan(pilot, plan, args.sequential_margin, args.look_every,
+                                                 args.sequential_replicates, metric_order())
     except StatsInputError as exc:
         print(f"ccrs plan power: {exc}", file=sys.stderr)
         return 2

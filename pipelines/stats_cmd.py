@@ -23,14 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
     parser.add_argument("--scale", nargs="+", metavar="MIN MAX", help="the scores' scale, mapped onto [0, 1] "
                         "(e.g. --scale 1 5 or --scale 1-5 for a Likert mark, --scale 0 100); default: the "
                         "scores are already on [0, 1]")
-    parser.add_argument("--labels", type=Path, metavar="LABELS", help="human labels (JSONL, CSV or Parquet: "
-                        "question_id or query_id, system, metric, label[, annotator]): adds the "
-                        "human-calibrated (PPI++) statistics, docs/human-labels.md")
-    parser.add_argument("--label-scale", nargs="+", metavar="MIN MAX", help="the labels' mark scale, mapped "
-                        "onto [0, 1] as --scale maps scores (default: marks on [0, 1])")
-    parser.add_argument("--predicted-by", action="append", default=[], metavar="HUMAN=JUDGE",
-                        help="labels of a human metric of their own (e.g. acceptable=CC): the judge metric "
-                        "whose scores predict them (repeatable)")
+    options.add_labels(parser, "adds the human-calibrated (PPI++) statistics, docs/human-labels.md")
     parser.add_argument(
         "--hypotheses", type=Path, default=None, help="hypotheses YAML (see configs/hypotheses)"
     )
@@ -38,6 +31,20 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--markdown", action="store_true", help="print the verdict's Markdown source")
+    parser.add_argument("--sequential", action="store_true", help="also replay the scores as a sequential "
+                        "run: questions in the seeded random order (--seed), a look every --look-every "
+                        "questions, stopping once every pair is different or equivalent within --margin "
+                        "(anytime-valid at --alpha; docs/sequential.md)")
+    parser.add_argument("--margin", type=float, metavar="M", help="with --sequential: the equivalence "
+                        "margin on the [0, 1] score scale (e.g. 0.02)")
+    parser.add_argument("--look-every", type=int, metavar="L", help="with --sequential: questions per look")
+    parser.add_argument("--min-questions", type=int, metavar="N", help="with --sequential: no stop before N "
+                        "questions (default 0)")
+    parser.add_argument("--max-questions", type=int, metavar="N", help="with --sequential: stop after N "
+                        "questions at the latest (default: all)")
+    parser.add_argument("--target", choices=("population", "questions"), help="with --sequential: decide "
+                        "about the population of questions the scores' are drawn from (default, as the "
+                        "HSD), or about these questions only (sampling without replacement)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -45,15 +52,19 @@ def main(args: argparse.Namespace) -> int:
     from pipelines.extensions import verdict_sections
     from stats.errors import StatsInputError
     from pipelines.reporting.report import reduce_user_scores, user_scores
+    from pipelines.tools.sequential_replay import check_sequential_options, sequential_replay
 
     try:
+        check_sequential_options(args)
         frame, labels = _scores_and_labels(args)
-        frame = user_scores(frame, parse_scale(args.scale))
+        frame = user_scores(frame, options.parse_scale(args.scale))
         with _progress(frame["metric"].nunique(), disabled=args.no_progress) as advance:
             result, written, verdict = reduce_user_scores(
                 frame, args.out, hypotheses_path=args.hypotheses, b=args.b, seed=args.seed,
                 alpha=args.alpha, title=args.scores.name, on_metric=advance, sections=verdict_sections(),
                 labels=labels)
+        if args.sequential:
+            verdict = sequential_replay(args, frame, verdict)
     except StatsInputError as error:
         print(f"ccrs stats: error: {error}", file=sys.stderr)
         return 2
@@ -88,35 +99,9 @@ def _scores_and_labels(args: argparse.Namespace):
         if args.label_scale or args.predicted_by:
             raise StatsInputError("--label-scale and --predicted-by need --labels LABELS")
         return frame, None
-    scale = parse_scale(args.label_scale, "--label-scale")
-    return frame, validate_labels(read_labels_file(args.labels), scale, _predicted_by(args.predicted_by))
-
-
-def _predicted_by(values: list[str]) -> dict[str, str]:
-    from stats.errors import StatsInputError
-
-    mapping = {}
-    for value in values:
-        human, _, judge = value.partition("=")
-        if not human.strip() or not judge.strip():
-            raise StatsInputError(f"--predicted-by takes HUMAN=JUDGE (e.g. acceptable=CC), got {value!r}")
-        mapping[human.strip()] = judge.strip()
-    return mapping
-
-
-def parse_scale(values: list[str] | None, option: str = "--scale") -> tuple[float, float] | None:
-    """`--scale 1 5`, `--scale 1-5` -> (1.0, 5.0); None without --scale."""
-    from stats.errors import StatsInputError
-
-    if not values:
-        return None
-    parts = values[0].split("-", 1) if len(values) == 1 and "-" in values[0].lstrip("-") else values
-    try:
-        low, high = (float(part) for part in parts)
-    except ValueError as exc:
-        raise StatsInputError(f"{option} takes MIN MAX (e.g. {option} 1 5 or {option} 1-5), got "
-                              f"{' '.join(values)}") from exc
-    return low, high
+    scale = options.parse_scale(args.label_scale, "--label-scale")
+    return frame, validate_labels(read_labels_file(args.labels), scale,
+                                  options.parse_predicted_by(args.predicted_by))
 
 
 def _print_comparison(rows: list[dict]) -> None:

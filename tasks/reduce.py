@@ -24,7 +24,7 @@ from stats.hypotheses import Hypothesis, HypothesisSet
 from stats.labels import LabelSet, validate_labels
 from stats.multiple import Combine
 from stats.scores import REPEAT_COLUMN, validate_scores
-from tasks.runtime.layout import STATS_FILE, RunLayout
+from tasks.runtime.layout import SEQUENTIAL_FILE, STATS_FILE, RunLayout
 from tasks.runtime.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
 
 UNSCORED_NOTE = ("no judgment has a score (every one failed: failures.json, the judgments' reasons and raw "
@@ -49,8 +49,11 @@ def run_reduce(
     membership = {name: list(metrics) for name, metrics in suites.items()}
     config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path),
               "suites": membership, "metric_order": list(metric_order)}
+    sequential_paths = [path.parent / SEQUENTIAL_FILE for path in scores_paths]
     key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths]
-                    + labels_fingerprint(run_dir), code_version(__name__))
+                    + labels_fingerprint(run_dir)
+                    + [file_fingerprint(path) for path in sequential_paths if path.is_file()],
+                    code_version(__name__))
 
     def reduce_scores(out_dir: Path) -> dict:
         scores = concat_scores([load_scores(path) for path in scores_paths])
@@ -60,6 +63,9 @@ def run_reduce(
             hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None
             result = _statistics(run_dir, scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha,
                                  metric_order=list(metric_order), metric_suites=membership)
+        sequential = merged_sequential(sequential_paths)
+        if sequential is not None:  # judge.sequential: the run stopped once its comparisons were settled
+            result["sequential"] = sequential
         written = write_stats(result, out_dir)
         return {
             "n_queries": result["n_queries"],
@@ -247,3 +253,23 @@ def labels_fingerprint(run_dir: Path) -> list:
     """What the reduce stage's key covers of a run's labels (nothing when it has none)."""
     layout = RunLayout(run_dir)
     return [file_fingerprint(path) for path in (layout.labels_file, layout.labels_metrics) if path.is_file()]
+
+
+def merged_sequential(paths: Sequence[Path]) -> dict | None:
+    """stats.json["sequential"] from the judge stages' sequential.json files (None without any): their
+    decisions together, stopped at the latest stage's stop, each stage's own record under `stages`."""
+    records = {path.parent.name: json.loads(path.read_text()) for path in paths if path.is_file()}
+    if not records:
+        return None
+    first = next(iter(records.values()))
+    merged = {key: value for key, value in first.items() if key not in ("decisions", "looks")}
+    merged["stopped_at"] = max(record["stopped_at"] for record in records.values())
+    merged["looks"] = first["looks"] if len(records) == 1 else []
+    merged["decisions"] = [decision for record in records.values() for decision in record["decisions"]]
+    for key in ("judge_calls_not_sent", "judge_calls_total"):
+        merged[key] = sum(record.get(key, 0) for record in records.values())
+    merged["judge_calls_saved_share"] = (merged["judge_calls_not_sent"] / merged["judge_calls_total"]
+                                         if merged["judge_calls_total"] else 0.0)
+    merged["settled"] = all(record.get("settled", False) for record in records.values())
+    merged["stages"] = records
+    return merged

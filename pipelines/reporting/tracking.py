@@ -365,6 +365,13 @@ def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summ
         metrics[f"{metric}_discriminative_power"] = block["discriminative_power"]
     for name, result in (stats.get("hypotheses") or {}).items():
         metrics[f"hypothesis_{name}_adjusted_p"] = result["adjusted_p"]
+    sequential = stats.get("sequential")
+    if sequential:  # judge.sequential: where the run stopped and what it decided
+        metrics["sequential_stopped_at"] = sequential["stopped_at"]
+        metrics["sequential_judge_calls_saved_share"] = sequential["judge_calls_saved_share"]
+        for decision in ("different", "equivalent", "open"):
+            metrics[f"sequential_{decision}"] = sum(item["decision"] == decision
+                                                    for item in sequential["decisions"])
     for metric, block in stats["per_metric"].items():
         if block.get("human_calibrated"):
             pairs = block["human_calibrated"]["pairwise"]
@@ -389,6 +396,9 @@ def log_comparison_table(mlflow, stats: dict) -> None:
         mlflow.log_table(data=pd.DataFrame(rows), artifact_file=COMPARISON_TABLE_ARTIFACT)
 
 
+NOT_JUDGED = "not judged: the sequential run settled before this question (judge.sequential)"
+
+
 def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
                      judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per (question, system): the question, the system's answer and retrieved chunk ids, every
@@ -408,9 +418,12 @@ def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
     table = rows.merge(scores.reset_index(), on=keys, how="left")
     notes = pd.DataFrame(notes.tolist(), index=notes.index, columns=["judge_raw", "judge_failures"])
     table = table.merge(notes.reset_index(), on=keys, how="left")
+    unjudged = table["judge_raw"].isna()  # judge.sequential stopped before the question (never sent)
+    table["judge_raw"] = table["judge_raw"].fillna("")
+    table["judge_failures"] = table["judge_failures"].fillna("").mask(unjudged, NOT_JUDGED)
     generation_failed = table["status"] != "ok"
     table["failures"] = [
-        "; ".join(part for part in (f"generation {status}: {error}" if failed else "", judged or "") if part)
+        "; ".join(part for part in (f"generation {status}: {error}" if failed else "", judged) if part)
         for failed, status, error, judged in zip(generation_failed, table["status"], table["error"],
                                                  table["judge_failures"])
     ]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipelines.reporting.human_calibrated import human_calibrated_section
+from pipelines.reporting.sequential import sequential_section
 from stats.hsd import questions_to_separate
 from stats.letters import compact_letter_display
 from stats.multiple import is_significant
@@ -76,6 +77,7 @@ def build_summary(run_dir: Path, sections: Sequence[VerdictSection] = ()) -> str
         return _unscored_summary(layout, config, failures, judges, sections, inputs)
     return _joined([
         ("header", _header(config, stats, judges) + _left_out(layout)),
+        ("sequential", sequential_section(stats)),
         ("systems", _systems_section(layout, stats["systems"], (config.get("retrieval") or {}).get("top_k"))),
         ("means", _means_section(stats, _metric_suites(judges))),
         ("hypotheses", _hypotheses_section(stats, config)),

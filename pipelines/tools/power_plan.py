@@ -40,6 +40,7 @@ REFINE_STEP = 1.05
 REFINE_TOLERANCE = 0.02
 MAX_REFINEMENTS = 12
 _DECISION_STREAM = 1  # the decision study's simulation: rng seeded (seed, metric index, _DECISION_STREAM)
+_SEQUENTIAL_STREAM = 2  # the sequential simulation: rng seeded (seed, _SEQUENTIAL_STREAM)
 
 
 def load_pilot(path: Path) -> pd.DataFrame:
@@ -93,6 +94,31 @@ def plan_power(scores: pd.DataFrame, metrics: list[str] | None, delta: float, po
             per_metric[metric]["decision"] = decision
             plan["decision_study"] += [{"metric": metric, **row} for row in decision.get("designs", [])]
     return plan
+
+
+def sequential_plan(scores: pd.DataFrame, plan: dict, margin: float, look_every: int | None,
+                    replicates: int, metric_order: list[str] = ()) -> dict:
+    """A sequential run of the fixed plan's questions (the most any metric needs), simulated from the pilot
+    (stats.sequential.simulated_stops): where it is expected to stop and the judge calls it would send."""
+    from stats.sequential import simulated_stops
+
+    cube = build_cube(scores, metric_order)
+    metrics = list(plan["per_metric"])
+    needed = [n for n in plan["n_questions"].values() if n is not None]
+    if not needed:
+        raise StatsInputError("--sequential-margin: the fixed plan found no question count to simulate")
+    n_questions = max(needed)
+    every = look_every or max(1, n_questions // 20)
+    complete = np.isfinite(np.stack([cube.metric_matrix(m) for m in metrics])).all(axis=(0, 2))
+    matrices = {metric: cube.metric_matrix(metric)[complete] for metric in metrics}
+    rng = np.random.default_rng([plan["seed"], _SEQUENTIAL_STREAM])
+    stops = simulated_stops(matrices, cube.systems, n_questions, look_every=every, margin=margin,
+                            alpha=plan["alpha"], replicates=replicates, rng=rng)
+    per_question = len(cube.systems) * len(metrics)
+    return {"margin": margin, "look_every": every, "replicates": replicates, "n_questions": n_questions,
+            "mean_stop": stops.mean_stop, "min_stop": min(stops.stops), "max_stop": max(stops.stops),
+            "settled_share": stops.settled, "judge_calls_fixed": n_questions * per_question,
+            "judge_calls_expected": stops.mean_stop * per_question}
 
 
 def decision_plan(scores: np.ndarray, systems: tuple[str, ...], delta: float, power: float, alpha: float,
@@ -225,7 +251,20 @@ def markdown(plan: dict) -> str:
                          f"{simulated} | "
                          f"{r['mdd_at_pilot_n']:.4f} | {r['pilot_power']:.3f} |")
     notes = [f"{metric}: {entry['note']}" for metric, entry in plan["per_metric"].items() if "note" in entry]
-    return "\n".join(lines + [f"note: {note}" for note in notes] + decision_markdown(plan))
+    return "\n".join(lines + [f"note: {note}" for note in notes] + decision_markdown(plan)
+                     + sequential_markdown(plan.get("sequential")))
+
+
+def sequential_markdown(sequential: dict | None) -> list[str]:
+    if not sequential:
+        return []
+    saved = 1 - sequential["judge_calls_expected"] / sequential["judge_calls_fixed"]
+    return ["", f"Sequential (judge.sequential: margin {sequential['margin']:g}, a look every "
+                f"{sequential['look_every']} questions, {sequential['replicates']} runs simulated from the "
+                f"pilot): expected stop {sequential['mean_stop']:.0f} of {sequential['n_questions']} "
+                f"questions (range {sequential['min_stop']}-{sequential['max_stop']}), judge calls "
+                f"{sequential['judge_calls_expected']:,.0f} of {sequential['judge_calls_fixed']:,} "
+                f"({saved:.0%} saved); every comparison settled in {sequential['settled_share']:.0%} of them"]
 
 
 def decision_markdown(plan: dict) -> list[str]:

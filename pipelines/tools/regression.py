@@ -40,6 +40,10 @@ Z_95 = float(stats.norm.ppf(0.975))  # stats.json's human-calibrated intervals a
 
 JUDGMENTS_ARTIFACT = "samples/judgments.parquet"
 STATS_ARTIFACT = "stats/stats.json"
+SEQUENTIAL_NOTE = ("sequential cells (basis `sequential`): the night was judged with judge.sequential and "
+                   "stopped once every (system, metric) cell was settled against this baseline; the verdict "
+                   "is the anytime-valid decision (`sequential`: regressed, improved, within the margin or "
+                   "open), the paired test on the judged questions beside it is descriptive.")
 HUMAN_NOTE = ("human-calibrated cells (basis `human`): both nights have human labels of the cell, so its "
               "test is the difference of the two nights' PPI++ means (human scale, z test with the two "
               "nights' standard errors added, conservative for paired nights); `diff`, `p_value` and the "
@@ -171,6 +175,27 @@ def pick_baseline(runs: list, current, baseline: str):
     return accepted[0] if accepted else (earlier[-1] if earlier else None)
 
 
+def sequential_baseline(tracking_uri: str, experiment: str, config_name: str,
+                        baseline: str = "previous") -> tuple[str, pd.DataFrame] | None:
+    """(run id, per-question scores) of the baseline a night about to start will be compared with, for
+    `judge.sequential` to stop the night once every (system, metric) cell is settled against it; None on the
+    first night (no experiment or no earlier run of this config)."""
+    from types import SimpleNamespace
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    if client.get_experiment_by_name(experiment) is None:
+        return None
+    tonight = SimpleNamespace(info=SimpleNamespace(run_id=None, start_time=float("inf")),
+                              data=SimpleNamespace(tags={"ccrs.config_name": config_name}))
+    base = pick_baseline(pipeline_runs(client, experiment), tonight, baseline)
+    if base is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        return base.info.run_id, scored(_judgments(client, base, Path(tmp)))
+
+
 def differing_settings(current, baseline) -> dict[str, tuple[str, str]]:
     """{setting: (baseline's, run's)} for the judge settings recorded on both runs that differ."""
     differing = {}
@@ -261,6 +286,30 @@ def with_human_calibrated(table: pd.DataFrame, human: pd.DataFrame, alpha: float
     merged["verdict"] = np.where(merged["significant"],
                                  np.where(merged["diff"] < 0, "regression", "improvement"), "same")
     return merged.drop(columns=["human_diff", "human_p"])
+
+
+def with_sequential_decisions(table: pd.DataFrame, sequential: dict | None, base_id: str) -> pd.DataFrame:
+    """A night judged with judge.sequential against this baseline: each cell's verdict is its anytime-valid
+    decision (regression: the interval of run - baseline lies below 0; same: within the margin or still
+    open), `basis` sequential; the fixed-n paired test's columns stay, descriptive."""
+    if not sequential or sequential.get("baseline_run") != base_id:
+        return table
+    verdicts = {(d["a"], d["metric"]): _cell_verdict(d) for d in sequential["decisions"]}
+    cells = list(zip(table["system"], table["metric"]))
+    decided = [cell in verdicts for cell in cells]
+    table = table.assign(basis=np.where(decided, "sequential", table.get("basis", "judge")),
+                         sequential=[verdicts.get(cell, (None, None))[1] for cell in cells])
+    table["verdict"] = [verdicts[cell][0] if cell in verdicts else verdict
+                        for cell, verdict in zip(cells, table["verdict"])]
+    return table
+
+
+def _cell_verdict(decision: dict) -> tuple[str, str]:
+    """(gate verdict, the decision as said) of one sequential (system, metric) decision."""
+    low, high = decision["interval"]
+    if decision["decision"] == "different":
+        return ("regression", "regressed") if high < 0 else ("improvement", "improved")
+    return "same", "within the margin" if decision["decision"] == "equivalent" else "open"
 
 
 def _own_run_folder(run) -> RunLayout | None:
@@ -521,8 +570,10 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
                               f"{', '.join(sorted(set(judgments['system'])))}; baseline: "
                               f"{', '.join(sorted(set(base_judgments['system'])))}): nothing to compare")
     table = paired_table(scored(judgments), scored(base_judgments), options.alpha, options.b, options.seed)
-    table = with_human_calibrated(table, human_calibrated_cells(_stats(client, current, work),
-                                                                _stats(client, base, work)), options.alpha)
+    run_stats = _stats(client, current, work)
+    table = with_human_calibrated(table, human_calibrated_cells(run_stats, _stats(client, base, work)),
+                                  options.alpha)
+    table = with_sequential_decisions(table, (run_stats or {}).get("sequential"), base_id)
     cells, top = moved_cells(table, options.show_moves)
     moves = question_moves(sample_view(judgments, _answers(client, current, work)),
                            sample_view(base_judgments, _answers(client, base, work)), cells, top)
@@ -534,6 +585,7 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
         table.to_markdown(index=False, floatfmt=".4f"),
         MDD_NOTE.format(power=MDD_POWER, alpha=options.alpha, cells=len(table)) + note,
         HUMAN_NOTE if "basis" in table and (table["basis"] == "human").any() else "",
+        SEQUENTIAL_NOTE if "basis" in table and (table["basis"] == "sequential").any() else "",
         moves_markdown(moves, table, cells)) if part)
     status = "regression" if n_regressions else "pass"
     return RegressionReport(status, run_id, base_id, table, n_regressions, markdown, rate, differing,

@@ -43,6 +43,7 @@ STATS_FILE = "stats.json"
 TABLES_DIR, PLOTS_DIR = "tables", "plots"
 JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
+SEQUENTIAL_FILE = "sequential.json"  # a judge stage's record of its looks and decisions (judge.sequential)
 SUMMARY_FILE = "summary.md"
 LABELS_DIR, LABELS_FILE = "labels", "labels.jsonl"  # `ccrs label`: human marks of the run's answers
 PREFLIGHT_STAGE = "preflight"  # the judge's unit tests before the judge stage (`judge.preflight`)

@@ -88,3 +88,21 @@ def test_a_pilot_with_repeated_judgments_gets_a_decision_study(tmp_path, capsys)
     assert 0.0 <= best["simulated_power"] <= 1.0 and 0.0 <= decision["reliability"] <= 1.0
     printed = capsys.readouterr().out
     assert "Decision study" in printed and "**recommended**" in printed
+
+
+def test_plan_power_simulates_a_sequential_run_of_the_planned_questions(tmp_path, capsys):
+    """Systems 0.3 apart on a 60-question pilot: the planned run, judged sequentially, stops early."""
+    from tests.stats.conftest import make_scores
+
+    pilot = tmp_path / "pilot.parquet"
+    make_scores(n_queries=60, systems=("A", "B", "C"), metrics=("CC",), effects={"A": 0.3, "B": 0.6},
+                seed=3).to_parquet(pilot)
+    out = tmp_path / "plan.json"
+    code = cli.main(["plan", "power", "--pilot", str(pilot), "--delta", "0.05", "--replicates", "0",
+                     "--sequential-margin", "0.05", "--sequential-replicates", "5", "--json", str(out)])
+    assert code == 0
+    sequential = json.loads(out.read_text())["sequential"]
+    assert sequential["n_questions"] == json.loads(out.read_text())["n_questions"]["CC"]
+    assert sequential["mean_stop"] < sequential["n_questions"] and sequential["settled_share"] == 1.0
+    assert sequential["judge_calls_expected"] < sequential["judge_calls_fixed"]
+    assert "Sequential (judge.sequential: margin 0.05" in capsys.readouterr().out

@@ -191,3 +191,14 @@ def test_a_systems_human_calibrated_figures_become_mlflow_metrics():
                                                     "CC_human_ci_low": 0.5, "CC_human_ci_high": 0.7,
                                                     "CC_judge_bias": 0.1}
     assert human_calibrated_metrics(stats, "B") == {"CC_human_labels": 3.0, "CC_judge_bias": -0.2}
+
+
+def test_per_sample_table_names_the_questions_a_sequential_run_never_judged():
+    from pipelines.reporting.tracking import NOT_JUDGED, per_sample_table
+
+    queries, generations, judgments = _per_sample_inputs()
+    second = queries["query_id"][1]
+    table = per_sample_table(queries, generations, judgments[judgments["query_id"] != second])
+    unjudged = table[table["query_id"] == second]
+    assert len(unjudged) == 2 and (unjudged["judge_raw"] == "").all()
+    assert unjudged["CC"].isna().all() and NOT_JUDGED in unjudged.iloc[0]["failures"]

@@ -438,3 +438,20 @@ def test_a_human_calibrated_cell_is_decided_by_its_human_test_with_holm_over_eve
     assert gated["adjusted_p"].tolist() == pytest.approx([0.01 * 1, 0.001 * 2])
     assert gated["verdict"].tolist() == ["regression", "regression"]
     assert with_human_calibrated(table, human.iloc[:0], 0.05) is table
+
+
+def test_a_sequential_nights_cells_take_their_anytime_valid_decisions():
+    from pipelines.tools.regression import with_sequential_decisions
+
+    table = pd.DataFrame({"system": ["A", "A", "B"], "metric": ["CC", "QR", "CC"], "diff": [-0.1, 0.0, 0.2],
+                          "adjusted_p": [0.01, 0.9, 0.02], "verdict": ["regression", "same", "improvement"]})
+    sequential = {"baseline_run": "base", "decisions": [
+        {"metric": "CC", "a": "A", "b": "A@baseline", "decision": "open", "interval": [-0.3, 0.1]},
+        {"metric": "QR", "a": "A", "b": "A@baseline", "decision": "different", "interval": [-0.4, -0.1]},
+        {"metric": "CC", "a": "B", "b": "B@baseline", "decision": "equivalent", "interval": [-0.01, 0.01]}]}
+    gated = with_sequential_decisions(table, sequential, "base")
+    assert gated["verdict"].tolist() == ["same", "regression", "same"]
+    assert gated["sequential"].tolist() == ["open", "regressed", "within the margin"]
+    assert (gated["basis"] == "sequential").all()
+    assert with_sequential_decisions(table, sequential, "another baseline") is table
+    assert with_sequential_decisions(table, None, "base") is table

@@ -1,0 +1,125 @@
+"""The judge stage's sequential mode (`judge.sequential`, docs/sequential.md): questions in a seeded random
+order, judged in looks of `look_every` whole questions (every system of a question in the same look, so each
+look is paired); after each look the stopping rule (stats/sequential.py) reads the judged questions and the
+stage stops once no (metric, system pair) is open. The looks are the stage's batches, so the judgment cache,
+the batch checkpoints and resume work as for any judge stage: a resumed run re-reads its finished looks,
+takes the same decisions after each and goes on with the same order."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from judges.config import SequentialOptions
+from stats.scores import mean_over_repeats
+from stats.sequential import Look, PairDecision, SequentialResult, decide, seeded_order
+from tasks.runtime.layout import SEQUENTIAL_FILE
+
+
+
+def sequential_looks(generations: Path, options: SequentialOptions) -> list[list[str]]:
+    """The run's question ids in the seeded random order, cut after `max_questions`, in looks."""
+    ids = pq.read_table(generations, columns=["query_id"]).column("query_id").to_pylist()
+    order = seeded_order(list(dict.fromkeys(str(query_id) for query_id in ids)), options.seed)
+    order = order[: options.max_questions] if options.max_questions else order
+    return [order[start:start + options.look_every] for start in range(0, len(order), options.look_every)]
+
+
+@dataclass
+class StoppingRule:
+    """Decides after each look, from the parts judged so far. `metrics`: this stage's metrics among those
+    that must be settled; `family_size`: every (metric, pair) of the run's family (all judge stages), so
+    that the run's decisions together keep `options.alpha`."""
+
+    options: SequentialOptions
+    systems: tuple[str, ...]
+    metrics: tuple[str, ...]
+    family_size: int
+    n_questions: int
+    baseline_run: str | None = None     # a night settled against its baseline run (`ccrs nightly`)
+    baseline: pd.DataFrame | None = None  # that run's scores: query_id, system, metric, score
+    looks: list[Look] = field(default_factory=list)
+    decisions: list[PairDecision] = field(default_factory=list)
+
+    def after_look(self, parts: Sequence[Path], order: Sequence[str]) -> bool:
+        """Read the judged parts, decide every pair of every metric (against the baseline: every (system,
+        metric) cell); True when the stage may stop."""
+        judgments = pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True)
+        judged = len(order)
+        self.decisions = (self._against_baseline(judgments, order) if self.baseline is not None
+                          else self._between_systems(judgments, order))
+        counts = {name: sum(d.decision == name for d in self.decisions)
+                  for name in ("different", "equivalent", "open")}
+        self.looks.append(Look(judged, counts["different"], counts["equivalent"], counts["open"]))
+        return judged >= self.options.min_questions and counts["open"] == 0 and bool(self.decisions)
+
+    @property
+    def population(self) -> int | None:
+        """N for decisions about these N questions (sampling without replacement); None: the population."""
+        return self.n_questions if self.options.target == "questions" else None
+
+    def _between_systems(self, judgments: pd.DataFrame, order: Sequence[str]) -> list:
+        matrices = self._matrices(judgments, order, self.systems)
+        return decide(matrices, self.systems, self.population, self.options.alpha, self.options.margin,
+                      self.family_size) if matrices else []
+
+    def _against_baseline(self, judgments: pd.DataFrame, order: Sequence[str]) -> list:
+        """Each system tonight against itself in the baseline run (`b` is `<system>@baseline`), on the
+        questions both judged; "different" with an interval below 0 is a regression."""
+        tonight = judgments.assign(system=judgments["system"].astype(str))
+        before = self.baseline[self.baseline["query_id"].astype(str).isin(set(order))]
+        decisions = []
+        for system in self.systems:
+            paired = pd.concat([tonight[tonight["system"] == system].assign(system="run"),
+                                before[before["system"] == system].assign(system="baseline",
+                                                                          status="ok")],
+                               ignore_index=True)
+            matrices = self._matrices(paired, order, ("run", "baseline"))
+            if not matrices:
+                continue
+            for decision in decide(matrices, ("run", "baseline"), self.population, self.options.alpha,
+                                   self.options.margin, self.family_size):
+                decisions.append(PairDecision(decision.metric, system, f"{system}@baseline",
+                                              decision.decision, decision.interval, decision.n))
+        return decisions
+
+    def _matrices(self, judgments: pd.DataFrame, order: Sequence[str],
+                  columns: Sequence[str]) -> dict[str, np.ndarray]:
+        """{metric: (questions, systems)} in the looks' order, on the questions every system was scored on
+        (a failed judgment leaves its question out of that metric's decisions)."""
+        scored = judgments.loc[judgments["score"].notna() & judgments["metric"].isin(self.metrics)]
+        scored = scored.assign(query_id=scored["query_id"].astype(str))
+        scored = mean_over_repeats(scored[[c for c in scored.columns
+                                           if c in ("query_id", "system", "metric", "score", "repeat")]])
+        matrices = {}
+        for metric, rows in scored.groupby("metric", sort=False):
+            grid = rows.pivot_table(index="query_id", columns="system", values="score", aggfunc="mean")
+            grid = grid.reindex(index=[q for q in order if q in grid.index], columns=list(columns))
+            matrices[str(metric)] = grid.dropna().to_numpy(dtype=np.float64)
+        return {metric: matrices[metric] for metric in self.metrics if metric in matrices}
+
+    def result(self, judged: int, seed: int) -> SequentialResult:
+        return SequentialResult(judged, self.n_questions, tuple(self.looks), tuple(self.decisions),
+                                self.options.alpha, self.options.margin, self.family_size,
+                                self.options.look_every, seed, self.options.min_questions,
+                                self.options.max_questions, self.systems, self.metrics,
+                                self.options.target == "questions")
+
+    def record(self, judged: int, seed: int) -> dict:
+        """The stage's sequential.json: the result, and the baseline run a night was settled against."""
+        data = self.result(judged, seed).to_json()
+        if self.baseline_run is not None:
+            data["baseline_run"] = self.baseline_run
+        return data
+
+
+def write_sequential(out_dir: Path, data: dict) -> dict:
+    """sequential.json beside the stage's outputs; returns the stage summary's `sequential` entry."""
+    (Path(out_dir) / SEQUENTIAL_FILE).write_text(json.dumps(data, indent=2))
+    return {key: data[key] for key in ("stopped_at", "n_questions", "judge_calls_not_sent",
+                                       "judge_calls_total")}
