@@ -126,6 +126,9 @@ def _add_human_calibrated(per_metric: dict, matrices: Mapping[str, LabelMatrices
             notes.append(f"per_metric.{metric}.human_calibrated: {entry['unjudged_labels']} labeled "
                          f"answer(s) of questions not judged for every system are left out (the estimates "
                          f"pair each label with the judge's score on a complete question)")
+    if labels.stale:
+        notes.append(f"labels: {labels.stale} mark(s) of answers that changed after they were labeled (a "
+                     f"later run in the same folder) left out")
     if labels.superseded:
         notes.append(f"labels: {labels.superseded} mark(s) replaced by a later mark of the same annotator on "
                      f"the same answer (the later one counts)")

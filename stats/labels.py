@@ -37,6 +37,7 @@ class LabelSet:
     frame: pd.DataFrame
     predicted_by: dict[str, str]
     superseded: int = 0  # marks replaced by a later mark of the same annotator on the same answer
+    stale: int = 0  # marks of answers that changed after they were given (left out by the reader)
 
 
 @dataclass(frozen=True)

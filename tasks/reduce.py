@@ -9,8 +9,10 @@ reads and writes nothing), and a hypotheses YAML file (a top-level `hypotheses:`
 typed records."""
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -233,9 +235,17 @@ def load_hypotheses(path: str | Path) -> HypothesisSet:
         raise StatsInputError(f"hypotheses file {path} is invalid: {problems}") from error
 
 
+ANSWER_DIGEST = "answer_sha1"  # a label's fingerprint of the answer it marks (`ccrs label` writes it)
+
+
+def answer_digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
 def read_run_labels(run_dir: Path) -> LabelSet | None:
     """The human labels of a run (RUN_DIR/labels/, written by `ccrs label`), None where it has none: the
-    marks with each metric's scale and judge metric from labels/metrics.json."""
+    marks with each metric's scale and judge metric from labels/metrics.json. A label whose answer has
+    changed since it was given (a night rerun in the same folder) is left out and counted (`stale`)."""
     layout = RunLayout(run_dir)
     if not layout.labels_file.is_file():
         return None
@@ -245,8 +255,22 @@ def read_run_labels(run_dir: Path) -> LabelSet | None:
         raise StatsInputError(f"cannot read {layout.labels_metrics}: {error}") from error
     scales = {metric: tuple(entry["scale"]) for metric, entry in declared.items()}
     predicted_by = {metric: entry.get("predicted_by", metric) for metric, entry in declared.items()}
-    frame = read_labels_file(layout.labels_file)
-    return validate_labels(frame, scales or None, predicted_by)
+    frame, stale = _current_labels(read_labels_file(layout.labels_file), layout)
+    labels = validate_labels(frame, scales or None, predicted_by)
+    return replace(labels, stale=stale)
+
+
+def _current_labels(frame: pd.DataFrame, layout: RunLayout) -> tuple[pd.DataFrame, int]:
+    """The labels of the answers the run holds now (those without a fingerprint are kept)."""
+    if ANSWER_DIGEST not in frame.columns or not layout.generations.is_file():
+        return frame, 0
+    answers = pd.read_parquet(layout.generations, columns=["query_id", "system", "answer"])
+    now = {(str(q), str(s)): answer_digest(a or "") for q, s, a in answers.itertuples(index=False)}
+    key = "question_id" if "question_id" in frame.columns else "query_id"
+    digest = frame[ANSWER_DIGEST]
+    current = [d is None or d != d or now.get((str(q), str(s))) == d
+               for q, s, d in zip(frame[key], frame["system"], digest)]
+    return frame[current].drop(columns=[ANSWER_DIGEST]), int(len(frame) - sum(current))
 
 
 def labels_fingerprint(run_dir: Path) -> list:

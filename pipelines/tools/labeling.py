@@ -28,6 +28,7 @@ import pandas as pd
 
 from pipelines.options import UsageError
 from pipelines.tools.labeling_page import PAGE
+from tasks.reduce import ANSWER_DIGEST, answer_digest
 from tasks.runtime.layout import RunLayout
 
 MAX_BUTTONS = 11  # an integer scale with more marks than this gets a slider beside the typed digits
@@ -383,7 +384,7 @@ class LabelStore:
                     raise LabelError(f"Answer {slot} has no mark yet")
                 records.append({"question_id": query_id, "system": answer.system, "metric": self.metric.name,
                                 "label": self.metric.checked_mark(marks[str(slot)]), "annotator": annotator,
-                                "time": _now()})
+                                "time": _now(), ANSWER_DIGEST: answer_digest(answer.text)})
             append_jsonl(self.layout.labels_file, records)
             self._marks[(annotator, query_id)] = {**marked, **{r["system"]: r["label"] for r in records}}
             self._records.extend(records)

@@ -140,3 +140,22 @@ def test_the_reduce_stage_reruns_with_the_runs_labels_and_notes_labels_it_cannot
     assert not reused and "human_calibrated" not in stats["per_metric"]["CC"]
     assert any(note.startswith("human labels not used: labels name 1 systems the scores lack: 'Z'")
                for note in stats["notes"])
+
+
+def test_labels_of_answers_that_changed_since_they_were_labeled_are_left_out_and_counted(tmp_path):
+    """A night rerun in the same folder: a mark whose answer fingerprint no longer matches is stale."""
+    from tasks.reduce import ANSWER_DIGEST, answer_digest, read_run_labels
+    from tests.pipelines.conftest import write_labeled_run
+
+    layout = RunLayout(write_labeled_run(tmp_path / "run"))
+    answers = pd.read_parquet(layout.generations)
+    answers = answers[answers["answer"].fillna("") != ""]
+    layout.labels_dir.mkdir()
+    rows = [{"question_id": q, "system": s, "metric": "CC", "label": 1, ANSWER_DIGEST: answer_digest(a)}
+            for q, s, a in answers[["query_id", "system", "answer"]].itertuples(index=False)]
+    rows[0][ANSWER_DIGEST] = answer_digest("an answer of an earlier night")
+    rows.append({"question_id": rows[1]["question_id"], "system": rows[1]["system"], "metric": "CC",
+                 "label": 0, "annotator": "unfingerprinted"})  # a label brought without a fingerprint counts
+    pd.DataFrame(rows).to_json(layout.labels_file, orient="records", lines=True)
+    labels = read_run_labels(layout.root)
+    assert labels.stale == 1 and len(labels.frame) == len(rows) - 1

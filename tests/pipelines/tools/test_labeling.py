@@ -142,7 +142,7 @@ def test_labels_are_appended_per_system_and_the_next_question_follows_the_order(
     question = store.questions[query_id]
     systems = {str(slot): a.system for slot, a in enumerate(labeling.blinded(question, 0), 1)}
     assert {(line["system"], line["label"]) for line in lines} == {(systems[s], m) for s, m in marks.items()}
-    fields = {"question_id", "system", "metric", "label", "annotator", "time"}
+    fields = {"question_id", "system", "metric", "label", "annotator", "time", "answer_sha1"}
     assert all(set(line) == fields for line in lines)
     assert {(line["question_id"], line["metric"], line["annotator"]) for line in lines} == {
         (query_id, "answer_relevancy", "ann")}
