@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tasks.runtime.layout import RunLayout
 from mlflow.tracking import MlflowClient
 
 from pipelines import nightly_cmd
@@ -44,11 +46,13 @@ def receiver():
         server.close()
 
 
-def nightly_config(path: Path, scoring: str = "expected") -> Path:
+def nightly_config(path: Path, scoring: str = "expected", sequential: dict | None = None) -> Path:
     """The demo config judging QR only (with expected marks: the 135M judge's integer marks are all 0 and
-    could not show a drop), B = 1000, no GQM report."""
+    could not show a drop), B = 1000, no GQM report; `sequential`: its judge.sequential block."""
     config = yaml.safe_load((REPO / "configs" / "cpu-demo.yaml").read_text())
     config["judge"]["scoring"] = scoring
+    if sequential:
+        config["judge"]["sequential"] = sequential
     config["judge"]["ccrs"]["metrics"] = ["QR"]
     config["stats"] = {**config["stats"], "b": 1000, "hypotheses": None}
     config["gqm_goals"] = None
@@ -158,6 +162,21 @@ def test_one_production_system_judged_every_night_names_the_questions_that_got_w
     assert alert["status"] == "regression" and alert["exit_code"] == 3
     assert f'Largest drops: prod/QR "{moves["question"][0][:40]}' in alert["text"]
     assert [m["query_id"] for m in alert["moves"]] == moves["query_id"].tolist()
+
+    # Night three, judged sequentially (judge.sequential, about these 8 questions) against the accepted
+    # baseline, night one: the cell is settled as regressed by its anytime-valid interval, exit 3.
+    sequential = nightly_config(tmp_path / "sequential.yaml", sequential={
+        "look_every": 2, "margin": 0.05, "target": "questions"})
+    baseline = client.search_runs([experiment], "tags.`regression.status` = 'baseline'")[0].info.run_id
+    assert night(*command[:2], "--config", str(sequential), *command[4:]) == 3
+    printed = capsys.readouterr().out
+    assert f"settled against baseline {baseline}" in printed
+    record = json.loads(RunLayout(tmp_path / "run").stats_json.read_text())["sequential"]
+    (decision,) = record["decisions"]
+    assert record["baseline_run"] == baseline and record["stopped_at"] <= 8
+    assert (decision["a"], decision["b"], decision["decision"]) == ("prod", "prod@baseline", "different")
+    assert decision["interval"][1] < 0
+    assert "| sequential |" in printed or "basis" in printed
 
 
 def test_a_crash_is_a_failed_mlflow_run_with_its_error_and_exit_1(llm_endpoint, tmp_path, monkeypatch,
