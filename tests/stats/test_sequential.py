@@ -272,3 +272,19 @@ def test_decide_takes_each_metric_on_its_own_questions():
     both = decide({"CC": cc, "QR": qr[:55]}, ["A", "B"], 60, ALPHA, 0.05)
     assert [(d.metric, d.n) for d in both] == [("CC", 60), ("QR", 55)]
     assert both[0] == decide({"CC": cc}, ["A", "B"], 60, ALPHA, 0.05, family_size=2)[0]
+
+
+def test_the_population_target_also_settles_equal_systems_and_a_large_effect_before_the_last_question():
+    """The default target of a run (judge.sequential.target: population): 3 equal systems (noise sd 0.03)
+    are equivalent within 0.05, and a 0.2 effect (noise sd 0.15) is different, well before 600 questions."""
+    rng = np.random.default_rng(1)
+    ids = [str(i) for i in range(600)]
+    for seed in range(3):
+        equal = np.clip(rng.random((600, 1)) + rng.normal(0, 0.03, (600, 3)), 0, 1)
+        settled = replay({"m": equal}, ("A", "B", "C"), ids, look_every=20, margin=0.05, seed=seed,
+                         finite_population=False)
+        assert settled.stopped_at < 400 and all(d.decision == "equivalent" for d in settled.decisions)
+        effect = np.clip(rng.random((600, 1)) + rng.normal(0, 0.15, (600, 2)) + [0.2, 0.0], 0, 1)
+        separated = replay({"m": effect}, ("A", "B"), ids, look_every=20, margin=0.05, seed=seed,
+                           finite_population=False)
+        assert separated.stopped_at <= 120 and separated.decisions[0].decision == "different"
