@@ -265,7 +265,8 @@ def _current_labels(frame: pd.DataFrame, layout: RunLayout) -> tuple[pd.DataFram
     if ANSWER_DIGEST not in frame.columns or not layout.generations.is_file():
         return frame, 0
     answers = pd.read_parquet(layout.generations, columns=["query_id", "system", "answer"])
-    now = {(str(q), str(s)): answer_digest(a or "") for q, s, a in answers.itertuples(index=False)}
+    now = {(str(q), str(s)): answer_digest(a if isinstance(a, str) else "")  # a failed generation: None
+           for q, s, a in answers.itertuples(index=False)}
     key = "question_id" if "question_id" in frame.columns else "query_id"
     digest = frame[ANSWER_DIGEST]
     current = [d is None or d != d or now.get((str(q), str(s))) == d

@@ -43,7 +43,7 @@ def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_log
     logged = log_failed_run(tracking_uri=uri, experiment="ccrs-cpu-demo", run_name="stopped", error=LINE,
                             tags={"ccrs.judge_calibration": "stop"})
 
-    def stops(config, outputs, started_at):
+    def stops(config, outputs, started_at, *where):  # where: tracking URI, baseline
         raise JudgeCalibrationStop(LINE, logged)
 
     monkeypatch.setattr(nightly_cmd, "_run_night", stops)
