@@ -25,7 +25,13 @@ from stats.descriptive import (
 )
 from stats.errors import StatsInputError
 from stats.hsd import HSDResult, randomized_tukey_hsd
-from stats.labels import LabelMatrices, LabelSet, human_calibrated_entry, label_matrices
+from stats.labels import (
+    LabelMatrices,
+    LabelSet,
+    check_labels_against,
+    human_calibrated_entry,
+    label_matrices,
+)
 from stats.hypotheses import HypothesisResult, HypothesisSet, check_hypotheses_against, evaluate_hypotheses
 from stats.judge_noise import (
     COMPONENTS,
@@ -81,6 +87,8 @@ def compute_all(
     cube = build_cube(validate_scores(scores), metric_order)
     if hypotheses is not None:
         check_hypotheses_against(hypotheses, cube.systems, cube.metrics)
+    if labels is not None:  # before any test: labels the scores cannot carry are one line, not minutes
+        check_labels_against(labels, cube)
     complete = {metric: np.isfinite(cube.metric_matrix(metric)).all(axis=1) for metric in cube.metrics}
     repeated = [metric for metric in cube.metrics if cube.n_repeats(metric) >= 2]
     groups = _groups_with_same_queries(cube, complete, skip=repeated)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -135,12 +134,11 @@ def human_calibrated_entry(matrices: LabelMatrices, judge_pairwise: list[dict],
     differs from the judge-only HSD's (`judge_pairwise`: the metric's `pairwise` list)."""
     labels, judged, systems = matrices.labels, matrices.judged, matrices.systems
     labeled = np.isfinite(labels)
-    estimate = ppi_pairwise(labels, judged, systems, alpha) if len(labels) else None
+    estimate = ppi_pairwise(labels, judged, systems, alpha)
     hsd = {(pair["a"], pair["b"]): pair["significant"] for pair in judge_pairwise}
     biases = {system: judge_bias(labels[labeled[:, s], s], judged[labeled[:, s], s], alpha)
               for s, system in enumerate(systems) if labeled[:, s].sum() >= 2}
-    means = estimate.means if estimate else {}
-    pairs = [_pair_entry(pair, hsd) for pair in (estimate.pairs if estimate else ())]
+    means = estimate.means
     return {
         "human_metric": matrices.human_metric,
         "n_labels": {system: int(labeled[:, s].sum()) for s, system in enumerate(systems)},
@@ -150,11 +148,9 @@ def human_calibrated_entry(matrices: LabelMatrices, judge_pairwise: list[dict],
         "lam": {system: value.lam for system, value in means.items()},
         "judge_bias": {system: bias.mean for system, bias in biases.items()},
         "judge_bias_ci95": {system: list(bias.ci) for system, bias in biases.items()},
-        "pairwise": pairs,
-        "too_few_labels": [system for system in systems if system not in means],
-        "pairs_too_few_labels": [[a, b] for a, b in combinations(systems, 2)
-                                 if (labeled[:, systems.index(a)] & labeled[:, systems.index(b)]).sum()
-                                 < MIN_LABELS],
+        "pairwise": [_pair_entry(pair, hsd) for pair in estimate.pairs],
+        "too_few_labels": list(estimate.too_few_labels),
+        "pairs_too_few_labels": [list(pair) for pair in estimate.pairs_too_few_labels],
         "min_labels": MIN_LABELS,
         "unjudged_labels": matrices.unjudged_labels,
     }

@@ -77,6 +77,12 @@ class Look:
     equivalent: int
     open: int
 
+    @classmethod
+    def of(cls, n_questions: int, decisions: Sequence[PairDecision]) -> Look:
+        """The look after `n_questions`, counting its decisions."""
+        counts = {name: sum(d.decision == name for d in decisions) for name in DECISIONS}
+        return cls(n_questions, counts["different"], counts["equivalent"], counts["open"])
+
 
 @dataclass(frozen=True)
 class SequentialResult:
@@ -260,9 +266,8 @@ def replay(scores: Mapping[str, np.ndarray], systems: Sequence[str], query_ids: 
         process.advance(differences[judged:look_at])
         judged = look_at
         decisions = _decisions(process, ordered, systems, margin)
-        counts = {name: sum(d.decision == name for d in decisions) for name in DECISIONS}
-        looks.append(Look(judged, counts["different"], counts["equivalent"], counts["open"]))
-        if judged >= min_questions and counts["open"] == 0:
+        looks.append(Look.of(judged, decisions))
+        if judged >= min_questions and looks[-1].open == 0:
             break
     return SequentialResult(judged, n_questions, tuple(looks), tuple(decisions), alpha, margin, family,
                             look_every, seed, min_questions, max_questions, systems, tuple(matrices),

@@ -45,18 +45,17 @@ class StoppingRule:
     baseline: pd.DataFrame | None = None  # that run's scores: query_id, system, metric, score
     looks: list[Look] = field(default_factory=list)
     decisions: list[PairDecision] = field(default_factory=list)
+    _read: list[pd.DataFrame] = field(default_factory=list, init=False, repr=False)  # parts read so far
 
     def after_look(self, parts: Sequence[Path], order: Sequence[str]) -> bool:
-        """Read the judged parts, decide every pair of every metric (against the baseline: every (system,
-        metric) cell); True when the stage may stop."""
-        judgments = pd.concat([pd.read_parquet(part) for part in parts], ignore_index=True)
-        judged = len(order)
+        """Read the parts judged since the last look, decide every pair of every metric (against the
+        baseline: every (system, metric) cell); True when the stage may stop."""
+        self._read += [pd.read_parquet(part) for part in parts[len(self._read):]]
+        judgments = pd.concat(self._read, ignore_index=True)
         self.decisions = (self._against_baseline(judgments, order) if self.baseline is not None
                           else self._between_systems(judgments, order))
-        counts = {name: sum(d.decision == name for d in self.decisions)
-                  for name in ("different", "equivalent", "open")}
-        self.looks.append(Look(judged, counts["different"], counts["equivalent"], counts["open"]))
-        return judged >= self.options.min_questions and counts["open"] == 0 and bool(self.decisions)
+        self.looks.append(Look.of(len(order), self.decisions))
+        return len(order) >= self.options.min_questions and self.looks[-1].open == 0 and bool(self.decisions)
 
     @property
     def population(self) -> int | None:
