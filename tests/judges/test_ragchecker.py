@@ -162,7 +162,9 @@ def test_ragchecker_on_real_bioasq_questions(llm_endpoint, judge_cache_dir):
         ideal = ideal[0] if isinstance(ideal, list) else str(ideal)
         snippets = [s["text"] for s in sample_field(q["snippets"])][:3]
         samples.append(Sample(q["id"], "ideal", q["body"], ideal, ideal, snippets))
-    judge = JudgeConfig(model=llm_endpoint.judge_model, ragchecker=RagCheckerOptions(max_tokens=96))
+    # 3 claims a text (default 10): every step still asked (extraction of both texts, a check per claim)
+    judge = JudgeConfig(model=llm_endpoint.judge_model,
+                        ragchecker=RagCheckerOptions(max_tokens=96, max_claims=3))
     session = JudgeSession.of("ragchecker", judge, ClientConfig(max_concurrency=4, timeout_s=120),
                               llm_endpoint.base_url)
     judgments, stats = session.judge_samples(samples)

@@ -34,8 +34,11 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     # faithfulness analysis until the JSON is cut (a recorded failure, which this test accepts).
     config.judge.max_reasks = 1
     config.judge.scoring = "integer"  # the demo's expected marks cost 3x (tested in test_e2e)
-    config.judge.ragchecker.max_claims = 2
+    config.judge.ragchecker.max_claims = 1  # extraction, then one check per text: its metrics all computed
     config.judge.vera.max_statements = 4
+    # two of VERA's four metrics: all four are judged on the real judge in
+    # tests/judges/test_vera.py::test_vera_on_real_bioasq_questions
+    config.judge.vera.metrics = ["faithfulness", "answer_relevance"]
     config.judge.grouse.faithfulness_max_tokens = 128
     config.judge.grouse.max_tokens = 128  # (default 512: the relevancy and completeness JSON replies)
     config.judge.vera.max_tokens = 96
