@@ -71,8 +71,8 @@ def test_outputs(first):
     assert set(frame.retriever) == {"bm25", "knn"}
     for (_, retriever), group in frame.groupby(["query_id", "retriever"]):
         assert list(group["rank"]) == list(range(1, len(group) + 1))
-        # k-NN ranks the whole corpus; BM25 only passages sharing a term with the question
-        assert len(group) == 20 if retriever == "knn" else 0 < len(group) <= 20
+        # k-NN ranks the whole corpus; BM25 only passages sharing a term with the question (score > 0)
+        assert len(group) == 20 if retriever == "knn" else 0 < len(group) <= 20 and group["score"].gt(0).all()
         assert group["score"].is_monotonic_decreasing
     metrics = pd.read_parquet(first.retrieval_metrics_path)
     assert list(metrics.columns) == ["query_id", "retriever", "measure", "value"]

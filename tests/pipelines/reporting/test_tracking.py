@@ -59,14 +59,12 @@ def test_comparison_table_is_logged_as_an_mlflow_table(tmp_path):
 
 
 def _per_sample_inputs():
-    import json
-
     import numpy as np
     import pandas as pd
 
-    from tests.conftest import BIOASQ_SAMPLE
+    from tests.conftest import bioasq_questions
 
-    questions = json.loads(BIOASQ_SAMPLE.read_text())["questions"][:2]
+    questions = bioasq_questions(2)
     queries = pd.DataFrame({"query_id": [q["id"] for q in questions], "text": [q["body"] for q in questions]})
     generations = pd.DataFrame([
         {"query_id": q["id"], "system": system, "retriever": retriever, "reader": "extractive-top1",

@@ -37,7 +37,7 @@ from retrievers.config import DatasetConfig
 from retrievers.trec import QrelsError, load_qrels_texts, read_qrels
 from retrievers.types import Hit
 from tasks.runtime.layout import RunLayout
-from tests.conftest import BIOASQ_SAMPLE, REPO
+from tests.conftest import REPO, bioasq_questions, write_bioasq_subset
 from tests.fakes import FakeLLMClient
 
 
@@ -148,7 +148,7 @@ def test_the_default_query_sets_are_the_papers_three():
     sets = load_query_sets(DEFAULT_SETS, DatasetConfig(path=str(SAMPLE_DIR), limit=8))
     assert [s.name for s in sets] == ["on-topic", "minority-colorectal", "unrelated"]
     on_topic, minority, unrelated = sets
-    sample = json.loads(BIOASQ_SAMPLE.read_text())["questions"]
+    sample = bioasq_questions()
     assert list(on_topic.texts) == [q["body"] for q in sample[:8]] and all(on_topic.ground_truths)
     assert len(minority.texts) == 29 and all(minority.ground_truths)
     assert not set(minority.texts) & {q["body"] for q in sample}
@@ -434,10 +434,7 @@ def test_llm_topicality_three_sets_through_the_runs_retriever(llm_endpoint, judg
     answered with VERA's summarisation prompt by the served model, judged with two VERA metrics,
     compared pairwise per metric."""
     monkeypatch.setenv("CCRS_HOME", str(tmp_path / "home"))
-    data = json.loads(BIOASQ_SAMPLE.read_text())
-    data["questions"] = data["questions"][:4]
-    repository = tmp_path / "repository.json"
-    repository.write_text(json.dumps(data))
+    repository = write_bioasq_subset(tmp_path / "repository", 4)
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({
         "name": "vera-topicality", "dataset": {"path": str(repository)},
