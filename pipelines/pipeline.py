@@ -198,14 +198,18 @@ def served_identity(config: RunConfig, model: str, base_url: str, api_key_env: s
                     own_endpoint: bool = False) -> dict:
     """What the endpoint reports serving as `model` (infra.readiness.endpoint_identity) and, for the Serve
     app this config deploys, the weights it is configured to load (Ray Serve LLM's model card does not name
-    them): other weights behind the same model id are not served from earlier generations or judgments."""
+    them) and their dtype: other weights (or precision) behind the same model id are not served from earlier
+    generations or judgments."""
     from infra.readiness import endpoint_identity
 
     identity = endpoint_identity(base_url, model, api_key_env)
     if config.serving.profile != "external" and not own_endpoint:
-        sources = [served.source for served in config.serving.models if served.model_id == model]
-        if sources:
-            identity["source"] = sources[0]
+        served = [served for served in config.serving.models if served.model_id == model]
+        if served:
+            identity["source"] = served[0].source
+            # the same weights computed in another precision give other outputs
+            if served[0].engine_kwargs.get("dtype") is not None:
+                identity["dtype"] = str(served[0].engine_kwargs["dtype"])
     return identity
 
 

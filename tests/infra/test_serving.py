@@ -12,7 +12,8 @@ def test_cpu_profile_matches_the_verified_recipe():
     assert model.engine_kwargs == {"dtype": "float32", "enforce_eager": True, "max_model_len": 2048,
                                    "enable_prefix_caching": True, "enable_prompt_tokens_details": True,
                                    "block_size": 32}
-    assert model.env_vars == {"VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1"}
+    assert model.env_vars == {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+                              "HF_HUB_OFFLINE": "1"}
 
 
 def test_cluster_profile_is_the_paper_setup():
