@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
-VARIANTS = {  # name -> (dtype, VLLM_CPU_NUM_OF_RESERVED_CPU or None for vLLM's default)
+RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+VARIANTS = {  # name -> (dtype, RESERVED or None for vLLM's default)
     "float32, one core kept for the scheduler (vLLM's default)": ("float32", None),
     "float32, every core (the CPU profile)": ("float32", "0"),
     "bfloat16, every core": ("bfloat16", "0"),
@@ -32,13 +32,11 @@ VARIANTS = {  # name -> (dtype, VLLM_CPU_NUM_OF_RESERVED_CPU or None for vLLM's 
 
 
 def _prompts(questions: int) -> list[list[dict]]:
-    import ast
+    from tests.conftest import bioasq_questions, sample_field
 
     prompts = []
-    for question in json.loads(SAMPLE.read_text())["questions"][:questions]:
-        snippets = question["snippets"]
-        snippets = ast.literal_eval(snippets) if isinstance(snippets, str) else snippets
-        context = " ".join(snippet["text"] for snippet in snippets[:3])
+    for question in bioasq_questions(questions):
+        context = " ".join(snippet["text"] for snippet in sample_field(question["snippets"])[:3])
         for task in ("Rate from 0 to 10 how relevant the context is to the question. Reply with the mark.",
                      "Answer the question in one sentence using the context."):
             text = f"{task}\nQuestion: {question['body']}\nContext: {context}"
@@ -86,12 +84,15 @@ def measure(dtype: str) -> dict:
 
 
 def main() -> None:
+    from infra.serving import ServingConfig
+
+    (served,) = ServingConfig.for_profile("cpu").models
     results = {}
     for name, (dtype, reserved) in VARIANTS.items():
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-        env.pop("VLLM_CPU_NUM_OF_RESERVED_CPU", None)
+        env = {**os.environ, **served.env_vars, "PYTHONPATH": str(REPO)}  # the profile's engine environment
+        env.pop(RESERVED, None)
         if reserved is not None:
-            env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = reserved
+            env[RESERVED] = reserved
         done = subprocess.run([sys.executable, __file__, "--variant", dtype], env=env, capture_output=True,
                               text=True, timeout=900)
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

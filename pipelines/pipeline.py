@@ -204,12 +204,12 @@ def served_identity(config: RunConfig, model: str, base_url: str, api_key_env: s
 
     identity = endpoint_identity(base_url, model, api_key_env)
     if config.serving.profile != "external" and not own_endpoint:
-        served = [served for served in config.serving.models if served.model_id == model]
-        if served:
-            identity["source"] = served[0].source
+        deployed = next((served for served in config.serving.models if served.model_id == model), None)
+        if deployed:
+            identity["source"] = deployed.source
             # the same weights computed in another precision give other outputs
-            if served[0].engine_kwargs.get("dtype") is not None:
-                identity["dtype"] = str(served[0].engine_kwargs["dtype"])
+            if deployed.engine_kwargs.get("dtype") is not None:
+                identity["dtype"] = str(deployed.engine_kwargs["dtype"])
     return identity
 
 
