@@ -37,6 +37,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+# MLflow 3's `mlflow server` also starts a job runner and seven huey consumer processes (MLflow's GenAI jobs,
+# which no test uses): about 2 GB and tens of CPU seconds at every start of a test server.
+MLFLOW_SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 def wait_http(url: str, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -81,7 +86,7 @@ def mlflow_server(tmp_path_factory, s3_endpoint):
         "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
         "--artifacts-destination", "s3://ccrs-artifacts/mlflow", "--workers", "1",
     ]
-    env = {**os.environ, **credentials, "MLFLOW_S3_ENDPOINT_URL": s3_url}
+    env = {**os.environ, **credentials, **MLFLOW_SERVER_ENV, "MLFLOW_S3_ENDPOINT_URL": s3_url}
     log = open(root / "server.log", "wb")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tasks.runtime.layout import RunLayout
-from tests.pipelines.conftest import E2E_PROBES, e2e_config, free_port, wait_http
+from tests.pipelines.conftest import E2E_PROBES, MLFLOW_SERVER_ENV, e2e_config, free_port, wait_http
 
 pytestmark = pytest.mark.llm
 
@@ -36,7 +36,7 @@ class MlflowServer:
                    "--artifacts-destination", str(self.root / "artifacts"), "--workers", "1"]
         with open(self.root / "server.log", "ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                                            env={**os.environ, **MLFLOW_SERVER_ENV}, start_new_session=True)
         wait_http(f"{self.url}/health", 180)
 
     def stop(self) -> None:
