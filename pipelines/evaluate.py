@@ -57,6 +57,7 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
                        run_dir: str | Path | None = None, limit: int | None = None,
                        experiment: str | None = None, hypotheses: str | Path | None = None,
                        scoring: str | None = None, tracking_uri: str | None = None,
+                       sequential: bool | dict[str, Any] | None = None,
                        overrides: dict[str, Any] | None = None):
     """(RunConfig, Outputs), checked: the outputs' columns and rows, the config, that every selected metric
     has its inputs, and that the hypotheses name the outputs' systems. The hypotheses: `hypotheses`, else
@@ -90,6 +91,7 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
     if hypotheses is not None:
         overrides["stats.hypotheses"] = str(Path(hypotheses).resolve())
     overrides["run_dir"] = str(Path(run_dir).resolve()) if run_dir else "runs/{name}"
+    overrides.update(sequential_overrides(sequential))
     try:
         run_config = load_config(config, overrides | (extra or {}))
     except ConfigError as exc:
@@ -103,6 +105,25 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
         raise EvaluationInputError(str(exc)) from exc
     _check_hypotheses(run_config, outputs.systems, [m.name for metrics in selected.values() for m in metrics])
     return run_config, outputs
+
+
+def sequential_overrides(sequential: bool | dict[str, Any] | None) -> dict[str, Any]:
+    """The Python API's `sequential=` as config overrides: True turns judge.sequential on (the config's block,
+    else its defaults), a dict also sets its fields (`{"margin": 0.05}`), False turns a config's block off,
+    None leaves the config as it is."""
+    from pipelines.config import BLOCK_ON
+
+    if sequential is None:
+        return {}
+    if sequential is False:
+        return {"judge.sequential": None}
+    if sequential is True:
+        return {"judge.sequential": BLOCK_ON}
+    if not isinstance(sequential, dict):
+        raise EvaluationInputError(f"sequential: expected True, False, None or a dict of judge.sequential "
+                                   f"fields, got {sequential!r}")
+    fields = {f"judge.sequential.{key}": value for key, value in sequential.items()}
+    return {"judge.sequential": BLOCK_ON} | fields
 
 
 def _check_hypotheses(config: RunConfig, systems: list[str], metrics: list[str]) -> None:
@@ -125,18 +146,21 @@ def evaluate(data: Any, judges: list[str] | None = None, config: str | Path | No
              *, metrics: list[str] | None = None, judge_base_url: str | None = None,
              judge_model: str | None = None, experiment: str | None = None,
              hypotheses: str | Path | None = None, from_stage: str | None = None,
-             scoring: str | None = None, verbose: bool = False) -> EvaluationResult:
+             scoring: str | None = None, sequential: bool | dict[str, Any] | None = None,
+             verbose: bool = False) -> EvaluationResult:
     """Judge the answers in `data` (a path, a list of paths, a DataFrame or a list of dicts; one row = one
     system's answer to one question), compute the statistics, write the verdict and log one MLflow run.
     `scoring`: judge.scoring (integer or expected); with `judge_base_url` and no `config` the judge gets
     integer marks and structured output only where the endpoint accepts OpenAI's response_format.
-    Third-party log records go to <run dir>/logs/console.log unless `verbose`."""
+    `sequential`: judge.sequential (True, or a dict of its fields such as `{"margin": 0.05}`; False turns a
+    config's block off; docs/sequential.md). Third-party log records go to <run dir>/logs/console.log
+    unless `verbose`."""
     started_at = time.time()
     configure_process()  # the Python API's door: the process settings `ccrs` makes at its start
     run_config, outputs = prepare_evaluation(
         data, judges=judges, metrics=metrics, config=config, llm_base_url=llm_base_url,
         judge_base_url=judge_base_url, judge_model=judge_model, run_dir=run_dir, limit=limit,
-        experiment=experiment, hypotheses=hypotheses, scoring=scoring)
+        experiment=experiment, hypotheses=hypotheses, scoring=scoring, sequential=sequential)
     from infra.console import quiet_console
     from pipelines.pipeline import run_evaluation
     from tasks.runtime.layout import RunLayout

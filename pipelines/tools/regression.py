@@ -251,6 +251,12 @@ def _stats(client, run, work: Path) -> dict | None:
         return json.loads(layout.stats_json.read_text())
 
 
+def has_human_calibrated(run_stats: dict | None) -> bool:
+    """Whether tonight has a human-calibrated block (only then is the baseline's stats.json fetched)."""
+    blocks = ((run_stats or {}).get("per_metric") or {}).values()
+    return any(block.get("human_calibrated") for block in blocks)
+
+
 def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> pd.DataFrame:
     """(system, metric, human_diff, human_p) for each cell both nights estimated on the human scale (PPI++
     means, stats.json human_calibrated): run - baseline, z test with the nights' standard errors (from
@@ -571,8 +577,8 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
                               f"{', '.join(sorted(set(base_judgments['system'])))}): nothing to compare")
     table = paired_table(scored(judgments), scored(base_judgments), options.alpha, options.b, options.seed)
     run_stats = _stats(client, current, work)
-    table = with_human_calibrated(table, human_calibrated_cells(run_stats, _stats(client, base, work)),
-                                  options.alpha)
+    base_stats = _stats(client, base, work) if has_human_calibrated(run_stats) else None
+    table = with_human_calibrated(table, human_calibrated_cells(run_stats, base_stats), options.alpha)
     table = with_sequential_decisions(table, (run_stats or {}).get("sequential"), base_id)
     cells, top = moved_cells(table, options.show_moves)
     moves = question_moves(sample_view(judgments, _answers(client, current, work)),

@@ -82,7 +82,6 @@ def _judgments(run: Path) -> pd.DataFrame:
 
 def _run_here(tmp_path: Path, run: str, base_url: str, cache: Path, monkeypatch) -> None:
     """The same evaluation in this process, on the session's Ray (only the killed run needs its own)."""
-    from pipelines.config import BLOCK_ON
     from pipelines.evaluate import prepare_evaluation
     from pipelines.pipeline import run_evaluation
     from tests.conftest import process_state_restored
@@ -91,8 +90,7 @@ def _run_here(tmp_path: Path, run: str, base_url: str, cache: Path, monkeypatch)
     config, outputs = prepare_evaluation(
         [tmp_path / "outputs.jsonl"], config=tmp_path / "config.yaml", metrics=["AC"], llm_base_url=base_url,
         run_dir=tmp_path / run, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
-        overrides={"judge.sequential": BLOCK_ON, "judge.sequential.look_every": 2,
-                   "judge.sequential.margin": 0.1})
+        sequential={"look_every": 2, "margin": 0.1})  # ccrs_eval.evaluate()'s option
     with process_state_restored():
         run_evaluation(config, outputs)
 

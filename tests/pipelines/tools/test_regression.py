@@ -425,6 +425,14 @@ def test_cells_both_nights_labeled_are_tested_on_the_human_scale():
     assert human_calibrated_cells(run, None).empty and human_calibrated_cells(None, base).empty
 
 
+def test_the_baselines_stats_are_fetched_only_for_a_night_with_human_calibrated_cells():
+    from pipelines.tools.regression import has_human_calibrated
+
+    assert has_human_calibrated(_human_stats({"A": 0.6}, {"A": [0.5, 0.7]}))
+    assert not has_human_calibrated({"per_metric": {"CC": {"means": {"A": 0.6}}, "QR": {}}})
+    assert not has_human_calibrated(None) and not has_human_calibrated({})
+
+
 def test_a_human_calibrated_cell_is_decided_by_its_human_test_with_holm_over_every_cell():
     from pipelines.tools.regression import with_human_calibrated
 
