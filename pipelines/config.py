@@ -268,6 +268,23 @@ class _BlockOn:
 BLOCK_ON = _BlockOn()
 
 
+def judge_sequential_overrides(sequential) -> dict:
+    """judge.sequential as dotted overrides: True turns it on (the config's block, else its defaults), a dict
+    also sets its fields (`{"margin": 0.05}`), False turns a config's block off, None leaves the config as it
+    is. Behind `--sequential [--margin M] [--look-every N]` and `ccrs_eval.evaluate(sequential=...)`."""
+    if sequential is None:
+        return {}
+    if sequential is False:
+        return {"judge.sequential": None}
+    if sequential is True:
+        return {"judge.sequential": BLOCK_ON}
+    if not isinstance(sequential, dict):
+        raise ConfigError(f"sequential: expected True, False, None or a dict of judge.sequential fields, "
+                          f"got {sequential!r}")
+    fields = {f"judge.sequential.{key}": value for key, value in sequential.items()}
+    return {"judge.sequential": BLOCK_ON} | fields
+
+
 def _set_dotted(tree: dict, dotted: str, value) -> None:
     *parents, leaf = dotted.split(".")
     for key in parents:

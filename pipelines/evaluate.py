@@ -15,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from infra.process import configure_process
-from pipelines.config import RESOURCE_ROOT, ConfigError, RunConfig, judge_overrides, load_config
+from pipelines.config import (RESOURCE_ROOT, ConfigError, RunConfig, judge_overrides,
+                              judge_sequential_overrides, load_config)
 
 OUTPUTS_NAME = "evaluate-{stem}"  # the run's name (and run folder runs/<name>) when no --run-dir is given
 
@@ -91,9 +92,8 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
     if hypotheses is not None:
         overrides["stats.hypotheses"] = str(Path(hypotheses).resolve())
     overrides["run_dir"] = str(Path(run_dir).resolve()) if run_dir else "runs/{name}"
-    overrides.update(sequential_overrides(sequential))
     try:
-        run_config = load_config(config, overrides | (extra or {}))
+        run_config = load_config(config, overrides | judge_sequential_overrides(sequential) | (extra or {}))
     except ConfigError as exc:
         raise EvaluationInputError(" ".join(str(exc).split())) from exc
     suites = {name: get_suite(name) for name in run_config.judges}
@@ -105,25 +105,6 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
         raise EvaluationInputError(str(exc)) from exc
     _check_hypotheses(run_config, outputs.systems, [m.name for metrics in selected.values() for m in metrics])
     return run_config, outputs
-
-
-def sequential_overrides(sequential: bool | dict[str, Any] | None) -> dict[str, Any]:
-    """The Python API's `sequential=` as config overrides: True turns judge.sequential on (the config's block,
-    else its defaults), a dict also sets its fields (`{"margin": 0.05}`), False turns a config's block off,
-    None leaves the config as it is."""
-    from pipelines.config import BLOCK_ON
-
-    if sequential is None:
-        return {}
-    if sequential is False:
-        return {"judge.sequential": None}
-    if sequential is True:
-        return {"judge.sequential": BLOCK_ON}
-    if not isinstance(sequential, dict):
-        raise EvaluationInputError(f"sequential: expected True, False, None or a dict of judge.sequential "
-                                   f"fields, got {sequential!r}")
-    fields = {f"judge.sequential.{key}": value for key, value in sequential.items()}
-    return {"judge.sequential": BLOCK_ON} | fields
 
 
 def _check_hypotheses(config: RunConfig, systems: list[str], metrics: list[str]) -> None:

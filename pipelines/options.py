@@ -105,18 +105,14 @@ def add_sequential(parser: argparse.ArgumentParser) -> None:
 
 
 def sequential_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    from pipelines.config import BLOCK_ON, ConfigError
+    from pipelines.config import ConfigError, judge_sequential_overrides
 
     if not getattr(args, "sequential", False):
         if getattr(args, "margin", None) is not None or getattr(args, "look_every", None) is not None:
             raise ConfigError("--margin and --look-every need --sequential")
         return {}
-    overrides: dict[str, Any] = {"judge.sequential": BLOCK_ON}
-    if args.margin is not None:
-        overrides["judge.sequential.margin"] = args.margin
-    if args.look_every is not None:
-        overrides["judge.sequential.look_every"] = args.look_every
-    return overrides
+    given = {"margin": args.margin, "look_every": args.look_every}
+    return judge_sequential_overrides({field: value for field, value in given.items() if value is not None})
 
 
 def add_dataset(parser: argparse.ArgumentParser, limit_help: str = "use only the first N questions") -> None:
