@@ -2,12 +2,15 @@
 system's answer side by side and blind (docs/human-labels.md).
 
     ccrs label RUN_DIR [--metric M] [--scale LOW HIGH] [--predicted-by JUDGE_METRIC] [--describe TEXT]
-                       [--annotator NAME] [--seed S] [--host 127.0.0.1] [--port 0]
+                       [--annotator NAME] [--seed S] [--host 127.0.0.1] [--port 0] [--token TOKEN]
     ccrs label RUN_DIR --agreement
 
 The metric: a judge metric the run scored (default: the first judged one; its scale and construct from its
 declaration), or a human metric of its own (`--metric acceptable --scale 0 1 --predicted-by CC
---describe "..."`). Prints the page's URL in one line and serves until Ctrl-C. Labels are appended to
+--describe "..."`). Prints the page's URL in one line and serves until Ctrl-C. The URL carries the server's
+secret (`?token=...`, fresh per start unless `--token` gives one): the page and every API call need it, and
+requests from another origin, or naming another host, are refused. `--host 0.0.0.0` (or a LAN address)
+lets annotators on other machines open the printed URL; the start line says so. Labels are appended to
 RUN_DIR/labels/labels.jsonl as they are given (skips to skips.jsonl; the metric's scale in metrics.json,
 the seeded question order in order.json); reopening resumes. `--agreement` prints each labeled metric's
 annotators, answers labeled by two or more and Krippendorff's alpha, and serves nothing. Exit 2 on bad
@@ -38,8 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "label") -> None:
     parser.add_argument("--seed", type=int, default=options.DEFAULT_SEED, metavar="S",
                         help="the seed of the question order and of the answers' blind order "
                         f"(default {options.DEFAULT_SEED}; labels/order.json keeps its own seed)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1; "
+                        "0.0.0.0 or a LAN address: annotators on other machines open the printed URL)")
     parser.add_argument("--port", type=int, default=0, help="port (default 0: a free one, printed)")
+    parser.add_argument("--token", metavar="TOKEN",
+                        help="the page's secret (16+ characters of A-Z a-z 0-9 _ -), e.g. to restart with "
+                        "the URL the annotators hold (default: a fresh random one; printed in the URL only)")
     parser.add_argument("--agreement", action="store_true",
                         help="print the annotators' agreement per labeled metric (no page)")
 
@@ -61,6 +68,7 @@ def serve(layout, args: argparse.Namespace) -> int:
     from infra.console import say
     from pipelines.tools import labeling
 
+    token = labeling.checked_token(args.token)  # before anything is written
     metric = labeling.resolve_metric(layout, args.metric, args.scale, args.predicted_by, args.describe)
     questions = labeling.load_questions(layout)
     if not questions:
@@ -71,12 +79,8 @@ def serve(layout, args: argparse.Namespace) -> int:
     if store.repaired:
         say(f"ccrs label: dropped {store.repaired} unfinished line(s) a killed server left (never answered)",
             err=True)
-    server = labeling.make_server(store, args.host, args.port, args.annotator)
-    host, port = server.server_address[:2]
-    systems = len({answer.system for question in questions for answer in question.answers})
-    scale = f"{metric.scale[0]:g}-{metric.scale[1]:g}"
-    print(f"ccrs label: {metric.name} ({scale}) of {len(questions)} questions x {systems} systems at "
-          f"http://{host}:{port}/ (Ctrl-C stops; labels: {layout.labels_file})", flush=True)
+    server = labeling.make_server(store, args.host, args.port, args.annotator, token)
+    print(start_line(server, metric, questions, layout.labels_file), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -84,6 +88,16 @@ def serve(layout, args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def start_line(server, metric, questions, labels_file: Path) -> str:
+    """The one line with the page's URL (its token included: the only place the token is shown)."""
+    systems = len({answer.system for question in questions for answer in question.answers})
+    scale = f"{metric.scale[0]:g}-{metric.scale[1]:g}"
+    reach = ("reachable from other machines: only holders of this URL, token included, can read or write "
+             "the labels; " if server.beyond_loopback else "")
+    return (f"ccrs label: {metric.name} ({scale}) of {len(questions)} questions x {systems} systems at "
+            f"{server.url} ({reach}Ctrl-C stops; labels: {labels_file})")
 
 
 def print_agreement(layout) -> int:

@@ -1,6 +1,7 @@
 """The labeling page's core (`ccrs label RUN_DIR`): which metric is labeled on which scale, the run's
-questions with each system's answer, the seeded question order, the labels store and the local HTTP server
-the page talks to (docs/human-labels.md).
+questions with each system's answer, the seeded question order, the labels store and the HTTP server
+the page talks to, which answers only requests that name it, come from its own origin and carry its token
+(docs/human-labels.md).
 
 Every file is a path of `RunLayout` (labels/labels.jsonl, skips.jsonl, metrics.json, order.json). A mark or
 a skip is appended, flushed and fsynced before its HTTP request is answered, so a killed server loses
@@ -9,19 +10,24 @@ question from the seed; only this module maps an answer back to its system.
 """
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import math
 import os
 import random
+import re
+import secrets
+import socket
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlparse, urlsplit
 
 import numpy as np
 import pandas as pd
@@ -428,27 +434,128 @@ def _scale_text(scale: Sequence[float] | None) -> str:
 
 # --- the HTTP server ----------------------------------------------------------------------------------
 
-def make_server(store: LabelStore, host: str = "127.0.0.1", port: int = 0,
-                default_annotator: str = "") -> ThreadingHTTPServer:
-    """The page's server (port 0: a free one; `server.server_address` says which). The caller runs
-    `serve_forever()` and closes it."""
+MAX_BODY_BYTES = 64 * 1024  # a question's marks are a few hundred bytes
+TOKEN_HEADER = "X-CCRS-Token"  # or `Authorization: Bearer TOKEN`; the page itself also takes ?token=
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,256}")  # URL-safe: it goes into the printed URL as it is
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+HOST_CHARACTERS = re.compile(r"[a-z0-9.:\[\]_-]+")
+
+
+def checked_token(token: str | None) -> str:
+    """The server's secret: `token` (--token) when given, checked, else a fresh random one."""
+    if token is None:
+        return secrets.token_urlsafe(32)
+    if not TOKEN_PATTERN.fullmatch(token):
+        raise UsageError("--token needs 16 to 256 characters among A-Z a-z 0-9 _ - (it goes into the URL)")
+    return token
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who the page's server answers: a request whose Host names this server (a DNS-rebinding page's
+    Host names its own domain), that comes from no other origin, and that carries the server's token."""
+
+    token: str = field(repr=False)  # kept out of its repr (a log line)
+    port: int
+    names: frozenset[str]  # the host names a Host header may give
+    any_address: bool = False  # bound to every interface: any IP address names it too
+
+    @classmethod
+    def of(cls, given_host: str, bound: str, port: int, token: str) -> Access:
+        address = ipaddress.ip_address(bound)
+        names = {given_host.strip("[]").lower(), str(address)}
+        if address.is_loopback or address.is_unspecified:
+            names |= LOOPBACK_NAMES
+        if address.is_unspecified:
+            names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+        return cls(token, port, frozenset(names - {""}), address.is_unspecified)
+
+    def names_this_server(self, host_header: str | None) -> bool:
+        name, port = _name_and_port(host_header or "")
+        return port == self.port and (name in self.names or (self.any_address and _is_address(name)))
+
+    def same_origin(self, origin: str, host_header: str) -> bool:
+        scheme, _, rest = origin.partition("://")
+        return scheme.lower() == "http" and _name_and_port(rest) == _name_and_port(host_header)
+
+    def holds_token(self, given: str | None) -> bool:
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
+
+
+def _name_and_port(value: str) -> tuple[str, int | None]:
+    """("host", port) of a Host header or an origin's host[:port] (port 80 when none); ("", None) if bad."""
+    value = value.strip().lower()
+    if not HOST_CHARACTERS.fullmatch(value):
+        return "", None
+    try:
+        parts = urlsplit(f"//{value}")
+        return parts.hostname or "", parts.port or 80
+    except ValueError:
+        return "", None
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _lan_address() -> str | None:
+    """This machine's address on its default route (a UDP connect sends nothing), None when offline."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: never reached, only routed
+            return probe.getsockname()[0]
+        except OSError:
+            return None
+
+
+class LabelServer(ThreadingHTTPServer):
+    """The page's server: `url` (with the token) is what the start line prints, `access` what every
+    request is checked against; `beyond_loopback` when other machines can reach it."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], token: str):
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+        bound, port = self.server_address[:2]
+        self.token = token
+        self.access = Access.of(address[0], bound, port, token)
+        ip = ipaddress.ip_address(bound)
+        self.beyond_loopback = not ip.is_loopback
+        shown = (_lan_address() or socket.gethostname()) if ip.is_unspecified else str(ip)
+        self.url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/?token={token}"
+
+
+def make_server(store: LabelStore, host: str = "127.0.0.1", port: int = 0, default_annotator: str = "",
+                token: str | None = None) -> LabelServer:
+    """The page's server (port 0: a free one; `server.url` says where, with the token: a fresh random one
+    unless `token` is given). The caller runs `serve_forever()` and closes it."""
+    token = checked_token(token)
 
     class Handler(_Handler):
         pass
 
     Handler.store, Handler.default_annotator = store, default_annotator
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    return LabelServer((host, port), Handler, token)
 
 
 class _Handler(BaseHTTPRequestHandler):
     store: LabelStore
     default_annotator: str
+    server: LabelServer
+    timeout = 30  # seconds a client may take to send its request: a stalled one holds no thread for long
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         url = urlparse(self.path)
-        if url.path in ("/", "/index.html"):
+        page = url.path in ("/", "/index.html")
+        if not self._admitted(parse_qs(url.query).get("token", [None])[0] if page else None):
+            return
+        if page:
             self._send(HTTPStatus.OK, PAGE.encode("utf-8"), "text/html; charset=utf-8")
         elif url.path == "/api/state":
             annotator = parse_qs(url.query).get("annotator", [""])[0]
@@ -457,12 +564,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no page {url.path}"})
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        if not self._admitted():
+            return
         path = urlparse(self.path).path
         if path not in ("/api/label", "/api/skip"):
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no page {path}"})
             return
         try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            body = self._json_body()
             if not isinstance(body, dict):
                 raise LabelError("the request must be a JSON object")
             query_id = str(body.get("question_id", ""))
@@ -473,12 +582,53 @@ class _Handler(BaseHTTPRequestHandler):
                 state = self.store.label(body.get("annotator"), query_id, marks)
             else:
                 state = self.store.skip(body.get("annotator"), query_id)
-        except json.JSONDecodeError as exc:
-            self._json(HTTPStatus.BAD_REQUEST, {"error": f"the request is no JSON: {exc}"})
         except LabelError as exc:
             self._json(exc.status, {"error": str(exc)})
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            self._json(HTTPStatus.BAD_REQUEST, {"error": f"the request is no JSON: {exc}"})
         else:
             self._json(HTTPStatus.OK, self._with_default(state))
+
+    def _admitted(self, page_token: str | None = None) -> bool:
+        """The request names this server, comes from its own origin (or none) and carries the token (a
+        header; the page's URL may give it as ?token=); else refused, with nothing read or written."""
+        refusal = self._refusal(page_token)
+        if refusal:
+            self.close_connection = True
+            self._json(HTTPStatus.FORBIDDEN, {"error": refusal})
+        return refusal is None
+
+    def _refusal(self, page_token: str | None) -> str | None:
+        access, host = self.server.access, self.headers.get("Host")
+        if not access.names_this_server(host):
+            return "refused: the Host header does not name this server (open the URL `ccrs label` printed)"
+        origin = self.headers.get("Origin")
+        if origin is not None and not access.same_origin(origin, host):
+            return "refused: a request from another origin than the page's"
+        given = self.headers.get(TOKEN_HEADER) or _bearer(self.headers.get("Authorization")) or page_token
+        if given is None:
+            return "refused: no token; open the URL `ccrs label` printed (its ?token=... included)"
+        if not access.holds_token(given):
+            return "refused: wrong token; open the URL the running `ccrs label` printed"
+        return None
+
+    def _json_body(self) -> Any:
+        """The request's JSON body, read up to its declared length, which must be MAX_BODY_BYTES or less."""
+        if self.headers.get_content_type() != "application/json":
+            raise LabelError("the request's Content-Type must be application/json",
+                             HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
+        declared = self.headers.get("Content-Length")
+        if declared is None or self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            raise LabelError("the request needs a Content-Length", HTTPStatus.LENGTH_REQUIRED)
+        if not declared.strip().isdigit():
+            self.close_connection = True
+            raise LabelError(f"bad Content-Length {declared!r}")
+        if int(declared) > MAX_BODY_BYTES:
+            self.close_connection = True
+            raise LabelError(f"the request is over {MAX_BODY_BYTES} bytes",
+                             HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+        return json.loads(self.rfile.read(int(declared)) or b"{}")
 
     def _with_default(self, state: dict) -> dict:
         return {**state, "default_annotator": self.default_annotator}
@@ -488,11 +638,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
+        for name, value in (("Content-Type", content_type), ("Content-Length", str(len(body))),
+                            ("Cache-Control", "no-store"), ("Referrer-Policy", "no-referrer"),
+                            ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY")):
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
-        """Quiet: the console shows the URL and the verdict, not a line per request."""
+        """Quiet: the console shows the URL and the verdict, not a line per request (nor its token)."""
+
+
+def _bearer(authorization: str | None) -> str | None:
+    scheme, _, value = (authorization or "").partition(" ")
+    return (value.strip() or None) if scheme.lower() == "bearer" else None

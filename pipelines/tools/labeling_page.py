@@ -53,6 +53,7 @@ PAGE = """<!doctype html>
 <script>
 "use strict";
 const STORE_KEY = "ccrs-label-annotator";
+const TOKEN = new URLSearchParams(location.search).get("token") || "";  // from the URL ccrs label printed
 let state = null;      // the server's state for the annotator
 let marks = {};        // slot -> mark given on this page
 let typed = "";        // digits typed for the focused answer
@@ -70,8 +71,9 @@ function open() {  // the answers this annotator has not marked yet
 
 async function call(path, body) {
   if (busy) { throw new Error("saving…"); }
-  const options = body === undefined ? {} : {method: "POST", headers: {"Content-Type": "application/json"},
-                                              body: JSON.stringify(body)};
+  const headers = {"X-CCRS-Token": TOKEN};  // every request carries the server's secret
+  const options = body === undefined ? {headers} : {
+    method: "POST", headers: {...headers, "Content-Type": "application/json"}, body: JSON.stringify(body)};
   busy = true;
   let reply, data;
   try { reply = await fetch(path, options); data = await reply.json(); } finally { busy = false; }

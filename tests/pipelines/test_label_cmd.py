@@ -1,7 +1,8 @@
 """`ccrs label`: a real headless Chromium (Debian's chromium and chromedriver, driven by selenium) labels a
 small real run through the page with the keyboard, skips a question, and finds both in the run's files;
-the server is killed with SIGKILL and restarted, and the page resumes with every label kept. Also the
-command's one-line errors and `--agreement`, in process."""
+the server is killed with SIGKILL and restarted with the same token, and the page resumes with every label
+kept; the page's own requests carry the token of its URL (the server refuses any without). Also the
+command's one-line errors, its start line and `--agreement`, in process."""
 from __future__ import annotations
 
 import json
@@ -23,12 +24,13 @@ from tests.conftest import REPO
 from tests.pipelines.conftest import write_labeled_run
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-URL_LINE = re.compile(r" at (http://127\.0\.0\.1:(\d+)/) ")
+URL_LINE = re.compile(r" at (http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{43})) \(Ctrl-C stops")
 METRIC = "answer_relevancy"  # a judge metric on 1-5: a button per mark
 
 
 class Server:
-    """`ccrs label RUN_DIR` in a process group of its own; `url` from its one line on stdout."""
+    """`ccrs label RUN_DIR` in a process group of its own; `url` (with its token) from its one line on
+    stdout."""
 
     def __init__(self, run_dir: Path, *options: str):
         self.process = subprocess.Popen(
@@ -45,7 +47,7 @@ class Server:
         if not match:
             self.kill()
             raise AssertionError(f"no URL in {line!r}; stderr: {self.process.stderr.read()}")
-        self.url, self.port = match.group(1), int(match.group(2))
+        self.url, self.port, self.token = match.group(1), int(match.group(2)), match.group(3)
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -137,7 +139,8 @@ def test_a_browser_labels_skips_and_resumes_after_the_server_is_killed(browser, 
         written = run.labels_file.read_text()
 
         server.kill()  # SIGKILL: no chance to write anything more
-        server = Server(run.root, "--metric", METRIC, "--port", str(server.port))
+        # the same URL again: the annotators' open pages carry the token of the first start
+        server = Server(run.root, "--metric", METRIC, "--port", str(server.port), "--token", server.token)
         browser.refresh()  # the annotator's name comes back from the browser's localStorage
         wait_for_question(browser, order[2])
         assert browser.find_element("id", "annotator").get_attribute("value") == "ann"
@@ -162,6 +165,8 @@ def test_a_browser_types_marks_of_two_digits_on_the_default_metrics_0_100_scale(
     server = Server(run.root, "--annotator", "ann")  # the default metric: CC, the first judged one
     try:
         first = json.loads(run.labels_order.read_text())["question_ids"][0]
+        browser.get(server.url.split("?")[0])  # without the token: refused, nothing of the run shown
+        assert "no token" in browser.page_source and "ccrs label</title>" not in browser.page_source
         browser.get(server.url)
         wait_for_question(browser, first)  # --annotator filled the name in
         behind = systems_behind(run, first)
@@ -187,6 +192,35 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert cli.main(["label", str(tmp_path / "nothing")]) == 2
     assert capsys.readouterr().err.strip() == f"ccrs label: {tmp_path / 'nothing'} is no run folder"
     assert not RunLayout(run).labels_dir.exists()  # nothing written on bad input
+
+
+def test_a_weak_token_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys):
+    run = write_labeled_run(tmp_path / "run")
+    assert cli.main(["label", str(run), "--token", "secret"]) == 2
+    assert capsys.readouterr().err.strip().startswith("ccrs label: --token needs 16 to 256 characters")
+    assert not RunLayout(run).labels_dir.exists()
+
+
+@pytest.mark.parametrize(("host", "beyond"), [("127.0.0.1", False), ("0.0.0.0", True)])
+def test_the_start_line_says_when_other_machines_can_reach_the_page(tmp_path, host, beyond):
+    """Bound, never served: the line only. Beyond loopback it says who can use the page."""
+    from pipelines.label_cmd import start_line
+
+    run = RunLayout(write_labeled_run(tmp_path / "run"))
+    metric = labeling.resolve_metric(run, "CC", None, None, None)
+    questions = labeling.load_questions(run)
+    store = labeling.LabelStore(run, metric, questions, [q.query_id for q in questions], 0)
+    server = labeling.make_server(store, host, 0, token="shared-token_0123456789")
+    try:
+        line = start_line(server, metric, questions, run.labels_file)
+    finally:
+        server.server_close()
+    port = server.server_address[1]
+    assert re.search(rf" at http://[^ /]+:{port}/\?token=shared-token_0123456789 \(", line)
+    assert line.endswith(f"Ctrl-C stops; labels: {run.labels_file})") and "\n" not in line
+    assert ("reachable from other machines: only holders of this URL, token included, can read or write "
+            "the labels" in line) == beyond
+    assert (f"http://127.0.0.1:{port}/" in line) == (not beyond)
 
 
 def test_agreement_prints_each_metrics_annotators_and_alpha(tmp_path, capsys):

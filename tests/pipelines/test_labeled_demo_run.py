@@ -25,8 +25,10 @@ def _scripted_mark(answer: str, reference: str) -> int:
     return 80 if words(answer) & words(reference) else 20
 
 
-def _post(url: str, body: dict) -> dict:
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+def _call(url: str, token: str, body: dict | None = None) -> dict:
+    """A GET (no body) or a JSON POST to the page's API, with the server's token as the page sends it."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json", "X-CCRS-Token": token})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
@@ -45,14 +47,13 @@ def _label_every_question(layout: RunLayout, metric: str) -> int:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        with urllib.request.urlopen(f"{base}/api/state?annotator=script", timeout=30) as response:
-            state = json.loads(response.read())
+        state = _call(f"{base}/api/state?annotator=script", server.token)
         labeled = 0
         while state["question"] is not None:
             shown = state["question"]
             marks = {str(a["slot"]): _scripted_mark(a["text"], shown["reference"]) for a in shown["answers"]}
-            state = _post(f"{base}/api/label", {"annotator": "script", "question_id": shown["query_id"],
-                                                "marks": marks})
+            body = {"annotator": "script", "question_id": shown["query_id"], "marks": marks}
+            state = _call(f"{base}/api/label", server.token, body)
             labeled += len(marks)
         return labeled
     finally:

@@ -1,12 +1,16 @@
 """The labeling page's core on a small real run folder (BioASQ questions, three systems, no LLM): the metric
 and its scale, the seeded order, the blind answers, the store's append / skip / resume, and the HTTP
-server the page talks to (a real server on a free port, urllib)."""
+server the page talks to (a real server on a free port, urllib and http.client): its own requests taken,
+another origin's, a wrong host's, a missing or wrong token's and a bad body's refused with nothing written."""
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from http import HTTPStatus
 
 import pytest
@@ -250,23 +254,35 @@ def test_two_annotators_show_their_agreement(run):
 
 # --- the HTTP server ----------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Page:
+    base: str  # http://127.0.0.1:PORT
+    port: int
+    token: str
+    store: LabelStore
+
+
 @pytest.fixture
 def server(run):
     store = open_store(run)
     server = labeling.make_server(store, "127.0.0.1", 0, default_annotator="ann")
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
+    port = server.server_address[1]
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", store
+        assert server.url == f"http://127.0.0.1:{port}/?token={server.token}" and not server.beyond_loopback
+        yield Page(f"http://127.0.0.1:{port}", port, server.token, store)
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
 
 
-def request(url: str, body: dict | None = None) -> tuple[int, dict | str]:
+def request(url: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict | str]:
+    """A request as the page sends it: JSON, with the token header when `token`."""
     data = None if body is None else json.dumps(body).encode()
-    call = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({labeling.TOKEN_HEADER: token} if token else {})}
+    call = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(call, timeout=10) as reply:
             status, text = reply.status, reply.read().decode()
@@ -275,23 +291,51 @@ def request(url: str, body: dict | None = None) -> tuple[int, dict | str]:
     return status, (json.loads(text) if text.startswith("{") else text)
 
 
-def test_the_server_serves_the_page_and_the_annotators_state(server):
-    url, store = server
-    status, page = request(f"{url}/")
+def raw(page: Page, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, dict]:
+    """A request with exactly these headers (http.client adds Host unless given, and Content-Length for a
+    body); a body of None sends no Content-Length at all."""
+    connection = http.client.HTTPConnection("127.0.0.1", page.port, timeout=10)
+    try:
+        if body is None:
+            connection.putrequest(method, path, skip_host="Host" in headers)
+            for name, value in headers.items():
+                connection.putheader(name, value)
+            connection.endheaders()
+        else:
+            connection.request(method, path, body=body, headers=headers)
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read() or b"{}")
+    finally:
+        connection.close()
+
+
+def next_label(page: Page, annotator: str = "ann") -> dict:
+    query_id, marks = marks_of(page.store, annotator)
+    return {"annotator": annotator, "question_id": query_id, "marks": marks}
+
+
+def nothing_written(run: RunLayout) -> bool:
+    return not run.labels_file.exists() and not run.labels_skips.exists()
+
+
+def test_the_server_serves_the_page_and_the_annotators_state_to_the_token_holder(server):
+    status, page = request(f"{server.base}/?token={server.token}")
     assert status == 200 and "<title>ccrs label</title>" in page
-    status, state = request(f"{url}/api/state?annotator=ann")
+    status, state = request(f"{server.base}/api/state?annotator=ann", token=server.token)
     assert status == 200 and state["default_annotator"] == "ann"
-    assert state["question"]["query_id"] == store.order[0] and state["metric"]["scale"] == [1, 5]
-    assert request(f"{url}/nothing")[0] == 404
+    assert state["question"]["query_id"] == server.store.order[0] and state["metric"]["scale"] == [1, 5]
+    assert request(f"{server.base}/nothing", token=server.token)[0] == 404
 
 
 def test_a_label_is_on_disk_when_the_server_answers(server, run):
-    url, store = server
+    store = server.store
     query_id, marks = marks_of(store, "ann", start=3)
-    status, state = request(f"{url}/api/label", {"annotator": "ann", "question_id": query_id, "marks": marks})
+    status, state = request(f"{server.base}/api/label", {"annotator": "ann", "question_id": query_id,
+                                                         "marks": marks}, token=server.token)
     assert status == 200 and state["question"]["query_id"] == store.order[1]
     assert sorted(line["label"] for line in jsonl(run.labels_file)) == sorted(marks.values())
-    status, state = request(f"{url}/api/skip", {"annotator": "ann", "question_id": store.order[1]})
+    status, state = request(f"{server.base}/api/skip", {"annotator": "ann", "question_id": store.order[1]},
+                            token=server.token)
     assert status == 200 and [line["question_id"] for line in jsonl(run.labels_skips)] == [store.order[1]]
 
 
@@ -303,7 +347,107 @@ def test_a_label_is_on_disk_when_the_server_answers(server, run):
     ("/api/other", {}, 404, "no page /api/other"),
 ])
 def test_a_refused_request_is_one_line_for_the_page(server, run, path, body, status, message):
-    url, _ = server
-    answered, reply = request(f"{url}{path}", body)
+    answered, reply = request(f"{server.base}{path}", body, token=server.token)
     assert answered == status and message in reply["error"]
-    assert not run.labels_file.exists() and not run.labels_skips.exists()
+    assert nothing_written(run)
+
+
+def test_the_pages_own_request_is_accepted(server, run):
+    """What the page's fetch sends: its own origin, JSON, the token header (or a Bearer one, for scripts)."""
+    own = {"Origin": server.base, "Content-Type": "application/json"}
+    first = next_label(server)
+    status, state = raw(server, "POST", "/api/label", json.dumps(first).encode(),
+                        {**own, labeling.TOKEN_HEADER: server.token})
+    assert status == 200 and len(jsonl(run.labels_file)) == len(first["marks"])
+    status, state = raw(server, "POST", "/api/label", json.dumps(next_label(server)).encode(),
+                        {**own, "Authorization": f"Bearer {server.token}",
+                         "Host": f"localhost:{server.port}", "Origin": f"http://localhost:{server.port}"})
+    assert status == 200 and state["progress"]["labeled"] == 2
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+@pytest.mark.parametrize("with_token", [False, True])
+def test_a_cross_origin_form_post_is_refused_with_nothing_written(server, run, content_type, with_token):
+    """The "simple" request any web page can make a browser send, without asking, to 127.0.0.1."""
+    body = json.dumps(next_label(server, "victim")).encode()  # a body the store would take as JSON
+    headers = {"Content-Type": content_type, "Origin": "http://evil.example",
+               **({labeling.TOKEN_HEADER: server.token} if with_token else {})}
+    status, reply = raw(server, "POST", "/api/label", body, headers)
+    assert status == 403 and "another origin" in reply["error"]
+    assert nothing_written(run)
+
+
+@pytest.mark.parametrize(("token", "message"), [(None, "no token"), ("x" * 43, "wrong token")])
+def test_a_missing_or_wrong_token_is_refused_with_nothing_written_or_shown(server, run, token, message):
+    headers = {"Content-Type": "application/json", **({labeling.TOKEN_HEADER: token} if token else {})}
+    for path, body in (("/api/label", next_label(server)), ("/api/skip", next_label(server))):
+        status, reply = raw(server, "POST", path, json.dumps(body).encode(), headers)
+        assert status == 403 and message in reply["error"]
+    status, reply = raw(server, "GET", "/api/state?annotator=ann", None, headers)
+    assert status == 403 and message in reply["error"] and "question" not in reply
+    page = f"/?token={token}" if token else "/"
+    assert raw(server, "GET", page, None, {})[0] == 403
+    assert nothing_written(run)
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1:1",
+                                  "localhost.evil:{port}", "127.0.0.1@evil.example:{port}", ""])
+def test_a_host_header_not_naming_this_server_is_refused(server, run, host):
+    """A DNS-rebinding page reaches 127.0.0.1 under its own domain: its Host header names that domain."""
+    headers = {"Host": host.format(port=server.port), "Content-Type": "application/json",
+               labeling.TOKEN_HEADER: server.token}
+    status, reply = raw(server, "POST", "/api/label", json.dumps(next_label(server)).encode(), headers)
+    assert status == 403 and "Host header" in reply["error"]
+    assert nothing_written(run)
+
+
+def test_a_body_not_json_too_large_or_without_length_is_refused_unread(server, run):
+    own = {"Origin": server.base, labeling.TOKEN_HEADER: server.token}
+    body = json.dumps(next_label(server)).encode()
+    status, reply = raw(server, "POST", "/api/label", body, {**own, "Content-Type": "text/plain"})
+    assert status == 415 and "application/json" in reply["error"]
+    json_headers = {**own, "Content-Type": "application/json"}
+    status, reply = raw(server, "POST", "/api/label", None, json_headers)
+    assert status == 411 and "Content-Length" in reply["error"]
+    # declared over the bound: refused before a byte of the body is read (none is sent)
+    too_large = {**json_headers, "Content-Length": str(labeling.MAX_BODY_BYTES + 1)}
+    status, reply = raw(server, "POST", "/api/label", None, too_large)
+    assert status == 413 and f"over {labeling.MAX_BODY_BYTES} bytes" in reply["error"]
+    status, reply = raw(server, "POST", "/api/label", None, {**json_headers, "Content-Length": "-1"})
+    assert status == 400 and "bad Content-Length" in reply["error"]
+    assert nothing_written(run)
+
+
+# --- who the server answers, without a server ----------------------------------------------------------
+
+def test_a_loopback_server_answers_its_loopback_names_on_its_port_only():
+    access = labeling.Access.of("127.0.0.1", "127.0.0.1", 8765, "t" * 20)
+    for host in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765", "LOCALHOST:8765"):
+        assert access.names_this_server(host), host
+    for host in ("127.0.0.1", "127.0.0.1:8766", "10.0.0.5:8765", "evil.example:8765", None, "127.0.0.1:x"):
+        assert not access.names_this_server(host), host
+    assert access.same_origin("http://localhost:8765", "localhost:8765")
+    assert not access.same_origin("http://127.0.0.1:8765", "localhost:8765")  # another origin by name
+    assert not access.same_origin("https://localhost:8765", "localhost:8765")
+    assert not access.same_origin("null", "localhost:8765")
+    assert access.holds_token("t" * 20) and not access.holds_token("t" * 19) and not access.holds_token(None)
+    assert not access.holds_token("té" * 10)  # a non-ASCII header value is a wrong token, not an error
+
+
+def test_a_server_on_every_interface_answers_any_address_and_its_host_name_but_no_other_domain():
+    access = labeling.Access.of("0.0.0.0", "0.0.0.0", 80, "t" * 20)
+    for host in ("192.168.1.20", "10.0.0.5:80", "[fe80::1]", "localhost", socket.gethostname()):
+        assert access.names_this_server(host), host
+    assert not access.names_this_server("evil.example")
+    lan = labeling.Access.of("192.168.1.20", "192.168.1.20", 80, "t" * 20)
+    assert lan.names_this_server("192.168.1.20") and not lan.names_this_server("10.0.0.5")
+    assert not lan.names_this_server("localhost")  # not bound there
+
+
+def test_a_token_is_fresh_per_server_unless_given_and_a_weak_one_is_refused():
+    fresh = {labeling.checked_token(None) for _ in range(3)}
+    assert len(fresh) == 3 and all(labeling.TOKEN_PATTERN.fullmatch(token) for token in fresh)
+    assert labeling.checked_token("shared-token_0123456789") == "shared-token_0123456789"
+    for weak in ("", "short", "has space in it 0123", "a/b?c=d&0123456789"):
+        with pytest.raises(UsageError, match="--token needs 16 to 256 characters"):
+            labeling.checked_token(weak)
