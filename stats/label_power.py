@@ -141,14 +141,15 @@ def difference_power(delta: float, se: float, alpha: float) -> float:
 
 def simulate_width(sample: Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]], truth: float,
                    n: int, n_total: int | None, alpha: float, replicates: int,
-                   rng: np.random.Generator) -> SimulationCheck:
+                   rng: np.random.Generator, bounds: tuple[float, float] | None = None) -> SimulationCheck:
     """`replicates` data sets of n labels and the rest unlabeled, drawn by `sample(rng, size) -> (labels,
-    judged)`; stats.ppi.ppi_mean on each: the median half-width and the coverage of `truth`."""
+    judged)`; stats.ppi.ppi_mean on each (`bounds`: the labels' scale, as ppi_mean takes it): the median
+    half-width and the coverage of `truth`."""
     size = _simulated_size(n, n_total)
     halves, covered = np.empty(replicates), 0
     for index in range(replicates):
         y, f = sample(rng, size)
-        estimate = ppi_mean(y[:n], f[:n], f[n:], alpha)
+        estimate = ppi_mean(y[:n], f[:n], f[n:], alpha, bounds=bounds)
         halves[index] = (estimate.ci[1] - estimate.ci[0]) / 2.0
         covered += estimate.ci[0] <= truth <= estimate.ci[1]
     return SimulationCheck(replicates, float(np.median(halves)), covered / replicates, None)
@@ -156,15 +157,18 @@ def simulate_width(sample: Callable[[np.random.Generator, int], tuple[np.ndarray
 
 def simulate_difference(sample: Callable[[np.random.Generator, int], tuple[np.ndarray, ...]], delta: float,
                         n: int, n_total: int | None, alpha: float, replicates: int,
-                        rng: np.random.Generator) -> SimulationCheck:
+                        rng: np.random.Generator, bounds: tuple[float, float] | None = None
+                        ) -> SimulationCheck:
     """`sample(rng, size) -> (labels_a, labels_b, judged_a, judged_b)` with mean(labels_a - labels_b) =
-    delta; stats.ppi.ppi_paired_difference on each data set: the share significant at alpha (p < alpha,
-    stats.multiple.is_significant), the median half-width and the coverage of delta."""
+    delta; stats.ppi.ppi_paired_difference on each data set (`bounds`: the scale of both systems' labels):
+    the share significant at alpha (p < alpha, stats.multiple.is_significant), the median half-width and
+    the coverage of delta."""
     size = _simulated_size(n, n_total)
     halves, covered, found = np.empty(replicates), 0, 0
     for index in range(replicates):
         y_a, y_b, f_a, f_b = sample(rng, size)
-        estimate = ppi_paired_difference(y_a[:n], y_b[:n], f_a[:n], f_b[:n], f_a[n:], f_b[n:], alpha)
+        estimate = ppi_paired_difference(y_a[:n], y_b[:n], f_a[:n], f_b[:n], f_a[n:], f_b[n:], alpha,
+                                         bounds=bounds)
         halves[index] = (estimate.ci[1] - estimate.ci[0]) / 2.0
         covered += estimate.ci[0] <= delta <= estimate.ci[1]
         found += estimate.p_value < alpha

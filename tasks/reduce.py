@@ -23,7 +23,7 @@ from stats.analysis import compute_all, unscored_result
 from stats.errors import StatsInputError
 from stats.hsd import Direction
 from stats.hypotheses import Hypothesis, HypothesisSet
-from stats.labels import LabelSet, validate_labels
+from stats.labels import LabelSet, validate_labels, validate_skips
 from stats.multiple import Combine
 from stats.scores import REPEAT_COLUMN, validate_scores
 from tasks.runtime.layout import SEQUENTIAL_FILE, STATS_FILE, RunLayout
@@ -244,8 +244,9 @@ def answer_digest(text: str) -> str:
 
 def read_run_labels(run_dir: Path) -> LabelSet | None:
     """The human labels of a run (RUN_DIR/labels/, written by `ccrs label`), None where it has none: the
-    marks with each metric's scale and judge metric from labels/metrics.json. A label whose answer has
-    changed since it was given (a night rerun in the same folder) is left out and counted (`stale`)."""
+    marks with each metric's scale and judge metric from labels/metrics.json, and the questions skipped
+    (labels/skips.jsonl). A label whose answer has changed since it was given (a night rerun in the same
+    folder) is left out and counted (`stale`)."""
     layout = RunLayout(run_dir)
     if not layout.labels_file.is_file():
         return None
@@ -257,7 +258,9 @@ def read_run_labels(run_dir: Path) -> LabelSet | None:
     predicted_by = {metric: entry.get("predicted_by", metric) for metric, entry in declared.items()}
     frame, stale = _current_labels(read_labels_file(layout.labels_file), layout)
     labels = validate_labels(frame, scales or None, predicted_by)
-    return replace(labels, stale=stale)
+    skipped = layout.labels_skips.is_file() and layout.labels_skips.stat().st_size > 0
+    skips = _read_table(layout.labels_skips, "skips") if skipped else pd.DataFrame()
+    return replace(labels, stale=stale, skips=validate_skips(skips))
 
 
 def _current_labels(frame: pd.DataFrame, layout: RunLayout) -> tuple[pd.DataFrame, int]:
@@ -277,7 +280,8 @@ def _current_labels(frame: pd.DataFrame, layout: RunLayout) -> tuple[pd.DataFram
 def labels_fingerprint(run_dir: Path) -> list:
     """What the reduce stage's key covers of a run's labels (nothing when it has none)."""
     layout = RunLayout(run_dir)
-    return [file_fingerprint(path) for path in (layout.labels_file, layout.labels_metrics) if path.is_file()]
+    files = (layout.labels_file, layout.labels_metrics, layout.labels_skips)
+    return [file_fingerprint(path) for path in files if path.is_file()]
 
 
 def merged_sequential(paths: Sequence[Path]) -> dict | None:

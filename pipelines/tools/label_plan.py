@@ -33,7 +33,7 @@ from stats.label_power import (
     simulate_difference,
     simulate_width,
 )
-from stats.labels import LabelMatrices, LabelSet, label_matrices, validate_labels
+from stats.labels import LABEL_SCALE, LabelMatrices, LabelSet, label_matrices, validate_labels
 from stats.ppi import MIN_LABELS
 from stats.scores import ScoreCube, build_cube, rescale_scores
 from tasks.reduce import read_labels_file, read_run_labels
@@ -196,14 +196,15 @@ def _labeled_row(matrices: LabelMatrices, unit: tuple[int, ...], settings: _Sett
         requirement = settings.requirement(moments)
         checked = _check(requirement, settings, lambda n: simulate_width(
             resampler(y[:, 0], f[:, 0]), float(y[:, 0].mean()), n, settings.n_total, settings.alpha,
-            settings.replicates, rng))
+            settings.replicates, rng, LABEL_SCALE))
     else:
         moments = pilot_moments(y[:, 0] - y[:, 1], f[:, 0] - f[:, 1])
         requirement = settings.requirement(moments)
-        planted = y[:, 0] + settings.delta - float((y[:, 0] - y[:, 1]).mean())
+        shift = settings.delta - float((y[:, 0] - y[:, 1]).mean())
+        scale = (min(LABEL_SCALE[0], LABEL_SCALE[0] + shift), max(LABEL_SCALE[1], LABEL_SCALE[1] + shift))
         checked = _check(requirement, settings, lambda n: simulate_difference(
-            resampler(planted, y[:, 1], f[:, 0], f[:, 1]), settings.delta, n, settings.n_total,
-            settings.level, settings.replicates, rng))
+            resampler(y[:, 0] + shift, y[:, 1], f[:, 0], f[:, 1]), settings.delta, n, settings.n_total,
+            settings.level, settings.replicates, rng, scale))
     return {**_names(matrices.systems, unit), "n_pilot_labels": int(rows.sum()),
             **_row(moments, requirement, checked, settings)}
 

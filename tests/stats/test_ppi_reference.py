@@ -10,6 +10,10 @@ variance; so our se^2 = rectifier^2 * n / (n - 1) + imputed^2 * N / (N - 1), whe
 imputed are ppi_py's own two terms (read off ppi_py by calling it once with the unlabeled scores zeroed,
 which leaves the rectifier term alone). That factor is applied exactly and the comparison is tight.
 
+Our default interval (stats.ppi.SMALL_SAMPLE: a t quantile, lam 0 below TUNE_LAM_FROM labels, the score
+interval on a known scale) is not ppi_py's; rule=PUBLISHED is the published one, and is what is compared
+here: the same estimate, lam and standard error, the z interval.
+
 ppi_py clips the power-tuned lam to [0, 1] in ppi_mean_pointestimate and ppi_mean_ci (clip=True), as
 stats.ppi.power_tuned_lam does; its ppi_mean_pval (lam=None) calls _calc_lam_glm without clip, so where
 the unclipped lam leaves [0, 1] ppi_py's p-value is computed at a different lam than its own interval
@@ -22,7 +26,7 @@ import pytest
 from scipy import stats
 
 from pipelines.config import REPO_ROOT
-from stats.ppi import ppi_mean, ppi_paired_difference
+from stats.ppi import PUBLISHED, ppi_mean, ppi_paired_difference
 
 with warnings.catch_warnings():  # ppi_py.ppi calls warnings.simplefilter("ignore") when imported
     import ppi_py
@@ -89,7 +93,7 @@ def assert_matches_ppi_py(ours, y, f, f_unlabeled, alpha: float, lam: float | No
 def test_mean_matches_ppi_py_on_the_real_pilot(pilot, lam, alpha):
     # 40 of the 192 (question, system) answers labeled, the other 152 judged only
     y, f, f_unlabeled = labeled_split(pilot, 40, seed=0)
-    ours = ppi_mean(y, f, f_unlabeled, alpha=alpha, lam=lam)
+    ours = ppi_mean(y, f, f_unlabeled, alpha=alpha, lam=lam, rule=PUBLISHED)
     assert_matches_ppi_py(ours, y, f, f_unlabeled, alpha, lam)
     if lam == 0.0:  # no imputed term: the whole difference is sqrt(n / (n - 1))
         se_ppi_py, _ = expected_se(y, f, f_unlabeled, alpha, 0.0)
@@ -107,7 +111,7 @@ def test_paired_difference_matches_ppi_py_on_the_differences(pilot):
     y_a, y_b = (wide["token_recall"][s].to_numpy() for s in ("A", "C"))
     f_a, f_b = (wide["token_f1"][s].to_numpy() for s in ("A", "C"))
     ours = ppi_paired_difference(y_a[labeled], y_b[labeled], f_a[labeled], f_b[labeled], f_a[unlabeled],
-                                 f_b[unlabeled])
+                                 f_b[unlabeled], rule=PUBLISHED)
     differences = (y_a - y_b)[labeled], (f_a - f_b)[labeled], (f_a - f_b)[unlabeled]
     assert_matches_ppi_py(ours, *differences, alpha=0.05, lam=None)
     assert ours.p_value == pytest.approx(2 * stats.norm.sf(abs(ours.estimate) / ours.se))
@@ -121,7 +125,7 @@ def test_lam_clipped_to_one_as_ppi_py_does_when_the_judge_compresses_the_scale()
     f = y / 3 + rng.normal(0, 0.02, 300)
     labeled, unlabeled = slice(0, 60), slice(60, None)
     assert ppi_py_lam(y[labeled], f[labeled], f[unlabeled], clip=False) > 1.5
-    ours = ppi_mean(y[labeled], f[labeled], f[unlabeled])
+    ours = ppi_mean(y[labeled], f[labeled], f[unlabeled], rule=PUBLISHED)
     assert ours.lam == 1.0 == ppi_py_lam(y[labeled], f[labeled], f[unlabeled])
     assert_matches_ppi_py(ours, y[labeled], f[labeled], f[unlabeled], 0.05, None)
 
@@ -134,7 +138,7 @@ def test_lam_clipped_to_zero_for_a_judge_that_disagrees_and_ppi_py_pval_does_not
     y_l, f_l, f_u = y[:60], f[:60], f[60:]
     unclipped = ppi_py_lam(y_l, f_l, f_u, clip=False)
     assert unclipped < -0.5
-    ours = ppi_mean(y_l, f_l, f_u, null=0.5)
+    ours = ppi_mean(y_l, f_l, f_u, null=0.5, rule=PUBLISHED)
     assert ours.lam == 0.0 == ppi_py_lam(y_l, f_l, f_u)
     assert_matches_ppi_py(ours, y_l, f_l, f_u, 0.05, None)
     # ppi_py's ppi_mean_pval(lam=None) tunes lam without clipping (0.2.3): its p-value is the one at the

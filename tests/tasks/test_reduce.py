@@ -159,3 +159,21 @@ def test_labels_of_answers_that_changed_since_they_were_labeled_are_left_out_and
     pd.DataFrame(rows).to_json(layout.labels_file, orient="records", lines=True)
     labels = read_run_labels(layout.root)
     assert labels.stale == 1 and len(labels.frame) == len(rows) - 1
+
+
+def test_a_runs_skips_are_read_beside_its_labels_and_keyed(tmp_path):
+    """labels/skips.jsonl (`ccrs label`'s `s`) reaches the statistics and the reduce stage's key."""
+    from tasks.reduce import labels_fingerprint, read_run_labels
+
+    layout = RunLayout(tmp_path / "run")
+    layout.labels_dir.mkdir(parents=True)
+    pd.DataFrame([{"question_id": "q0", "system": "A", "metric": "CC", "label": 1}]).to_json(
+        layout.labels_file, orient="records", lines=True)
+    layout.labels_skips.write_text("")  # a server started and nothing skipped yet
+    assert read_run_labels(layout.root).skips.empty
+    before = labels_fingerprint(layout.root)
+    layout.labels_skips.write_text('{"question_id": "q1", "metric": "CC", "annotator": "ann", '
+                                   '"time": "2026-11-28T10:00:00Z"}\n')
+    skips = read_run_labels(layout.root).skips
+    assert skips.to_dict("records") == [{"query_id": "q1", "metric": "CC", "annotator": "ann"}]
+    assert labels_fingerprint(layout.root) != before
