@@ -100,10 +100,11 @@ def null_error(n: int, repetitions: int, rng: np.random.Generator) -> None:
     exact_errors, chance_errors, chance_stops, chance_decisions, population_errors = 0, 0, [], [], 0
     for repetition in range(repetitions):
         result = replay(exact_null_scores(rng, n), SYSTEMS, query_ids(n), look_every=LOOK_EVERY,
-                        margin=MARGIN, alpha=ALPHA, seed=repetition, min_questions=n)
+                        margin=MARGIN, alpha=ALPHA, seed=repetition, min_questions=n, finite_population=True)
         exact_errors += any(look.different for look in result.looks)
         result = replay(judge_scores(rng, n, np.zeros(len(SYSTEMS))), SYSTEMS, query_ids(n),
-                        look_every=LOOK_EVERY, margin=MARGIN, alpha=ALPHA, seed=repetition)
+                        look_every=LOOK_EVERY, margin=MARGIN, alpha=ALPHA, seed=repetition,
+                        finite_population=True)
         chance_errors += any(look.different for look in result.looks)
         chance_stops.append(result.stopped_at)
         chance_decisions += [d for d in result.decisions if d.decision == "different"]

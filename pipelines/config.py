@@ -71,10 +71,17 @@ class MlflowConfig(_Strict):
     tracking_uri: str | None = Field(default=None, description="None: $MLFLOW_TRACKING_URI or ./mlflow.db")
     experiment: str = "ccrs-bioasq"
     run_name: str | None = None
+    series: str | None = Field(default=None, min_length=1, description="the nightly series of the run "
+                               "(tag ccrs.series): `previous` finds a baseline among its runs; None: the "
+                               "experiment")
 
     def resolved_uri(self, base: Path) -> str:
         uri = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         return uri or f"sqlite:///{(base / 'mlflow.db').resolve()}"
+
+    def resolved_series(self) -> str:
+        """The run's series: `series`, else the experiment (one experiment, one series)."""
+        return self.series or self.experiment
 
 
 class RayConfig(_Strict):

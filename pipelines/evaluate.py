@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +58,13 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
                        run_dir: str | Path | None = None, limit: int | None = None,
                        experiment: str | None = None, hypotheses: str | Path | None = None,
                        scoring: str | None = None, tracking_uri: str | None = None,
-                       sequential: bool | dict[str, Any] | None = None,
-                       overrides: dict[str, Any] | None = None):
+                       sequential: bool | dict[str, Any] | None = None, series: str | None = None,
+                       system: str | None = None, overrides: dict[str, Any] | None = None):
     """(RunConfig, Outputs), checked: the outputs' columns and rows, the config, that every selected metric
     has its inputs, and that the hypotheses name the outputs' systems. The hypotheses: `hypotheses`, else
     those of the given `config` (the default config names none). One system is a run like any other: its
-    verdict has means and CIs, and says that the HSD and hypotheses need two or more."""
+    verdict has means and CIs, and says that the HSD and hypotheses need two or more. `series`:
+    mlflow.series (default: the experiment); `system`: the name of the outputs' one system."""
     from judges.suite import get_suite
     from tasks.outputs import OutputsError, check_metric_inputs, read_outputs
 
@@ -71,6 +72,8 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
         outputs = read_outputs(data, limit)
     except OutputsError as exc:
         raise EvaluationInputError(str(exc)) from exc
+    if system is not None:
+        outputs = _named_system(outputs, system)
     name = OUTPUTS_NAME.format(stem=_stem(data))
     extra = overrides  # the caller's dotted overrides (e.g. `--sequential`'s), applied last
     overrides: dict[str, Any] = {"name": name, "dataset.path": _dataset_label(data), "dataset.limit": limit}
@@ -89,6 +92,8 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
         overrides["mlflow.experiment"] = experiment
     if tracking_uri:
         overrides["mlflow.tracking_uri"] = tracking_uri
+    if series is not None:
+        overrides["mlflow.series"] = series
     if hypotheses is not None:
         overrides["stats.hypotheses"] = str(Path(hypotheses).resolve())
     overrides["run_dir"] = str(Path(run_dir).resolve()) if run_dir else "runs/{name}"
@@ -105,6 +110,17 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
         raise EvaluationInputError(str(exc)) from exc
     _check_hypotheses(run_config, outputs.systems, [m.name for metrics in selected.values() for m in metrics])
     return run_config, outputs
+
+
+def _named_system(outputs, system: str):
+    """The outputs with their one system named `system` (--system)."""
+    if not system.strip():
+        raise EvaluationInputError("--system: the system's name is empty")
+    if len(outputs.systems) != 1:
+        raise EvaluationInputError(f"--system names the one system of the outputs; they hold "
+                                   f"{len(outputs.systems)} ({', '.join(outputs.systems)}): name each row's "
+                                   "in a `system` column")
+    return replace(outputs, rows=outputs.rows.assign(system=system))
 
 
 def _check_hypotheses(config: RunConfig, systems: list[str], metrics: list[str]) -> None:
@@ -128,20 +144,23 @@ def evaluate(data: Any, judges: list[str] | None = None, config: str | Path | No
              judge_model: str | None = None, experiment: str | None = None,
              hypotheses: str | Path | None = None, from_stage: str | None = None,
              scoring: str | None = None, sequential: bool | dict[str, Any] | None = None,
-             verbose: bool = False) -> EvaluationResult:
+             series: str | None = None, system: str | None = None, verbose: bool = False) -> EvaluationResult:
     """Judge the answers in `data` (a path, a list of paths, a DataFrame or a list of dicts; one row = one
     system's answer to one question), compute the statistics, write the verdict and log one MLflow run.
     `scoring`: judge.scoring (integer or expected); with `judge_base_url` and no `config` the judge gets
     integer marks and structured output only where the endpoint accepts OpenAI's response_format.
     `sequential`: judge.sequential (True, or a dict of its fields such as `{"margin": 0.05}`; False turns a
-    config's block off; docs/sequential.md). Third-party log records go to <run dir>/logs/console.log
-    unless `verbose`."""
+    config's block off; docs/sequential.md). `series`: the run's nightly series (tag ccrs.series, default
+    the experiment; `ccrs compare` finds a baseline among its runs); `system`: the name of the one system the
+    outputs hold (default: their `system` column, else the file's stem). Third-party log records go to <run
+    dir>/logs/console.log unless `verbose`."""
     started_at = time.time()
     configure_process()  # the Python API's door: the process settings `ccrs` makes at its start
     run_config, outputs = prepare_evaluation(
         data, judges=judges, metrics=metrics, config=config, llm_base_url=llm_base_url,
         judge_base_url=judge_base_url, judge_model=judge_model, run_dir=run_dir, limit=limit,
-        experiment=experiment, hypotheses=hypotheses, scoring=scoring, sequential=sequential)
+        experiment=experiment, hypotheses=hypotheses, scoring=scoring, sequential=sequential, series=series,
+        system=system)
     from infra.console import quiet_console
     from pipelines.pipeline import run_evaluation
     from tasks.runtime.layout import RunLayout

@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
         + "\n".join(f"  {field:<14} {' | '.join(names)}" for field, names in COLUMN_ALIASES.items())
         + "\nquestion and answer are required; contexts (a list of strings, in CSV a JSON list) are needed "
         "by CC, ID, AC and IR,\na reference answer by AC and IR (`ccrs metrics` lists every metric's "
-        "inputs). Without a system column\neach file is one system, named by its stem. Without a question "
-        "id, a hash of the question text is used.")
+        "inputs). Without a system column\neach file is one system, named by its stem (or --system NAME). "
+        "Without a question id, a hash of the question text is used.")
     parser.add_argument("files", nargs="+", type=Path, help="outputs files (.jsonl, .csv, .parquet)")
     options.add_config(parser)
     parser.add_argument("--run-dir", help="where stage outputs go (default: runs/evaluate-<first file's "
@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
                         "judge.ccrs.metrics (e.g. QR for outputs without contexts or reference)")
     parser.add_argument("--limit", type=int, help="evaluate only the first N questions")
     options.add_tracking(parser)
+    options.add_series(parser)
     options.add_endpoint(parser)
     options.add_judge(parser)
     parser.add_argument("--hypotheses", type=Path, help="pre-registered hypotheses about your systems (YAML, "
@@ -91,5 +92,6 @@ def _prepare(args: argparse.Namespace):
             args.files, judges=args.judges, metrics=args.metrics, config=args.config,
             llm_base_url=args.llm_base_url, judge_base_url=args.judge_base_url, judge_model=args.judge_model,
             run_dir=args.run_dir, limit=args.limit, experiment=args.experiment, hypotheses=args.hypotheses,
-            scoring=args.scoring, tracking_uri=args.tracking_uri, overrides=sequential)
+            scoring=args.scoring, tracking_uri=args.tracking_uri, series=args.series, system=args.system,
+            overrides=sequential)
     return args._prepared

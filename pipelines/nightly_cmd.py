@@ -3,12 +3,14 @@ host and in a RayJob (docs/nightly.md).
 
 The night: `ccrs run --config C` (or `ccrs evaluate FILE ...` of the team's own outputs with --outputs),
 logged as its own MLflow run (tag ccrs.nightly), then the gate (`ccrs compare` against the latest accepted
-run of the same config), then an alert on every status but pass. A crash is logged to MLflow as a FAILED
-run with its error and exits 1; a setup error exits 2 (logged too when the tracking store answers).
+run of the same series: `--series`, default the experiment), then an alert on every status but pass. A
+crash is logged to MLflow as a FAILED run with its error and exits 1; a setup error exits 2 (logged too
+when the tracking store answers).
 Exit codes: pipelines/tools/regression.py STATUSES."""
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from infra.console import say
 from pipelines import options
 
 NIGHTLY_TAGS = {"ccrs.nightly": "true"}
+SERIES_RUN_DIR = "runs/nightly-{series}"  # a night of outputs' run folder: one per series, any file name
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "nightly") -> None:
@@ -23,9 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "nightly") -> Non
     parser.add_argument("--outputs", nargs="+", type=Path, metavar="FILE", help="evaluate these outputs "
                         "files of your own systems (as `ccrs evaluate`) instead of running the pipeline")
     parser.add_argument("--run-dir", help="where stage outputs go (default: the config's run_dir; for "
-                        "--outputs runs/evaluate-<first file's stem>)")
+                        "--outputs runs/nightly-<series>)")
     options.add_endpoint(parser)
     options.add_tracking(parser)
+    options.add_series(parser)
     options.add_judge(parser)
     options.add_sequential(parser)
     options.add_gate(parser)
@@ -94,15 +98,26 @@ def _config_and_outputs(args: argparse.Namespace):
     from pipelines.evaluate import prepare_evaluation
 
     if args.outputs:
-        return prepare_evaluation(args.outputs, config=args.config, llm_base_url=args.llm_base_url,
-                                  judge_base_url=args.judge_base_url, judge_model=args.judge_model,
-                                  run_dir=args.run_dir, experiment=args.experiment, scoring=args.scoring,
-                                  tracking_uri=args.tracking_uri,
-                                  overrides=options.sequential_overrides(args))
-    overrides = options.config_overrides(args) | options.experiment_override(args)
+        config, outputs = prepare_evaluation(
+            args.outputs, config=args.config, llm_base_url=args.llm_base_url,
+            judge_base_url=args.judge_base_url, judge_model=args.judge_model, run_dir=args.run_dir,
+            experiment=args.experiment, scoring=args.scoring, tracking_uri=args.tracking_uri,
+            series=args.series, system=args.system, overrides=options.sequential_overrides(args))
+        return (config if args.run_dir else _in_series_folder(config)), outputs
+    if args.system is not None:
+        raise ValueError("--system names the system of --outputs; a config's systems are named by the config")
+    overrides = (options.config_overrides(args) | options.experiment_override(args)
+                 | options.series_override(args))
     if args.run_dir:
         overrides["run_dir"] = str(Path(args.run_dir).resolve())
     return load_config(args.config, overrides), None
+
+
+def _in_series_folder(config):
+    """The night's run folder: the series' own (SERIES_RUN_DIR), whatever tonight's file is named (its stages
+    are keyed by their inputs' content: other answers are judged again, the same ones reused)."""
+    folder = re.sub(r"[^A-Za-z0-9._-]+", "-", config.mlflow.resolved_series()).strip("-.") or "series"
+    return config.model_copy(update={"run_dir": SERIES_RUN_DIR.format(series=folder)})
 
 
 def _run_night(config, outputs, started_at: float, tracking_uri: str, baseline: str = "previous"):
@@ -122,7 +137,8 @@ def _sequential_baseline(config, tracking_uri: str, baseline: str):
         return None
     from pipelines.tools.regression import sequential_baseline
 
-    found = sequential_baseline(tracking_uri, config.mlflow.experiment, config.name, baseline)
+    found = sequential_baseline(tracking_uri, config.mlflow.experiment, config.mlflow.resolved_series(),
+                                config.name, baseline)
     say("judge.sequential: " + (f"the night stops once every (system, metric) cell is settled against "
                                 f"baseline {found[0]}" if found else "no baseline yet: the night stops once "
                                 "its systems' comparisons are settled"))
@@ -140,7 +156,7 @@ def _failed_night(status: str, error: str, args, config, notify_url: str | None,
                   logged_run: str | None = None) -> int:
     """One line on the terminal, a FAILED MLflow run holding the error (where the store answers; `logged_run`:
     the one the pipeline logged already, tagged here), the alert; the exit code of `status`."""
-    from pipelines.tools.regression import RegressionReport, alert_payload, notify
+    from pipelines.tools.regression import SERIES_TAG, RegressionReport, alert_payload, notify
     from pipelines.reporting.tracking import log_failed_run
 
     say(f"ccrs nightly: {status}: {error}", err=True)
@@ -149,7 +165,8 @@ def _failed_night(status: str, error: str, args, config, notify_url: str | None,
         experiment = config.mlflow.experiment if config else options.config_experiment(args)
         uri = options.tracking_uri(args, config)
         tags = {**NIGHTLY_TAGS, "regression.status": status,
-                "ccrs.config_name": config.name if config else "unknown"}
+                "ccrs.config_name": config.name if config else "unknown",
+                **({SERIES_TAG: config.mlflow.resolved_series()} if config else {})}
         if logged_run:
             from mlflow.tracking import MlflowClient
 

@@ -153,10 +153,26 @@ def add_tracking(parser: argparse.ArgumentParser, experiment: str | None = None,
         parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
 
 
+def add_series(parser: argparse.ArgumentParser) -> None:
+    """--series and --system (`ccrs evaluate`, `ccrs nightly`): whose nights a run is, whatever its outputs
+    file is named (docs/nightly.md)."""
+    parser.add_argument("--series", metavar="NAME", help="the run's nightly series (tag ccrs.series): "
+                        "`previous` finds its baseline among the series' runs (default: the experiment); "
+                        "one per system whose nights share an experiment")
+    parser.add_argument("--system", metavar="NAME", help="the name of the one system the outputs hold "
+                        "(default: their `system` column, else the file's stem): nights written to dated "
+                        "files keep one system")
+
+
+def series_override(args: argparse.Namespace) -> dict[str, str]:
+    """{"mlflow.series": --series} where given."""
+    return {"mlflow.series": args.series} if getattr(args, "series", None) is not None else {}
+
+
 def add_gate(parser: argparse.ArgumentParser) -> None:
     """The nightly gate's options (`ccrs compare`, `ccrs nightly`; pipelines/tools/regression.py)."""
     parser.add_argument("--baseline", default="previous", help="previous (default: the latest accepted "
-                        "earlier run of the same config, not ad hoc), a run id, or tag:NAME")
+                        "earlier run of the same series, not ad hoc), a run id, or tag:NAME")
     parser.add_argument("--max-failure-rate", type=float, default=0.05, help="failed judgments above this "
                         "share of the run's judgments: status failure_rate, exit 4 (default 0.05)")
     parser.add_argument("--allow-judge-change", action="store_true", help="compare even when the baseline "

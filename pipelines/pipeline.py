@@ -344,13 +344,14 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, 
 def run_tags_of(config: RunConfig, answers: Answers, judged: dict, stages: dict, run_dir: Path) -> dict:
     """The MLflow tags that `ccrs compare` reads: what makes two runs comparable (judge model, prompt
     versions, scoring mode, the run extensions' tags, metric set), which nightly series a run belongs to
-    (config name), what was reused and where the outputs are."""
+    (ccrs.series), what was reused and where the outputs are."""
     from pipelines.extensions import run_tags
 
     metrics = sorted({metric for out in judged.values() for metric in _judged_metrics(out.judgments_path)})
     prompt_versions = {name: out.summary.get("prompt_version") for name, out in judged.items()}
     return {
         "ccrs.config_name": config.name,
+        "ccrs.series": config.mlflow.resolved_series(),
         "ccrs.source": "outputs" if answers.stage == OUTPUTS_STAGE else "pipeline",
         "ccrs.judge_model": config.judge.model,
         "ccrs.scoring": config.judge.scoring,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from pipelines import options
+from stats.sequential import DEFAULT_TARGET, TARGETS
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
@@ -42,9 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
                         "questions (default 0)")
     parser.add_argument("--max-questions", type=int, metavar="N", help="with --sequential: stop after N "
                         "questions at the latest (default: all)")
-    parser.add_argument("--target", choices=("population", "questions"), help="with --sequential: decide "
-                        "about the population of questions the scores' are drawn from (default, as the "
-                        "HSD), or about these questions only (sampling without replacement)")
+    parser.add_argument("--target", choices=TARGETS, help="with --sequential: decide about the population "
+                        "of questions the scores' are drawn from (population, as the HSD), or about these "
+                        f"questions only (questions: sampling without replacement); default {DEFAULT_TARGET}")
 
 
 def main(args: argparse.Namespace) -> int:

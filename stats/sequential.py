@@ -2,8 +2,8 @@
 and stop once every (metric, system pair) comparison is settled (docs/sequential.md).
 
 The interval. For a pair (a, b) of a metric, each judged question gives a paired difference d = a - b in
-[-1, 1], mapped to x = (d + 1) / 2 in [0, 1]. The target is the mean of x over the N questions available
-(the finite population), not over questions outside them. For a candidate value m of that mean, the
+[-1, 1], mapped to x = (d + 1) / 2 in [0, 1]. With the `questions` target (below) the target is the mean of
+x over the N questions available (the finite population). For a candidate value m of that mean, the
 questions judged so far fix what the not-yet-judged ones must average: (N m - S) / (N - t + 1) before the
 t-th question, S the sum of the first t - 1 values. Under random order the t-th value has exactly that
 conditional mean when m is the truth, so a gambler who bets on x landing above it (or below it) gains
@@ -22,25 +22,30 @@ The family. Every metric x pair is one interval at alpha' = alpha / family_size 
 probability that ANY interval of the family misses its target at ANY time is at most alpha, so decisions
 taken at a data-dependent look (the stop) keep that guarantee.
 
-Which mean. By default the target is the mean over the N questions (decide's `population` = N): the
-tightest intervals, exact at N, and a "different" says the systems' means over these N questions
-differ, by however little (late in a run that can be a difference of chance size, about
-sd / sqrt(N), that questions outside the set would not show). With population None (replay's
-finite_population=False) the target is the mean over the population of questions that the N are an
-independent random sample of: a random order of such a sample is itself an independent sequence, the
-bets use m itself as the next value's mean, nothing is excluded as impossible, and the interval never
-collapses; wider, but a "different" then generalizes beyond the N questions.
+Which mean (DEFAULT_TARGET, the one default of judge.sequential.target, `ccrs stats --target` and
+`replay`). `population` (the default; decide's population None, replay's finite_population=False): the
+mean over the population of questions that the N are an independent random sample of: a random order of
+such a sample is itself an independent sequence, the bets use m itself as the next value's mean, nothing
+is excluded as impossible, and the interval never collapses; a "different" generalizes beyond the N
+questions. `questions` (decide's `population` = N, finite_population=True): the mean over the N questions:
+the tightest intervals, exact at N, but a "different" says only that the systems' means over these N
+questions differ, by however little (late in a run that can be a difference of chance size, about
+sd / sqrt(N), that questions outside the set would not show).
 
-Decisions. "different": the interval excludes 0 (the two systems' means over the N questions differ, in
-the interval's direction). "equivalent": the interval lies inside [-margin, margin] (whatever the
-difference over the N questions is, it is no larger than the margin). A pair can be both (a real
+Which scale. The scores are the judge's: every decision is about the judge's means (its scale, its bias),
+not about what human annotators would mark (PPI++'s human-calibrated means are fixed-n, stats/ppi.py).
+
+Decisions. "different": the interval excludes 0 (the two systems' target means differ, in the
+interval's direction). "equivalent": the interval lies inside [-margin, margin] (whatever the difference
+of the target means is, it is no larger than the margin). A pair can be both (a real
 difference smaller than the margin): it is reported "different", with its interval. Otherwise "open".
 
 Assumptions. The questions are exchangeable: they are judged in the seeded random order of
 `seeded_order`, fixed before any score is seen, and the scores of a question do not depend on when it
 was judged (the judge is the same throughout, no drift). Every system of a question is judged before
-the question counts (paired looks). Scores lie in [0, 1]. The guarantee is about the N questions'
-means; what the stop says about other questions is what the fixed-n statistics say (descriptive here).
+the question counts (paired looks). Scores lie in [0, 1]. With the `questions` target the guarantee is
+about the N questions' means; what the stop says about other questions is then what the fixed-n
+statistics say (descriptive here).
 """
 from __future__ import annotations
 
@@ -53,6 +58,9 @@ import numpy as np
 from stats.errors import StatsInputError
 
 DECISIONS = ("different", "equivalent", "open")
+TARGETS = ("population", "questions")  # what a decision is about: the questions' population, or these N
+DEFAULT_TARGET = "population"
+FINITE_POPULATION = DEFAULT_TARGET == "questions"  # the default of replay's and simulated_stops' flag
 GRID_STEPS = 2000       # candidate means of x: step 1/2000 on [0, 1], 0.001 on the difference's scale
 TRUNCATION = 0.5        # a bet stakes at most half of what would put the capital at 0
 PRIOR_MEAN, PRIOR_VARIANCE = 0.5, 0.25  # one pseudo-observation regularizing the plug-in bet size
@@ -99,7 +107,7 @@ class SequentialResult:
     max_questions: int | None = None
     systems: tuple[str, ...] = field(default=())
     metrics: tuple[str, ...] = field(default=())
-    finite_population: bool = True   # False: the means over the questions' population, not these N
+    finite_population: bool = FINITE_POPULATION  # True: the means over these N, not their population
 
     @property
     def settled(self) -> bool:
@@ -217,7 +225,7 @@ class SimulatedStops:
 
 def simulated_stops(scores: Mapping[str, np.ndarray], systems: Sequence[str], n_questions: int, *,
                     look_every: int, margin: float, alpha: float, replicates: int, rng: np.random.Generator,
-                    finite_population: bool = False) -> SimulatedStops:
+                    finite_population: bool = FINITE_POPULATION) -> SimulatedStops:
     """Sequential runs of `n_questions` questions drawn with replacement from a pilot's questions (every
     metric of a question together, so the pilot's effects and correlations carry over), each replayed."""
     matrices, systems = _checked_scores(scores, systems)
@@ -238,13 +246,14 @@ def simulated_stops(scores: Mapping[str, np.ndarray], systems: Sequence[str], n_
 
 def replay(scores: Mapping[str, np.ndarray], systems: Sequence[str], query_ids: Sequence[str], *,
            look_every: int, margin: float, alpha: float = 0.05, seed: int = 0, min_questions: int = 0,
-           max_questions: int | None = None, finite_population: bool = True) -> SequentialResult:
+           max_questions: int | None = None, finite_population: bool = FINITE_POPULATION) -> SequentialResult:
     """Replay judged scores as a sequential run: the questions in `seeded_order(query_ids, seed)`, a look
     after every `look_every` questions (and at the last), stopping at the first look with at least
     `min_questions` judged where no comparison is open, else at max_questions (or N).
 
-    scores: {metric: (N, k)} on [0, 1], rows in `query_ids`' order. finite_population False: intervals
-    of the means over the population the N questions are a random sample of (decide's population None)."""
+    scores: {metric: (N, k)} on [0, 1], rows in `query_ids`' order. finite_population: False (the default,
+    DEFAULT_TARGET) intervals of the means over the population the N questions are a random sample of
+    (decide's population None); True: of the means over these N questions (the `questions` target)."""
     matrices, systems = _checked_scores(scores, systems)
     _check_alpha(alpha)
     _check_margin(margin)

@@ -2,7 +2,10 @@
 SequentialResult.to_json(), from a sequential run or `ccrs stats --sequential`; docs/sequential.md)."""
 from __future__ import annotations
 
+from stats.sequential import FINITE_POPULATION
+
 SEQUENTIAL_KEY = "sequential"
+SECTION_TITLE = "## Sequential decisions (anytime-valid, on the judge's scale)"
 MAX_LOOKS_SHOWN = 12
 
 
@@ -11,7 +14,7 @@ def sequential_section(stats: dict) -> str:
     block = stats.get(SEQUENTIAL_KEY)
     if not block:
         return ""
-    parts = ["## Sequential decisions (anytime-valid)", _explanation(block), f"**{settled_line(block)}**"]
+    parts = [SECTION_TITLE, _explanation(block), f"**{settled_line(block)}**"]
     titles = {"different": "Different", "equivalent": f"Equivalent within ±{block['margin']:g}",
               "open": "Open"}
     parts += [_decided(block, name, title) for name, title in titles.items()]
@@ -32,7 +35,7 @@ def settled_line(block: dict) -> str:
 
 
 def _explanation(block: dict) -> str:
-    finite = block.get("finite_population", True)
+    finite = block.get("finite_population", FINITE_POPULATION)
     target = (f"over the {block['n_questions']} questions (betting, sampling without replacement)" if finite
               else "over the population of questions these are drawn from (betting, questions exchangeable)")
     exact = " After all the questions an interval is the exact difference." if finite else ""
@@ -42,7 +45,8 @@ def _explanation(block: dict) -> str:
             f"chosen by the data keeps the guarantee. The family of {block['family_size']} comparisons "
             f"misses with probability at most alpha = {block['alpha']:g} in all (each at alpha / "
             f"{block['family_size']}). Different: the interval excludes 0; equivalent: it lies within "
-            f"±{block['margin']:g}; open: neither.{exact} See docs/sequential.md.")
+            f"±{block['margin']:g}; open: neither.{exact} The scores are the judge's: the decisions are "
+            "about its means (its scale, any bias it has), not about human marks. See docs/sequential.md.")
 
 
 def _decided(block: dict, decision: str, title: str) -> str:

@@ -1,11 +1,13 @@
 """The nightly gate: a run checked against an accepted baseline run of the same experiment, on per-query
 judgments stored in MLflow (`ccrs compare`, `ccrs nightly`; docs/nightly.md).
 
-Which baseline: `previous` is the most recent earlier run of the same config (tag `ccrs.config_name`), not
-ad hoc (`ccrs.adhoc`), that was accepted (`regression.status` pass, baseline or accepted), or the first
-such run; `RUN_ID` and `tag:NAME` (the run tagged `ccrs.baseline=NAME`) name one. Comparable means the same
-judge model, prompt versions, scoring mode and metric set (tags written by the pipeline). Every outcome is
-a status with its exit code (STATUSES) and lands on the run as `regression.status`.
+Which baseline: `previous` is the most recent earlier run of the same series (tag `ccrs.series`, the
+experiment unless `--series` names one; a run logged before series tags by its config name,
+`ccrs.config_name`), not ad hoc (`ccrs.adhoc`), that was accepted (`regression.status` pass, baseline or
+accepted), or the first such run; `RUN_ID` and `tag:NAME` (the run tagged `ccrs.baseline=NAME`) name one.
+Comparable means the same judge model, prompt versions, scoring mode and metric set (tags written by the
+pipeline). Every outcome is a status with its exit code (STATUSES) and lands on the run as
+`regression.status`.
 
 What moved: for every regressed cell (or, with `show_moves`, every cell) the questions whose score moved
 most, with both nights' answers, judge replies and scores (`question_moves`, a pure function of two
@@ -75,6 +77,7 @@ STATUSES = {
     "judge_calibration": STOP_EXIT_CODE,  # judge.preflight stopped the run before the judge stage (6)
 }
 ACCEPTED = ("pass", "baseline", "accepted")  # statuses that make a run a baseline for `previous`
+SERIES_TAG = "ccrs.series"  # the series a run belongs to (pipelines/pipeline.py run_tags_of)
 COMPARABLE = {"ccrs.judge_model": "judge model", "ccrs.prompt_versions": "prompt versions",
               "ccrs.scoring": "scoring mode", "ccrs.judge_repeats": "judge repeats",
               "ccrs.metrics": "metric set"}
@@ -110,6 +113,8 @@ class RegressionReport:
     experiment: str = ""
     moves: pd.DataFrame | None = None  # question_moves of the listed cells (None when nothing was compared)
     unpaired: dict = field(default_factory=dict)  # {"run_only": [...], "baseline_only": [...]} systems
+    series: str = ""  # the run's series (series_label)
+    other_series: tuple[str, ...] = ()  # the other series of the experiment's earlier runs (other_series)
 
     @property
     def exit_code(self) -> int:
@@ -167,19 +172,47 @@ def pick_baseline(runs: list, current, baseline: str):
         if not found:
             raise RegressionError(f"baseline {baseline!r} is not a finished pipeline run of this experiment")
         return found[0]
-    tags = current.data.tags
-    earlier = [r for r in runs if r.info.start_time < current.info.start_time
-               and r.data.tags.get("ccrs.config_name") == tags.get("ccrs.config_name")
+    earlier = [r for r in runs if r.info.start_time < current.info.start_time and same_series(r, current)
                and r.data.tags.get("ccrs.adhoc") != "true" and r.data.tags.get("ccrs.superseded") != "true"]
     accepted = [r for r in earlier if r.data.tags.get("regression.status") in ACCEPTED]
     return accepted[0] if accepted else (earlier[-1] if earlier else None)
 
 
-def sequential_baseline(tracking_uri: str, experiment: str, config_name: str,
+def same_series(run, current) -> bool:
+    """Whether `run` belongs to the series of `current`: the same `ccrs.series` tag; where either run was
+    logged before series tags, the same config name (the lookup of those runs' time)."""
+    tags, ours = run.data.tags, current.data.tags
+    if SERIES_TAG in tags and SERIES_TAG in ours:
+        return tags[SERIES_TAG] == ours[SERIES_TAG]
+    return tags.get("ccrs.config_name") == ours.get("ccrs.config_name")
+
+
+def series_label(run) -> str:
+    """A run's series as said in the reports: its `ccrs.series`, else its config name, marked as such."""
+    tags = run.data.tags
+    if SERIES_TAG in tags:
+        return tags[SERIES_TAG]
+    return f"{tags.get('ccrs.config_name', 'unknown')} (config name; logged before series tags)"
+
+
+def other_series(runs: list, current) -> tuple[str, ...]:
+    """The series of the experiment's runs before `current` that are not of its series, sorted."""
+    return tuple(sorted({series_label(r) for r in runs if r.info.start_time < current.info.start_time
+                         and not same_series(r, current)}))
+
+
+def baseline_line(run_id: str, series: str, others: tuple[str, ...]) -> str:
+    """The report's line of a night with no baseline, naming the experiment's other series."""
+    also = (f" This experiment also holds runs of series {', '.join(others)}; `--series` names the series of "
+            "a night (the experiment by default)." if others else "")
+    return f"Run {run_id}: no baseline yet for series {series}; this run is the baseline.{also}"
+
+
+def sequential_baseline(tracking_uri: str, experiment: str, series: str, config_name: str,
                         baseline: str = "previous") -> tuple[str, pd.DataFrame] | None:
     """(run id, per-question scores) of the baseline a night about to start will be compared with, for
     `judge.sequential` to stop the night once every (system, metric) cell is settled against it; None on the
-    first night (no experiment or no earlier run of this config)."""
+    first night (no experiment or no earlier run of this series)."""
     from types import SimpleNamespace
 
     from mlflow.tracking import MlflowClient
@@ -187,8 +220,9 @@ def sequential_baseline(tracking_uri: str, experiment: str, config_name: str,
     client = MlflowClient(tracking_uri)
     if client.get_experiment_by_name(experiment) is None:
         return None
+    tags = {SERIES_TAG: series, "ccrs.config_name": config_name}
     tonight = SimpleNamespace(info=SimpleNamespace(run_id=None, start_time=float("inf")),
-                              data=SimpleNamespace(tags={"ccrs.config_name": config_name}))
+                              data=SimpleNamespace(tags=tags))
     base = pick_baseline(pipeline_runs(client, experiment), tonight, baseline)
     if base is None:
         return None
@@ -512,14 +546,17 @@ def gate(tracking_uri: str, experiment: str, run: str = "latest", baseline: str 
     current = pick_run(runs, run)
     run_id = current.info.run_id
     base = pick_baseline(runs, current, baseline)
+    others = other_series(runs, current)
     with tempfile.TemporaryDirectory() as tmp:
         judgments = _judgments(client, current, Path(tmp))
         rate = failure_rate(judgments)
-        report = _judge_the_run(client, current, base, judgments, rate, options, Path(tmp))
-    report = RegressionReport(**{**report.__dict__, "experiment": experiment})
+        report = _judge_the_run(client, current, base, judgments, rate, options, Path(tmp), others)
+    report = RegressionReport(**{**report.__dict__, "experiment": experiment, "series": series_label(current),
+                                 "other_series": others})
     moves_logged = report.moves is not None and not report.moves.empty
     table = [] if report.table is None else report.table.to_dict(orient="records")
-    summary = {"status": report.status, "baseline": report.baseline_id, "failure_rate": rate,
+    summary = {"status": report.status, "baseline": report.baseline_id, "series": report.series,
+               "other_series": list(report.other_series), "failure_rate": rate,
                "differing": report.differing, "systems_not_compared": report.unpaired, "cells": table,
                "moves": MOVES_ARTIFACT if moves_logged else None}
     attach(tracking_uri, run_id,
@@ -539,7 +576,7 @@ def _common_reasons(judgments: pd.DataFrame, shown: int = 3) -> str:
 
 
 def _judge_the_run(client, current, base, judgments: pd.DataFrame, rate: float, options: GateOptions,
-                   work: Path) -> RegressionReport:
+                   work: Path, others: tuple[str, ...] = ()) -> RegressionReport:
     run_id = current.info.run_id
     base_id = base.info.run_id if base is not None else None
     unscored = len(judgments) > 0 and judgments["score"].isna().all()  # e.g. every judgment failed
@@ -551,7 +588,7 @@ def _judge_the_run(client, current, base, judgments: pd.DataFrame, rate: float, 
         return RegressionReport("failure_rate", run_id, base_id, None, 0, text, rate)
     if base is None:
         return RegressionReport("baseline", run_id, None, None, 0,
-                                f"Run {run_id}: no baseline yet; this run is the baseline.", rate)
+                                baseline_line(run_id, series_label(current), others), rate)
     differing = differing_settings(current, base)
     note = ""
     if differing:
@@ -574,7 +611,9 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
     if not set(judgments["system"]) & set(base_judgments["system"]):
         raise RegressionError(f"run {run_id} and its baseline {base_id} share no system (run: "
                               f"{', '.join(sorted(set(judgments['system'])))}; baseline: "
-                              f"{', '.join(sorted(set(base_judgments['system'])))}): nothing to compare")
+                              f"{', '.join(sorted(set(base_judgments['system'])))}): nothing to compare. An "
+                              "outputs file without a `system` column names its system by its stem: add the "
+                              "column or give --system NAME; another system's nights take their own --series")
     table = paired_table(scored(judgments), scored(base_judgments), options.alpha, options.b, options.seed)
     run_stats = _stats(client, current, work)
     base_stats = _stats(client, base, work) if has_human_calibrated(run_stats) else None
@@ -586,8 +625,9 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
     n_regressions = int((table["verdict"] == "regression").sum())
     systems = unpaired_line(unpaired)
     markdown = "\n\n".join(part for part in (
-        f"Regression check of run {run_id} against {base_id} (paired sign-flip test, B={options.b}, Holm "
-        f"over {len(table)} cells, alpha={options.alpha}; failed judgments {rate:.1%})", systems,
+        f"Regression check of run {run_id} against {base_id} (series {_series_said(current, base)}; paired "
+        f"sign-flip test, B={options.b}, Holm over {len(table)} cells, alpha={options.alpha}; failed "
+        f"judgments {rate:.1%})", systems,
         table.to_markdown(index=False, floatfmt=".4f"),
         MDD_NOTE.format(power=MDD_POWER, alpha=options.alpha, cells=len(table)) + note,
         HUMAN_NOTE if "basis" in table and (table["basis"] == "human").any() else "",
@@ -596,6 +636,14 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
     status = "regression" if n_regressions else "pass"
     return RegressionReport(status, run_id, base_id, table, n_regressions, markdown, rate, differing,
                             moves=moves, unpaired=unpaired)
+
+
+def _series_said(current, base) -> str:
+    """The series of a comparison; a baseline logged before series tags is said to be found by config name."""
+    if SERIES_TAG in base.data.tags or SERIES_TAG not in current.data.tags:
+        return series_label(current)
+    return (f"{series_label(current)}, its baseline logged before series tags and found by its config name "
+            f"{base.data.tags.get('ccrs.config_name')}")
 
 
 def compare_runs(tracking_uri: str, experiment: str, run: str, baseline: str, alpha: float, b: int,
@@ -628,7 +676,9 @@ def alert_payload(report: RegressionReport) -> dict:
         "failure_rate": f"{report.failure_rate:.1%} of the judgments failed",
         "incomparable": "judged otherwise than the baseline: "
                         + ", ".join(f"{k} {old} -> {new}" for k, (old, new) in report.differing.items()),
-        "baseline": "no baseline yet: this run is the baseline",
+        "baseline": f"no baseline yet for series {report.series or 'unknown'}: this run is the baseline"
+                    + (f" (this experiment also holds series {', '.join(report.other_series)})"
+                       if report.other_series else ""),
         "crash": "the run crashed",
         "setup_error": "the run could not start",
         "pass": "no regression",
@@ -645,7 +695,8 @@ def alert_payload(report: RegressionReport) -> dict:
                     f"{headline}. {extra + ' ' if extra else ''}"
                     f"Run {report.run_id}, baseline {report.baseline_id or 'none'}.",
             "status": report.status, "exit_code": report.exit_code, "experiment": report.experiment,
-            "run_id": report.run_id, "baseline_id": report.baseline_id, "failure_rate": report.failure_rate,
+            "run_id": report.run_id, "baseline_id": report.baseline_id, "series": report.series,
+            "failure_rate": report.failure_rate,
             "differing": {k: list(v) for k, v in report.differing.items()}, "cells": table,
             "systems_not_compared": report.unpaired, "moves": moves, "detail": report.markdown[:3000]}
 

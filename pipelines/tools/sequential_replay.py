@@ -16,7 +16,7 @@ import pandas as pd
 from pipelines.reporting.sequential import SEQUENTIAL_KEY, sequential_section
 from stats.errors import StatsInputError
 from stats.scores import build_cube
-from stats.sequential import replay
+from stats.sequential import DEFAULT_TARGET, replay
 from tasks.reduce import write_stats
 from tasks.runtime.layout import STATS_FILE, SUMMARY_FILE
 
@@ -71,7 +71,7 @@ def replay_block(frame: pd.DataFrame, metric_order: list[str], args: argparse.Na
     result = replay(scores, cube.systems, query_ids, look_every=args.look_every, margin=args.margin,
                     alpha=args.alpha, seed=args.seed, min_questions=args.min_questions or 0,
                     max_questions=args.max_questions,
-                    finite_population=getattr(args, "target", None) == "questions")
+                    finite_population=(getattr(args, "target", None) or DEFAULT_TARGET) == "questions")
     return {**result.to_json(), "replay": True, "questions_left_out": int((~complete).sum())}
 
 

@@ -124,22 +124,32 @@ def test_nights_baseline_regression_alert_and_the_accepted_baseline(llm_endpoint
 
 def test_one_production_system_judged_every_night_names_the_questions_that_got_worse(
         llm_endpoint, mlflow_server, receiver, tmp_path, monkeypatch, capsys):
-    """The everyday loop (issue 33): one system's outputs file through `ccrs nightly --outputs`; night two's
-    answers got worse: exit 3, and the moved questions, both answers, judge replies and scores are in
-    regression/summary.md, the MLflow table regression/moves.json and the alert."""
+    """The everyday loop (issues 33, 45): one system's outputs, written every night to a dated file, through
+    `ccrs nightly --outputs`; another system's night in the same experiment has its own --series; night two's
+    answers got worse: exit 3 against night one, and the moved questions, both answers, judge replies and
+    scores are in regression/summary.md, the MLflow table regression/moves.json and the alert."""
     from pipelines.tools.regression import MOVES_ARTIFACT, MOVES_PER_CELL
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
-    prod = tmp_path / "prod.jsonl"
-    command = ["--outputs", str(prod), "--config", str(nightly_config(tmp_path / "nightly.yaml")),
-               "--llm-base-url", llm_endpoint.base_url, "--run-dir", str(tmp_path / "run"),
-               "--experiment", "nightly-prod", "--notify", receiver.url, "--b", "1000"]
-    production_outputs(prod)
-    assert night(*command) == 0
+    config = ["--config", str(nightly_config(tmp_path / "nightly.yaml")), "--llm-base-url",
+              llm_endpoint.base_url, "--run-dir", str(tmp_path / "run"), "--experiment", "nightly-prod",
+              "--notify", receiver.url, "--b", "1000"]
+
+    def dated(day: int) -> Path:
+        return tmp_path / f"outputs-2026-11-{day}.jsonl"
+
+    assert night("--outputs", str(production_outputs(dated(28))), *config) == 0
     assert '"status": "baseline"' in capsys.readouterr().out
 
-    production_outputs(prod, worse=True)
-    assert night(*command) == 3
+    # a staging system's night, answers as bad as night two's, in the same experiment: its own series
+    staging = production_outputs(tmp_path / "staging-2026-11-28.jsonl", worse=True)
+    assert night("--outputs", str(staging), *config, "--series", "staging", "--run-dir",
+                 str(tmp_path / "staging")) == 0
+    printed = capsys.readouterr().out
+    assert "no baseline yet for series staging" in printed
+    assert "also holds runs of series nightly-prod" in printed
+
+    assert night("--outputs", str(production_outputs(dated(29), worse=True)), *config) == 3
     printed = capsys.readouterr().out
     assert '"status": "regression"' in printed and "### prod/QR: -" in printed
 
@@ -167,8 +177,10 @@ def test_one_production_system_judged_every_night_names_the_questions_that_got_w
     # baseline, night one: the cell is settled as regressed by its anytime-valid interval, exit 3.
     sequential = nightly_config(tmp_path / "sequential.yaml", sequential={
         "look_every": 2, "margin": 0.05, "target": "questions"})
-    baseline = client.search_runs([experiment], "tags.`regression.status` = 'baseline'")[0].info.run_id
-    assert night(*command[:2], "--config", str(sequential), *command[4:]) == 3
+    baseline = client.search_runs([experiment], "tags.`regression.status` = 'baseline' and "
+                                  "tags.`ccrs.series` = 'nightly-prod'")[0].info.run_id
+    assert night("--outputs", str(production_outputs(dated(30), worse=True)), *config[2:],
+                 "--config", str(sequential)) == 3
     printed = capsys.readouterr().out
     assert f"settled against baseline {baseline}" in printed
     record = json.loads(RunLayout(tmp_path / "run").stats_json.read_text())["sequential"]

@@ -181,3 +181,31 @@ def test_index_and_retrieve_take_a_whole_run_config_too():
     blocks = load_command_config(DEFAULT_CONFIG)
     run_config = load_config(DEFAULT_CONFIG)
     assert (blocks.chunking, blocks.retrieval) == (run_config.chunking, run_config.retrieval)
+
+
+def test_a_nights_series_and_run_folder_do_not_depend_on_its_outputs_files_name(monkeypatch, tmp_path):
+    """`ccrs nightly --outputs`: dated files of one series share its folder runs/nightly-<series>; --series
+    gives another system's nights their own; --series reaches a config's night as mlflow.series."""
+    from pipelines import nightly_cmd
+    from tests.tasks.test_outputs import EXAMPLE
+
+    monkeypatch.chdir(tmp_path)
+    parser = argparse.ArgumentParser()
+    nightly_cmd.add_arguments(parser)
+
+    def run_folder(*argv: str) -> Path | None:
+        log = nightly_cmd.console_log(parser.parse_args(list(argv)))
+        return log and log.parents[1]
+
+    for day in (28, 29):
+        (tmp_path / f"outputs-2026-11-{day}.jsonl").write_text(EXAMPLE.read_text())
+    nights = [run_folder("--outputs", f"outputs-2026-11-{day}.jsonl", "--experiment", "prod nightly")
+              for day in (28, 29)]
+    assert nights == [tmp_path / "runs" / "nightly-prod-nightly"] * 2
+    assert run_folder("--outputs", "outputs-2026-11-28.jsonl", "--experiment", "prod nightly", "--series",
+                      "staging") == tmp_path / "runs" / "nightly-staging"
+    assert run_folder("--outputs", "outputs-2026-11-28.jsonl", "--run-dir", "mine") == tmp_path / "mine"
+    assert run_folder("--system", "prod") is None  # --system names the system of --outputs only
+    args = parser.parse_args(["--series", "staging"])
+    assert load_config(args.config, options.series_override(args)).mlflow.resolved_series() == "staging"
+    assert not (tmp_path / "runs").exists()  # nothing written before a night starts

@@ -11,7 +11,8 @@ import pytest
 
 from stats.analysis import compute_all
 from stats.errors import StatsInputError
-from stats.sequential import DECISIONS, confidence_sequence, decide, replay, seeded_order
+from stats.sequential import (DECISIONS, DEFAULT_TARGET, FINITE_POPULATION, confidence_sequence, decide,
+                              replay, seeded_order, simulated_stops)
 
 PILOT = Path(__file__).resolve().parents[2] / "data" / "bioasq-sample-pilot" / "extractive_scores.parquet"
 ALPHA = 0.05
@@ -83,7 +84,7 @@ def test_decide_at_the_stop_is_what_replay_decided():
     rng = np.random.default_rng(5)
     scores = {"CC": correlated_scores(rng, 300, [0.2, 0.0, 0.0], 0.05),
               "QR": correlated_scores(rng, 300, [0.0, 0.0, 0.0], 0.05)}
-    result = replay(scores, "ABC", ids(300), look_every=25, margin=0.05, seed=4)
+    result = replay(scores, "ABC", ids(300), look_every=25, margin=0.05, seed=4, finite_population=True)
     order = [int(query_id[1:]) for query_id in seeded_order(ids(300), 4)][: result.stopped_at]
     again = decide({metric: matrix[order] for metric, matrix in scores.items()}, "ABC", 300, ALPHA, 0.05)
     assert again == list(result.decisions)
@@ -107,14 +108,31 @@ def test_replay_json_carries_the_contract():
     assert data["judge_calls_saved_share"] == (40 - data["stopped_at"]) / 40
 
 
+def test_the_kernels_default_target_is_the_population_as_everywhere_else():
+    """One default (stats.sequential.DEFAULT_TARGET): replay and simulated_stops without a target decide
+    about the population of questions, as judge.sequential.target and `ccrs stats --target` do."""
+    assert (DEFAULT_TARGET, FINITE_POPULATION) == ("population", False)
+    rng = np.random.default_rng(3)
+    scores = {"CC": correlated_scores(rng, 30, [0.1, 0.0], 0.05)}
+    default = replay(scores, ["A", "B"], ids(30), look_every=10, margin=1e-6, min_questions=30)
+    population = replay(scores, ["A", "B"], ids(30), look_every=10, margin=1e-6, min_questions=30,
+                        finite_population=False)
+    assert default == population and default.to_json()["finite_population"] is False
+    stops = simulated_stops(scores, ["A", "B"], 20, look_every=10, margin=0.05, alpha=ALPHA, replicates=2,
+                            rng=np.random.default_rng(0))
+    assert stops == simulated_stops(scores, ["A", "B"], 20, look_every=10, margin=0.05, alpha=ALPHA,
+                                    replicates=2, rng=np.random.default_rng(0), finite_population=False)
+
+
 def test_replay_looks_at_every_step_and_the_last_and_honours_the_limits():
     scores = {"CC": np.tile([[0.5, 0.5]], (23, 1))}
-    result = replay(scores, ["A", "B"], ids(23), look_every=5, margin=0.05, min_questions=12)
+    finite = {"finite_population": True}
+    result = replay(scores, ["A", "B"], ids(23), look_every=5, margin=0.05, min_questions=12, **finite)
     assert [look.n_questions for look in result.looks][:2] == [5, 10]
     assert result.stopped_at in (15, 20, 23) and result.decisions[0].decision == "equivalent"
-    capped = replay(scores, ["A", "B"], ids(23), look_every=5, margin=1e-6, max_questions=12)
+    capped = replay(scores, ["A", "B"], ids(23), look_every=5, margin=1e-6, max_questions=12, **finite)
     assert [look.n_questions for look in capped.looks] == [5, 10, 12] and capped.stopped_at == 12
-    full = replay(scores, ["A", "B"], ids(23), look_every=10, margin=1e-6)
+    full = replay(scores, ["A", "B"], ids(23), look_every=10, margin=1e-6, **finite)
     assert [look.n_questions for look in full.looks][-1] == 23
 
 
@@ -155,7 +173,7 @@ def test_no_difference_family_wise_error_over_whole_runs_stays_below_alpha():
     for _ in range(datasets):
         scores = {metric: exact_null_scores(rng, 40, 3, 0.15) for metric in ("CC", "QR")}
         result = replay(scores, "ABC", ids(120), look_every=10, margin=0.05, seed=int(rng.integers(1 << 30)),
-                        min_questions=120)
+                        min_questions=120, finite_population=True)
         errors += any(look.different for look in result.looks)
         equivalent_at_end += all(d.decision == "equivalent" for d in result.decisions)
     rate = errors / datasets
@@ -185,7 +203,8 @@ def test_equal_means_reach_equivalence_before_the_last_question():
     stops = []
     for _ in range(20):
         scores = {"CC": correlated_scores(rng, 300, [0.0, 0.0, 0.0], 0.03)}
-        result = replay(scores, "ABC", ids(300), look_every=10, margin=0.05, seed=int(rng.integers(1 << 30)))
+        result = replay(scores, "ABC", ids(300), look_every=10, margin=0.05, seed=int(rng.integers(1 << 30)),
+                        finite_population=True)
         assert result.stopped_at < 300
         assert all(d.decision == "equivalent" for d in result.decisions)
         stops.append(result.stopped_at)
@@ -199,7 +218,7 @@ def test_a_large_effect_is_different_well_before_the_last_question():
     for _ in range(20):
         scores = {"CC": correlated_scores(rng, 400, [0.2, 0.0], 0.15)}
         result = replay(scores, ["A", "B"], ids(400), look_every=10, margin=0.02,
-                        seed=int(rng.integers(1 << 30)))
+                        seed=int(rng.integers(1 << 30)), finite_population=True)
         (decision,) = result.decisions
         assert decision.decision == "different" and decision.interval[0] > 0.0
         assert result.stopped_at <= 100
@@ -237,7 +256,8 @@ def test_pilot_replay_agrees_with_the_full_data_hsd():
                    for pair in hsd["per_metric"][metric]["pairwise"] if pair["significant"]}
     stops = []
     for seed in range(20):
-        result = replay(scores, systems, list(wide.index), look_every=4, margin=0.05, seed=seed)
+        result = replay(scores, systems, list(wide.index), look_every=4, margin=0.05, seed=seed,
+                        finite_population=True)
         stops.append(result.stopped_at)
         for d in result.decisions:
             if (d.metric, d.a, d.b) in significant and d.decision != "open":
@@ -249,7 +269,7 @@ def test_pilot_replay_agrees_with_the_full_data_hsd():
         if seed == 0:
             first = result
     before_last = replay(scores, systems, list(wide.index), look_every=4, margin=0.05, seed=0,
-                         max_questions=28)
+                         max_questions=28, finite_population=True)
     for d in before_last.decisions:
         if d.decision == "different" and (d.metric, d.a, d.b) in significant:
             assert np.sign(d.interval[0] + d.interval[1]) == np.sign(significant[(d.metric, d.a, d.b)])

@@ -146,6 +146,60 @@ def test_ad_hoc_runs_and_other_configs_are_never_the_previous_baseline(store):
     assert _gate(store).baseline_id == nightly
 
 
+def test_nights_written_to_files_of_other_names_compare_within_their_series(store):
+    """The series is the ccrs.series tag, not the config name (`evaluate-<file stem>`): tonight's dated file
+    is compared with last night's (exit 3 on a planted drop), and another system's nights in the same
+    experiment (`--series staging`) are neither its baseline nor compared with it."""
+    from pipelines.tools.regression import alert_payload, sequential_baseline
+
+    good = _scores(np.random.default_rng(0))
+    bad = _scores(np.random.default_rng(0), shift_cell=("B", "IR"), shift=-0.3)
+    def night(day: int) -> dict:
+        return {"ccrs.series": "prod", "ccrs.config_name": f"evaluate-outputs-2026-11-{day}"}
+
+    first = store.log(good, **night(28))
+    report = _gate(store)
+    assert report.status == "baseline" and report.series == "prod" and report.other_series == ()
+    assert "no baseline yet for series prod; this run is the baseline." in report.markdown
+    assert "also holds" not in report.markdown
+
+    store.log(bad, **{"ccrs.series": "staging", "ccrs.config_name": "evaluate-outputs-2026-11-28"})
+    report = _gate(store)  # another system's first night: no baseline in its series, the other one named
+    assert (report.status, report.baseline_id, report.other_series) == ("baseline", None, ("prod",))
+    assert "no baseline yet for series staging" in report.markdown
+    assert "This experiment also holds runs of series prod" in report.markdown
+    assert ("no baseline yet for series staging: this run is the baseline (this experiment also holds "
+            "series prod)") in alert_payload(report)["text"]
+
+    second = store.log(bad, **night(29))  # had it been paired with the staging night, it would pass
+    report = _gate(store)
+    assert (report.status, report.exit_code, report.baseline_id) == ("regression", 3, first)
+    assert report.regressed_cells()[0].startswith("B/IR (-0.")
+    assert "(series prod; paired sign-flip test" in report.markdown
+    assert sequential_baseline(store.uri, "gate", "prod", "evaluate-outputs-2026-11-30")[0] == first
+    assert store.tags(second)["regression.baseline"] == first
+
+
+def test_runs_logged_before_series_tags_are_found_by_their_config_name(store):
+    """A series begun before the ccrs.series tag keeps its baseline (the config name's lookup, said in the
+    report); an untagged run of another config name is named as such when a night has no baseline."""
+    scores = _scores(np.random.default_rng(0))
+    before = store.log(scores)  # SETTINGS: config name "nightly", no ccrs.series
+    store.log(scores, **{"ccrs.config_name": "evaluate-night1"})
+    tagged = store.log(scores, **{"ccrs.series": "gate"})
+    report = _gate(store)
+    assert (report.status, report.baseline_id) == ("pass", before)
+    assert "its baseline logged before series tags and found by its config name nightly" in report.markdown
+
+    store.log(scores, **{"ccrs.series": "gate", "ccrs.config_name": "evaluate-night2"})
+    assert _gate(store).baseline_id == tagged  # its series' tagged night: the file's name no longer matters
+    store.log(scores, **{"ccrs.series": "other", "ccrs.config_name": "evaluate-night3"})
+    report = _gate(store)
+    assert report.status == "baseline" and report.other_series == (
+        "evaluate-night1 (config name; logged before series tags)", "gate",
+        "nightly (config name; logged before series tags)")
+
+
 def test_another_judge_is_incomparable_unless_allowed_and_failures_above_the_limit_exit_4(store):
     scores = _scores(np.random.default_rng(0))
     store.log(scores)

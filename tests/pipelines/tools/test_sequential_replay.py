@@ -38,7 +38,7 @@ def test_replay_of_the_pilot_adds_the_sequential_block_and_section(tmp_path, cap
     line = (f"Not settled: stopped after 28 of 32 questions with {still_open} comparisons open: 48 judge "
             f"calls of 384 not sent (12%)")
     assert line in (out / "summary.md").read_text()
-    assert "Sequential decisions (anytime-valid)" in capsys.readouterr().out
+    assert "Sequential decisions (anytime-valid, on the judge's scale)" in capsys.readouterr().out
 
 
 def test_replay_to_the_last_question_settles_on_the_exact_differences(tmp_path):
