@@ -38,7 +38,10 @@ from tasks.runtime.stage import read_manifest
 from pipelines.reporting.tracking import PER_SAMPLE_TABLE_ARTIFACT, RAW_REPLY_MAX_CHARS, attach
 
 MDD_POWER = 0.8
-Z_95 = float(stats.norm.ppf(0.975))  # stats.json's human-calibrated intervals are normal 95% ones
+# stats.json's human-calibrated 95% intervals are t or score intervals (stats/ppi.py), at least as wide as
+# the normal one: the standard error read back from their width is never smaller, so the gate stays
+# conservative at few labels.
+Z_95 = float(stats.norm.ppf(0.975))
 
 JUDGMENTS_ARTIFACT = "samples/judgments.parquet"
 STATS_ARTIFACT = "stats/stats.json"
@@ -293,8 +296,8 @@ def has_human_calibrated(run_stats: dict | None) -> bool:
 
 def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> pd.DataFrame:
     """(system, metric, human_diff, human_p) for each cell both nights estimated on the human scale (PPI++
-    means, stats.json human_calibrated): run - baseline, z test with the nights' standard errors (from
-    their normal 95% intervals) added."""
+    means, stats.json human_calibrated): run - baseline, z test with the nights' standard errors (read
+    from their 95% intervals' widths as if normal; conservative for t or score intervals) added."""
     rows = []
     for metric, block in ((run_stats or {}).get("per_metric") or {}).items():
         tonight = block.get("human_calibrated")
