@@ -21,6 +21,8 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,6 +35,24 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextmanager
+def endpoint(config, llm_base_url: str | None) -> Iterator[str]:
+    """The endpoint given, else the config's Serve app on a free port (removed again); Ray shut down after."""
+    import ray
+
+    from infra.ray_runtime import ensure_ray
+    from infra.serving import start_serve_app, stop_serve_app
+
+    ensure_ray(config.ray.address, config.ray.num_cpus)
+    serving = config.serving.model_copy(update={"port": _free_port()})
+    try:
+        yield llm_base_url or start_serve_app(serving)
+    finally:
+        if not llm_base_url:
+            stop_serve_app(serving)
+        ray.shutdown()
 
 
 def load(args, limit: int | None):
@@ -184,16 +204,8 @@ def main() -> int:
                         "24-question run; same judgments, no extra calls)")
     args = parser.parse_args()
 
-    import ray
-
-    from infra.ray_runtime import ensure_ray
-    from infra.serving import start_serve_app, stop_serve_app
-
     configs = [load(args, limit) for limit in args.limit]
-    ensure_ray(configs[0].ray.address, configs[0].ray.num_cpus)
-    serving = configs[0].serving.model_copy(update={"port": _free_port()})
-    base_url = args.llm_base_url or start_serve_app(serving)
-    try:
+    with endpoint(configs[0], args.llm_base_url) as base_url:
         for config in configs:
             print(f"\n=== {config.dataset.path} limit {config.dataset.limit} ({config.resolved_run_dir()})")
             samples, failed, order = prepare(config, base_url)
@@ -205,10 +217,6 @@ def main() -> int:
                     print(f"\n--- the first {n} of these {len(order)} questions (same judgments)")
                 results = {mode: statistics(part[mode][0], config) for mode in MODES}
                 report(part, results, results["integer"]["n_queries"], len(results["integer"]["systems"]))
-    finally:
-        if not args.llm_base_url:
-            stop_serve_app(serving)
-        ray.shutdown()
     return 0
 
 

@@ -205,6 +205,8 @@ def prompt_request(prompt: str, cfg: JudgeConfig) -> ChatRequest:
     request = js.user_request(cfg.model, prompt, reply_tokens(cfg), sampling_extra(cfg))
     if cfg.scoring == "expected":
         request.top_logprobs = cfg.expected.top_logprobs
+        if cfg.expected.continuation == "batched":  # the continuations extend the prompt as it was rendered
+            request.extra_body["return_prompt_text"] = True
     return request
 
 
@@ -243,7 +245,8 @@ def expected_detail(expected: ExpectedMark) -> str | None:
     walk = expected.distribution
     if walk is None:
         return js.detail_json(fallback=expected.reason)
-    return js.detail_json(fallback=expected.reason, expansions=walk.expansions,
+    batched = {} if walk.rounds is None else {"requests": walk.rounds, "prompts": walk.prompts}
+    return js.detail_json(fallback=expected.reason, expansions=walk.expansions, **batched,
                           off_scale=round(walk.off_scale, 4), unseen=round(walk.unseen, 4),
                           unresolved=round(walk.unresolved, 4),
                           marks={str(k): round(v, 4) for k, v in sorted(walk.probabilities.items())})
@@ -261,7 +264,7 @@ def run_judgment(client: LLMClient, spec: js.Metric, sample: js.Sample, request:
     expected = None
     if cfg.scoring == "expected":
         expected = expected_mark(client, request, answer.messages, answer.raw or "", answer.logprobs,
-                                 answer.value, spec.scale, cfg.expected, usage.add)
+                                 answer.value, spec.scale, cfg.expected, usage.add, answer.prompt_text)
     return judgment(spec, sample, cfg, answer.value, "ok", None, answer.raw, usage, expected)
 
 

@@ -61,6 +61,20 @@ class ChatResult:
     attempts: int
     cached_tokens: int = 0  # prompt tokens vLLM served from its prefix cache (usage.prompt_tokens_details)
     logprobs: list[TokenLogprob] | None = None
+    prompt_text: str | None = None  # the prompt as the server's chat template rendered it (vLLM's
+    # `return_prompt_text: true`); None where the request did not ask or the server does not say
+
+
+@dataclass
+class CompletionResult:
+    """One /v1/completions request with a list of prompts, one new token each: per prompt, the top
+    alternatives at that token as (token text, log-probability) pairs (None where the server sent none)."""
+
+    tops: list[tuple[tuple[str, float], ...] | None]
+    prompt_tokens: int
+    completion_tokens: int
+    attempts: int
+    cached_tokens: int = 0
 
 
 class LLMRequestError(RuntimeError):
@@ -276,16 +290,27 @@ class LLMClient:
         return body
 
     def chat(self, request: ChatRequest) -> ChatResult:
+        return self._call("/chat/completions", self.payload(request), self._result)
+
+    def complete(self, model: str, prompts: list[str], top_logprobs: int) -> CompletionResult:
+        """One /v1/completions request: one greedy token after each of `prompts` (texts already in the
+        model's chat format, so no special tokens are added), with `top_logprobs` alternatives. A list of
+        prompts is one request (vLLM batches them into one engine step)."""
+        body = {"model": model, "prompt": prompts, "max_tokens": 1, "temperature": 0.0,
+                "logprobs": top_logprobs, "add_special_tokens": False, "seed": self.config.seed}
+        return self._call("/completions", body, _completion_result)
+
+    def _call(self, path: str, body: dict[str, Any], read: Callable[[dict[str, Any], int], R]) -> R:
         self._count(calls=1)
         try:
-            result = self._chat(self.payload(request))
+            result = self._send(path, body, read)
         except LLMRequestError:
             self._count(failed=1)
             raise
         self._count(ok=1, prompt_tokens=result.prompt_tokens, cached_prompt_tokens=result.cached_tokens)
         return result
 
-    def _chat(self, body: dict[str, Any]) -> ChatResult:
+    def _send(self, path: str, body: dict[str, Any], read: Callable[[dict[str, Any], int], R]) -> R:
         last_error = "no attempt made"
         for attempt in range(self.config.max_retries + 1):
             if attempt:
@@ -296,8 +321,8 @@ class LLMClient:
                 raise CircuitOpenError(f"circuit open after repeated failures ({last_error}); "
                                        f"not sent to {self.base_url}", attempts=attempt)
             self._count(attempts=1)
-            outcome = self._attempt(body)
-            if isinstance(outcome, ChatResult):
+            outcome = self._attempt(path, body, read)
+            if not isinstance(outcome, tuple):
                 self.breaker.record_success()
                 outcome.attempts = attempt + 1
                 return outcome
@@ -315,11 +340,12 @@ class LLMClient:
             attempts=self.config.max_retries + 1,
         )
 
-    def _attempt(self, body: dict[str, Any]) -> ChatResult | tuple[int | None, str]:
+    def _attempt(self, path: str, body: dict[str, Any], read: Callable[[dict[str, Any], int], R]
+                 ) -> R | tuple[int | None, str]:
         """One POST: a result, or (HTTP status or None for transport/garbage, error text)."""
         try:
             with self._slots:
-                response = self._http.post(f"{self.base_url}/chat/completions", json=body)
+                response = self._http.post(f"{self.base_url}{path}", json=body)
         except httpx.HTTPError as exc:  # connection reset, timeout, killed server ...
             self._error(error_kind(exc))
             return None, f"{type(exc).__name__}: {exc}"
@@ -327,7 +353,7 @@ class LLMClient:
             self._error(f"http_{response.status_code}")
             return response.status_code, f"HTTP {response.status_code}: {response.text[:500]}"
         try:
-            return self._result(response.json(), 0)
+            return read(response.json(), 0)
         except (ValueError, TypeError, AttributeError, IndexError, KeyError) as exc:
             self._error("invalid_body")
             return None, f"unreadable 200 response ({type(exc).__name__}): {response.text[:200]!r}"
@@ -359,6 +385,7 @@ class LLMClient:
             attempts=attempts,
             cached_tokens=cached_prompt_tokens(usage),
             logprobs=_token_logprobs(choice.get("logprobs")),
+            prompt_text=data.get("prompt_text") if isinstance(data.get("prompt_text"), str) else None,
         )
 
 
@@ -393,6 +420,26 @@ def cached_prompt_tokens(usage: Mapping[str, Any]) -> int:
     with `enable_prompt_tokens_details` (infra/serve_configs); a server that does not report it counts 0."""
     details = usage.get("prompt_tokens_details") or {}
     return int(details.get("cached_tokens") or 0) if isinstance(details, Mapping) else 0
+
+
+def _completion_result(data: dict[str, Any], attempts: int) -> CompletionResult:
+    """The legacy completions body: `choices[i].logprobs.top_logprobs[0]`, a {token text: log-probability}
+    map, for the prompt of index i; the prefix-cached tokens of all the prompts (estimated, below)."""
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+        raise ValueError("no 'choices' in the response body")
+    tops: dict[int, tuple[tuple[str, float], ...] | None] = {}
+    for position, choice in enumerate(data["choices"]):
+        block = (choice.get("logprobs") or {}).get("top_logprobs") or [None]
+        alternatives = ((str(token), float(logprob)) for token, logprob in (block[0] or {}).items())
+        ranked = tuple(sorted(alternatives, key=lambda alt: -alt[1]))
+        tops[int(choice.get("index", position))] = ranked or None
+    usage = data.get("usage") or {}
+    prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    # vLLM reports the prefix-cached tokens of the last prompt only; the prompts of one request share all but
+    # their last digits (judges/scoring.py), so each is counted at that figure
+    cached = min(prompt_tokens, cached_prompt_tokens(usage) * len(tops))
+    return CompletionResult([tops.get(i) for i in range(len(tops))], prompt_tokens,
+                            int(usage.get("completion_tokens") or 0), attempts, cached)
 
 
 def _token_logprobs(block: dict[str, Any] | None) -> list[TokenLogprob] | None:

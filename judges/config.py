@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from judges import templates
+from stats.sequential import DEFAULT_TARGET
 
 
 class _Strict(BaseModel):
@@ -212,6 +213,12 @@ class ExpectedScoringOptions(_Strict):
     max_expansions: int = Field(default=8, ge=0, description="continuation requests per judgment at most")
     min_mass: float = Field(default=0.5, ge=0, le=1, description="below this probability on allowed marks "
                             "there is no expected mark: the integer is used and counted as a fallback")
+    continuation: Literal["chat", "batched"] = Field(
+        default="chat", description="how the walk's continuations are asked: chat: one chat request each "
+        "(vLLM's continue_final_message); batched: the walk's open prefixes in one /v1/completions request "
+        "a round (a list of prompts: the reply's prompt as the server rendered it, vLLM's "
+        "return_prompt_text, plus the reply up to the prefix), the same walk and marks from about one "
+        "request a judgment (docs/judges.md, \"Expected scores\")")
 
 
 DEFAULT_REPEAT_TEMPERATURE = 0.7  # a common sampling temperature: varied replies, still on topic
@@ -305,9 +312,9 @@ class SequentialOptions(_Strict):
                                       "(default: every judged metric)")
     seed: int = Field(default=0, ge=0, description="seed of the questions' random order")
     target: Literal["population", "questions"] = Field(
-        default="population", description="population: the decisions are about the means over the population "
-        "of questions the run's are drawn from (as the HSD's); questions: about these N questions only "
-        "(sampling without replacement: settles sooner, says nothing beyond them)")
+        default=DEFAULT_TARGET, description="population: the decisions are about the means over the "
+        "population of questions the run's are drawn from (as the HSD's); questions: about these N questions "
+        "only (sampling without replacement: settles sooner, says nothing beyond them)")
 
 
 IF_ACCEPTED = "if_accepted"  # judge.structured_output: decided by the endpoint's answer to one probe

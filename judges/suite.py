@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from judges import templates
-from judges.client import ChatRequest, ChatResult, LLMClient, LLMRequestError, TokenLogprob
+from judges.client import ChatRequest, ChatResult, CompletionResult, LLMClient, LLMRequestError, TokenLogprob
 
 Count = Callable[[str], int]
 
@@ -233,7 +233,7 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0  # of prompt_tokens, served from the server's prefix cache
 
-    def add(self, result: ChatResult) -> None:
+    def add(self, result: ChatResult | CompletionResult) -> None:
         """One more successful call (e.g. a continuation request of an expected mark)."""
         self.attempts += 1
         self.prompt_tokens += result.prompt_tokens
@@ -244,7 +244,8 @@ class Usage:
 @dataclass(frozen=True)
 class Answer:
     """`messages`: the dialogue of the last ask (with its re-asks); `logprobs`: what the server returned
-    for its reply, when the request asked for them."""
+    for its reply, when the request asked for them; `prompt_text`: that ask's prompt as the server
+    rendered it, when the request asked for it (vLLM's return_prompt_text)."""
 
     ok: bool
     value: Any
@@ -252,6 +253,7 @@ class Answer:
     reason: str | None
     messages: tuple[dict[str, str], ...] = ()
     logprobs: list[TokenLogprob] | None = None
+    prompt_text: str | None = None
 
 
 def reply_budget(messages: Sequence[dict[str, str]], wanted: int, window: int | None,
@@ -285,7 +287,7 @@ def ask(client: LLMClient, request: ChatRequest, parse: Callable[[str | None], P
         raw = result.text
         parsed = parse(raw)
         if parsed.ok:
-            return Answer(True, parsed.value, raw, None, tuple(messages), result.logprobs)
+            return Answer(True, parsed.value, raw, None, tuple(messages), result.logprobs, result.prompt_text)
         reason = parsed.reason or "invalid"
         messages = list(request.messages) + [{"role": "assistant", "content": raw or ""},
                                              {"role": "user", "content": reask(reason)}]

@@ -1,18 +1,20 @@
 """`ccrs meta-eval`: test a judge's calibration before trusting it.
 
     ccrs meta-eval [--tests FILE] [--judge grouse|ccrs|both] [--llm-base-url URL] [--judge-base-url URL]
-                   [--judge-model NAME] [--out DIR]
+                   [--judge-model NAME] [--out DIR] [--settings cpu|paper]
                    [--grouse-prompt-version paper|v1|... | --ablation no-ground-truth|no-justification|
                     no-cot|one-prompt] [--protocol all-calls|pipeline]
     ccrs meta-eval --agreement RESULTS_A.json RESULTS_B.json
 
 The judge is asked at --judge-base-url (its own endpoint, key $CCRS_JUDGE_API_KEY), else at --llm-base-url;
 without either, the local CPU model (the Serve app of `ccrs serve up`, started here when it is not already
-up, and stopped again afterwards). Prints pass rates per metric and overall (all-calls, the
-paper's protocol, beside what the conditional pipeline records), the table of the paper's seven failure
-modes, and every failing case with the judge's raw output; writes results.json, failures.jsonl and
-matrix.png (and console.log, the log records of Ray, Serve, vLLM and the HTTP client) to --out (default
-runs/meta-eval); logs to MLflow (experiment ccrs-meta-eval) unless --no-mlflow.
+up, and stopped again afterwards), with settings that fit it (`--settings cpu`: short replies, JSON-schema
+constrained, one re-ask; named in the output; `--settings paper` gives GroUSE's own). Prints pass rates
+per metric and overall (all-calls, the paper's protocol, beside what the conditional pipeline records),
+the table of the paper's seven failure modes, and every failing case with the judge's raw output; writes
+results.json, failures.jsonl and matrix.png (and console.log, the log records of Ray, Serve, vLLM and the
+HTTP client) to --out (default runs/meta-eval); logs to MLflow (experiment ccrs-meta-eval) unless
+--no-mlflow.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import argparse
 import json
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from infra.console import say
 from pipelines import options
@@ -39,15 +42,22 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
                         "set2, ... by question, in file order)")
     options.add_out(parser, "meta-eval")
     parser.add_argument("--max-concurrency", type=int, default=16)
-    parser.add_argument("--max-reasks", type=int, default=2)
+    parser.add_argument("--settings", choices=sorted(SETTINGS),
+                        help="the judge's GroUSE settings by name: " + "; ".join(
+                            f"{name}: {describe(values)}, {values.why}" for name, values in SETTINGS.items())
+                        + " (default: cpu for the local CPU model, paper for an endpoint given); the four "
+                        "options below each replace one")
+    parser.add_argument("--max-reasks", type=int, help="re-asks of an invalid reply (default: --settings')")
     parser.add_argument("--max-tokens", type=int,
-                        help="reply budget of a GroUSE relevancy/completeness/usefulness call (default 512)")
+                        help="reply budget of a GroUSE relevancy/completeness/usefulness call (default: "
+                        "--settings')")
     parser.add_argument("--faithfulness-max-tokens", type=int,
-                        help="reply budget of a GroUSE faithfulness call (default 2048)")
+                        help="reply budget of a GroUSE faithfulness call (default: --settings')")
     parser.add_argument("--context-window", type=int,
                         help="judge window in tokens; replies are shortened to fit (local model: 2048)")
-    parser.add_argument("--structured-output", action="store_true",
-                        help="ask the server for JSON-schema constrained replies (vLLM response_format)")
+    parser.add_argument("--structured-output", action=argparse.BooleanOptionalAction,
+                        help="ask the server for JSON-schema constrained replies (vLLM response_format; "
+                        "default: --settings')")
     parser.add_argument("--grouse-prompt-version", "--prompt-version", dest="prompt_version",
                         help="GroUSE prompt version: a folder of judges/prompts/grouse/ (default paper; v1)")
     from judges.grouse import ABLATIONS
@@ -68,6 +78,54 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--agreement", nargs=2, type=Path, metavar=("RESULTS_A", "RESULTS_B"),
                         help="only compute agreement between two results.json files (no judge calls)")
+
+
+class Settings(NamedTuple):
+    """What the judge's GroUSE calls get: reply budgets, JSON-schema constrained replies, re-asks."""
+
+    max_tokens: int
+    faithfulness_max_tokens: int
+    structured_output: bool
+    max_reasks: int
+    why: str = ""
+
+
+# The judge's GroUSE settings by name. paper: judge.grouse's budgets (the room GroUSE's prompts ask for),
+# free-text JSON as the paper's judges wrote it, two re-asks. cpu: the local 135M judge fills whatever
+# budget it gets (81.75 s a judgment at the paper's, --limit 2 stopped after 15 minutes) and rarely writes
+# valid JSON unconstrained (200-token free text: all 12 judgments of --limit 2 invalid after two re-asks,
+# 358 s); 200 tokens is what docs/grouse.md's 112-test figure used, with structured output.
+SETTINGS = {"cpu": Settings(200, 200, True, 1, "what fits the local CPU model"),
+            "paper": Settings(512, 2048, False, 2, "GroUSE's own (judge.grouse's budgets, free-text JSON)")}
+
+
+def describe(values: Settings) -> str:
+    return (f"replies of {values.max_tokens} tokens, faithfulness {values.faithfulness_max_tokens}, "
+            f"structured output {'on' if values.structured_output else 'off'}, at most {values.max_reasks} "
+            f"re-ask{'s' * (values.max_reasks != 1)}")
+
+
+def settings_name(args: argparse.Namespace) -> str:
+    """--settings, else cpu where the judge is the local CPU model (no endpoint given), else paper."""
+    local = not (args.judge_base_url or args.llm_base_url)
+    return args.settings or ("cpu" if local else "paper")
+
+
+def resolved_settings(args: argparse.Namespace) -> Settings:
+    """The named settings, each replaced by its own option where given."""
+    named = SETTINGS[settings_name(args)]
+    given = {field: getattr(args, field) for field in Settings._fields[:4]
+             if getattr(args, field) is not None}
+    return named._replace(**given)
+
+
+def settings_line(args: argparse.Namespace) -> str:
+    """The settings the GroUSE calls get, by name, and the option that gives the others."""
+    name = settings_name(args)
+    other = next(other for other in SETTINGS if other != name)
+    values = resolved_settings(args)
+    changed = " (changed by its options)" if values[:4] != SETTINGS[name][:4] else ""
+    return f"settings {name}{changed}: {describe(values)}; {other}'s: --settings {other}"
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
@@ -100,18 +158,20 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         say(f"ccrs meta-eval: error: {exc}", err=True)
         return 2
+    say(f"ccrs meta-eval: {settings_line(args)}", err=True)
     try:
         with _endpoint(args) as (base_url, model, local):
             result, paths = _run(args, grouse, tests, base_url, model, local)
     except TimeoutError as exc:
         say(f"ccrs meta-eval: error: judge endpoint not ready: {exc}", err=True)
         return 1
-    _print_report(result, paths)
+    _print_report(result, paths, settings_line(args))
     return _log(args, grouse, result, paths)
 
 
 def _grouse_options(args):
-    """GroUSE's settings from the flags; a flag left out keeps GrouseOptions' default."""
+    """GroUSE's settings from the flags: the reply budgets of --settings (each replaced by its own flag
+    where given); any other flag left out keeps GrouseOptions' default."""
     from judges.config import GrouseOptions
 
     from judges.grouse import ABLATIONS
@@ -119,8 +179,9 @@ def _grouse_options(args):
     if args.ablation and args.prompt_version:
         raise ValueError("--ablation and --grouse-prompt-version both name a prompt version: give one")
     version = ABLATIONS[args.ablation] if args.ablation else args.prompt_version
-    given = {"prompt_version": version, "max_tokens": args.max_tokens,
-             "faithfulness_max_tokens": args.faithfulness_max_tokens}
+    values = resolved_settings(args)
+    given = {"prompt_version": version, "max_tokens": values.max_tokens,
+             "faithfulness_max_tokens": values.faithfulness_max_tokens}
     return GrouseOptions(**{key: value for key, value in given.items() if value is not None})
 
 
@@ -138,8 +199,9 @@ def _run(args, grouse, tests, base_url, model, local):
 
     window = args.context_window or (2048 if local else UNKNOWN_WINDOW)
     # The prompt version and reply budgets are GroUSE's (judge.grouse); CCRS keeps its own defaults.
-    judge = JudgeConfig(model=model, base_url=args.judge_base_url, max_reasks=args.max_reasks,
-                        structured_output=args.structured_output, context_window=window, cache=False,
+    values = resolved_settings(args)
+    judge = JudgeConfig(model=model, base_url=args.judge_base_url, max_reasks=values.max_reasks,
+                        structured_output=values.structured_output, context_window=window, cache=False,
                         grouse=grouse)
     client = judge_client_config(judge, ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed))
     bar = _bar(len(tests) * len(METRIC_ORDER), args.no_progress or args.judge == "ccrs")
@@ -177,8 +239,9 @@ def _endpoint(args):
         yield url, args.judge_model or cfg.model_ids()[0], True
 
 
-def _print_report(result, paths) -> None:
-    say(f"judge {result.model} on {result.n_tests} tests ({result.tests_path}), {result.seconds:.0f}s")
+def _print_report(result, paths, settings: str | None = None) -> None:
+    say(f"judge {result.model} on {result.n_tests} tests ({result.tests_path}), {result.seconds:.0f}s"
+        + (f"; {settings}" if settings else ""))
     if result.outcomes:
         _print_pass_rates(result)
         _print_failure_modes(result.failure_modes[result.protocol])
@@ -232,9 +295,11 @@ def _log(args, grouse, result, paths) -> int:
     params = {"tests": str(args.tests), "n_tests": result.n_tests, "judge": args.judge, "model": result.model,
               "base_url": args.judge_base_url or args.llm_base_url or "local-cpu",
               "prompt_version": grouse.prompt_version,
-              "max_reasks": args.max_reasks, "max_tokens": grouse.max_tokens,
+              "max_reasks": resolved_settings(args).max_reasks, "settings": settings_name(args),
+              "max_tokens": grouse.max_tokens,
               "faithfulness_max_tokens": grouse.faithfulness_max_tokens,
-              "structured_output": args.structured_output, "seed": args.seed, "protocol": args.protocol}
+              "structured_output": resolved_settings(args).structured_output, "seed": args.seed,
+              "protocol": args.protocol}
     try:
         run_id = log_meta_eval(result, paths, uri, params, args.experiment)
     except TrackingError as exc:

@@ -8,7 +8,9 @@ judge that follows its constructs would not show (or would show only where the c
 
 The test set: real BioASQ questions, their ideal answer as the response, their gold snippets as the context
 (pipelines/tools/probe_set.py). Judge settings and endpoint are the run config's (default
-configs/cpu-demo.yaml; the judge's own endpoint where it has one, else the Serve app, started when not
+configs/cpu-demo.yaml, fitted to the local CPU model: structured output, expected marks from batched
+continuations; `--config configs/paper-bioasq.yaml` is the paper's CCRS judge; the settings in use are named
+on the first line; the judge's own endpoint where it has one, else the Serve app, started when not
 already up). Each question is judged clean and in every variant of the asked kinds (judges/bias_probes.py);
 per kind, variant and metric the paired shift probed - clean of the judge's mark (0-1) with its bootstrap
 CI, flagged where |shift| > --tolerance; with the injection kind also the injection detector's flag rates.
@@ -26,6 +28,7 @@ from infra.console import say
 from pipelines import options
 
 ALIAS = "injection-eval"  # the former prompt-injection command: `ccrs probe --kind injection`
+PAPER_CONFIG = "configs/paper-bioasq.yaml"
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "probe") -> None:
@@ -146,11 +149,21 @@ def _run(args, config, samples, probes):
     from tasks.bias_probes import run_probes
 
     say(f"{len(samples)} questions, probes {', '.join(probes.kinds)}, metrics "
-        f"{', '.join(config.judge.ccrs.metrics)}, judge {config.judge.model}", err=True)
+        f"{', '.join(config.judge.ccrs.metrics)}, judge {config.judge.model}; {settings_named(args, config)}",
+        err=True)
     with judge_endpoint(config) as base_url:  # an app found running is left alone
         judge = fitted_judge(config, ["ccrs"], base_url)
         return run_probes(samples, probes, judge, judge_client(config), base_url, args.out,
                           dataset=config.dataset.path, progress=not args.no_progress, draw=plot_probe_shifts)
+
+
+def settings_named(args, config) -> str:
+    """The judge settings in use, named by their config, and the option that gives the paper's."""
+    name = args.config or "configs/cpu-demo.yaml"
+    judge = config.judge
+    paper = "" if Path(name).name == Path(PAPER_CONFIG).name else f"; the paper's: --config {PAPER_CONFIG}"
+    return (f"judge settings of {name} (CCRS prompts {judge.ccrs.prompt_version}, {judge.scoring} marks, "
+            f"structured output {'on' if judge.structured_output else 'off'}){paper}")
 
 
 def _log(args, command: str, config, probes, result) -> int:

@@ -4,7 +4,8 @@ experiment on qrels.
 
   ccrs vera score RUN_DIR [--config YAML] [--llm-base-url URL] [--judge-base-url URL] [--judge-model NAME]
                           [--limit N] [--top-k K] [--cross-encoder PATH|ID|untrained-demo-head|none]
-                          [--embedder PATH|ID] [--b B] [--n N] [--preset paper] [--seed S]
+                          [--embedder PATH|ID] [--vera-prompt-version v2|paper|v1] [--b B] [--n N]
+                          [--preset paper] [--seed S]
   ccrs vera bootstrap SCORES.parquet [--b B] [--n N] [--seed S] [--out DIR]
   ccrs vera topicality [--config YAML] [--run-dir DIR] [--dataset PATH] [--sets SETS.yaml]
                        [--method llm|cosine] [--llm-base-url URL] [--judge-model NAME] [--reader-model M]
@@ -19,7 +20,10 @@ experiment on qrels.
 folder, or a hub id already in the local cache) whose logit over (question, enriched answer) is the paper's
 aggregate, vera_aggregate, with vera_aggregate_sigmoid beside it (qrels prints it as the Agg column);
 'none' turns off one the config names. --embedder sets judge.vera.embedder (retrieval precision and answer
-relevance; default all-MiniLM-L6-v2).
+relevance; default all-MiniLM-L6-v2). --vera-prompt-version sets judge.vera.prompt_version: the default v2
+(ours: at most 12 statements, every generated question in one call) fits the local CPU model; `paper` is
+the VERA paper's construct (no statement cap, one question a call: more and longer calls). The version in
+use is named on the line each judging command starts with.
 
 score: the judge, its `judge.vera` options, the client and the endpoint are the run's own config
 (RUN_DIR/config.json; --config names another), reached as `ccrs run` reaches them (the judge's own
@@ -101,6 +105,11 @@ def add_vera_models(p: argparse.ArgumentParser) -> None:
     p.add_argument("--embedder", default=None, metavar="PATH|ID",
                    help="sentence-transformers model of retrieval precision and answer relevance (sets "
                         "judge.vera.embedder; default the config's, all-MiniLM-L6-v2)")
+    from judges.templates import versions
+
+    p.add_argument("--vera-prompt-version", choices=versions("vera"), default=None,
+                   help="VERA prompts (sets judge.vera.prompt_version; default the config's, v2: ours, "
+                        "fitted to the local CPU model); paper: the VERA paper's construct")
 
 
 def vera_overrides(args: argparse.Namespace) -> dict:
@@ -110,7 +119,17 @@ def vera_overrides(args: argparse.Namespace) -> dict:
         overrides["judge.vera.cross_encoder"] = None if args.cross_encoder == "none" else args.cross_encoder
     if getattr(args, "embedder", None):
         overrides["judge.vera.embedder"] = args.embedder
+    if getattr(args, "vera_prompt_version", None):
+        overrides["judge.vera.prompt_version"] = args.vera_prompt_version
     return overrides
+
+
+def prompts_named(judge) -> str:
+    """The VERA prompt version a command judges with, and the option that gives the paper's."""
+    version = judge.vera.prompt_version
+    paper = "" if version == "paper" else "; the paper's: --vera-prompt-version paper"
+    return f"VERA prompts {version}{paper}"
+
 
 
 def _set_arguments(p: argparse.ArgumentParser) -> None:
@@ -215,7 +234,7 @@ def score(args: argparse.Namespace, vera_tool) -> int:
         say(vera_tool.AGGREGATE_OFF, err=True)
     top_k = args.top_k if args.top_k is not None else config.retrieval.top_k
     say(f"vera score: judge {config.judge.model}, metrics {', '.join(config.judge.vera.metrics)}, "
-        f"top {top_k} chunks", err=True)
+        f"top {top_k} chunks, {prompts_named(config.judge)}", err=True)
     with judge_endpoint(config, announce=lambda text: say(f"{text}...", err=True)) as base_url:
         judge = fitted_judge(config, ["vera"], base_url)
         summary = vera_tool.run_vera(args.run_dir, judge, judge_client(config), base_url, top_k,
@@ -359,6 +378,7 @@ def answered_and_judged(args: argparse.Namespace, asks, reader, config):
     from pipelines.tools.endpoint import fitted_judge, judge_client
 
     url = judge_url(args, config.judge)
+    say(f"judge {config.judge.model}, {prompts_named(config.judge)}", err=True)
     judge = fitted_judge(config, ["vera"], url)
     vera_tool.load_aggregator(judge.vera.cross_encoder, judge.vera.cross_encoder_max_length)  # before calls
     samples, failed = vera_tool.answer_asks(asks, reader, config.client, args.llm_base_url, progress=True)

@@ -76,14 +76,15 @@ def judge_client_config(judge: JudgeConfig, client: ClientConfig) -> ClientConfi
 def probe_judge(suites: list[str], judge: JudgeConfig, client: ClientConfig, base_url: str) -> None:
     """Before any judging: an endpoint that cannot give what the judge config asks of it fails now, with
     one clear line, not as a silent fallback on every judgment (`scoring: expected` needs token
-    log-probabilities and vLLM's continue_final_message)."""
+    log-probabilities and vLLM's continue_final_message, or for `expected.continuation: batched` its
+    return_prompt_text and completions with a list of prompts)."""
     reads_scoring = any(getattr(get_suite(name), "reads_scoring", False) for name in suites)
     if judge.scoring != "expected" or not reads_scoring:
         return
     from judges.scoring import probe_expected_support
 
     with LLMClient(client.model_copy(update={"max_retries": 1}), base_url) as llm:
-        probe_expected_support(llm, judge.model, judge.expected.top_logprobs)
+        probe_expected_support(llm, judge.model, judge.expected.top_logprobs, judge.expected.continuation)
 
 
 def fit_judge(suites: list[str], judge: JudgeConfig, client: ClientConfig,

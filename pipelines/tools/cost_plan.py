@@ -248,18 +248,23 @@ def reply_tokens(suite: JudgeSuite, request: ChatRequest, judge: Any, meter: Pro
     return request.max_tokens if reply is None else meter.reply_tokens(reply)
 
 
-def continuations(judge: Any, tokenizer: str | None) -> tuple[int, str]:
-    """Continuation requests a judgment makes under `scoring: expected` (judges/scoring.py), and why: where
-    the judge's tokenizer splits numbers into digits, each likely first digit other than the greedy one
-    costs a request, counted at the cap `max_expansions` (an upper bound: the CPU demo's judge measured 7.8
-    of 8); where numbers are single tokens the walk reads the reply's own log-probabilities (0 requests)."""
+def continuations(judge: Any, tokenizer: str | None) -> tuple[int, int, str]:
+    """(requests, prompts, why): the continuations a judgment asks under `scoring: expected`
+    (judges/scoring.py). Where the judge's tokenizer splits numbers into digits, each likely first digit
+    other than the greedy one is a continuation, counted at the cap `max_expansions` (an upper bound: the
+    CPU demo's judge measured 7.8 of 8), each one request (`expected.continuation: chat`) or all of them
+    one (`batched`: one round of a 0-100 walk); where numbers are single tokens the walk reads the reply's
+    own log-probabilities (none)."""
     cap = judge.expected.max_expansions
     split = splits_numbers(tokenizer)
     if split is False:
-        return 0, "the judge's tokenizer has single-token numbers: no continuation requests counted"
+        return 0, 0, "the judge's tokenizer has single-token numbers: no continuation requests counted"
     why = "splits numbers into digits" if split else "was not available here (assumed to split digits)"
-    return cap, (f"the judge's tokenizer {why}: {cap} continuation requests a judgment counted (the cap "
-                 "expected.max_expansions, an upper bound), each its prompt again (prefix-cached) + 1 token")
+    counted = (f"the judge's tokenizer {why}: {cap} continuations a judgment counted (the cap "
+               "expected.max_expansions, an upper bound), each its prompt again (prefix-cached) + 1 token")
+    if judge.expected.continuation == "batched":
+        return min(cap, 1), cap, f"{counted}, in one request (expected.continuation: batched)"
+    return cap, cap, counted.replace("continuations a judgment", "continuation requests a judgment")
 
 
 def continuation_prompt(prompt: str, reply: str | None) -> str:
@@ -285,7 +290,7 @@ def judge_stages(config: RunConfig, samples: list[Sample],
         calls = output = 0
         modelled = True
         notes: list[str] = []
-        continued: tuple[int, str] | None = None  # (requests, why) once a request asks for expected marks
+        continued: tuple[int, int, str] | None = None  # (requests, prompts, why) under expected marks
         for sample in samples:
             for unit in planned_judge_units(suite, sample, judge, config.client.seed, count):
                 if not any(suite.metrics[name].templates for name in unit.metrics):
@@ -300,13 +305,13 @@ def judge_stages(config: RunConfig, samples: list[Sample],
                 output += reply_tokens(suite, request, judge, meter)
                 if request.top_logprobs:  # the suite scores expected marks
                     continued = continued or continuations(judge, tokenizer)
-                    extra = continued[0]
+                    requests, prompts, _ = continued
                     continuation = continuation_prompt(prompt, suite.reply_estimate(request, judge))
-                    for _ in range(extra):
+                    for _ in range(prompts):
                         meter.add(continuation)
-                    calls, output = calls + extra, output + extra
+                    calls, output = calls + requests, output + prompts
         if continued:
-            notes.append(f"{name}: scoring: expected; {continued[1]}")
+            notes.append(f"{name}: scoring: expected; {continued[2]}")
         notes += [f"{name}: {note}" for note in extension_notes]
         if not modelled:
             notes.append(f"{name}: its calls depend on each other's replies; counted are its units (at least "

@@ -8,8 +8,10 @@ import pytest
 
 from judges.ccrs import CCRS_METRICS, judgment
 from judges.client import LLMClient, TokenLogprob
+from judges.client import ClientConfig, _completion_result
 from judges.config import ExpectedScoringOptions, JudgeConfig
-from judges.scoring import ExpectedMark, MarkDistribution, Scale, locate_mark, mark_distribution
+from judges.scoring import (ExpectedMark, MarkDistribution, Scale, locate_mark, mark_distribution,
+                            walk_in_rounds)
 from judges.suite import Sample, Usage
 from tests.conftest import sample_field
 
@@ -88,6 +90,115 @@ def test_a_failed_continuation_is_unresolved_not_a_crash():
 def test_a_one_to_five_scale_closes_every_digit():
     walk = mark_distribution(alts(d4=0.5, d5=0.25, d7=0.25), Scale(1, 5), no_request)
     assert walk.probabilities == pytest.approx({4: 0.5, 5: 0.25}) and walk.off_scale == pytest.approx(0.25)
+
+
+# --- expected.continuation: batched (the same walk, its continuations asked a round at a time) -----------
+
+def batched(replies: dict, **walk_options):
+    """walk_in_rounds over `replies` (prefix -> alternatives), with the prefixes of every request."""
+    asked: list[list[str]] = []
+
+    def fetch(prefixes):
+        asked.append(list(prefixes))
+        return [replies.get(prefix) for prefix in prefixes]
+
+    return asked, fetch
+
+
+@pytest.mark.parametrize("root, replies, options", [
+    (alts(d1=0.5, d9=0.5), {"1": alts(d0=0.6, eos=0.4), "10": alts(d0=0.5, eos=0.5), "9": alts(eos=1.0)}, {}),
+    (alts(d8=0.6, d9=0.3, other=0.1), {"9": alts(d0=0.5, d5=0.5)}, {}),
+    # the cap binds: one at a time, "10" (.27) comes before "2" (.25); the rounds end where that walk does
+    (alts(d1=0.3, d2=0.25, d3=0.2, d0=0.25), {"1": alts(d0=0.9, eos=0.1), "10": alts(d0=1.0),
+                                              "2": alts(eos=1.0), "3": alts(eos=1.0)}, {"max_expansions": 2}),
+    (alts(d7=0.99, d9=0.01), {"7": alts(d0=1.0)}, {"min_branch": 0.02}),
+])
+def test_the_batched_walk_is_the_one_request_a_prefix_walk(root, replies, options):
+    one_by_one = mark_distribution(root, SCALE, replies.get, **options)
+    asked, fetch = batched(replies)
+    rounds = walk_in_rounds(root, SCALE, fetch, **options)
+    assert rounds.probabilities == pytest.approx(one_by_one.probabilities)
+    assert (rounds.expansions, rounds.unresolved, rounds.off_scale) == pytest.approx(
+        (one_by_one.expansions, one_by_one.unresolved, one_by_one.off_scale))
+    assert rounds.rounds == len(asked) <= 1  # 0-100: the first digits and "10" in one request
+    assert rounds.prompts == sum(map(len, asked))
+
+
+def test_a_round_asks_the_first_digits_with_ten_and_a_failed_round_is_unresolved():
+    asked, fetch = batched({"1": alts(d0=0.6, eos=0.4), "10": alts(d0=0.5, eos=0.5), "9": alts(eos=1.0)})
+    walk_in_rounds(alts(d1=0.6, d9=0.4), SCALE, fetch)
+    assert asked == [["1", "9", "10"]]  # most likely first, then "10" (speculatively: "1" is being asked)
+    failed = walk_in_rounds(alts(d5=0.6, d7=0.4), SCALE, lambda prefixes: [None] * len(prefixes))
+    assert failed.probabilities == {} and failed.unresolved == pytest.approx(1.0) and failed.rounds == 1
+    short = walk_in_rounds(alts(d5=0.6, d7=0.4), SCALE, lambda prefixes: [alts(eos=1.0)])  # one answer of 2
+    assert short.probabilities == pytest.approx({5: 0.6}) and short.rounds == 1
+    known = walk_in_rounds(alts(d85=0.7, d90=0.3), SCALE, no_request)  # single-token numbers: no request
+    assert (known.rounds, known.prompts, known.expected()) == (0, 0, pytest.approx(85 * .7 + 90 * .3))
+
+
+class CompletingClient:
+    """Answers completions requests from `after` (text after the prompt's start -> alternatives)."""
+
+    def __init__(self, start: str, after: dict):
+        self.start, self.after, self.prompts = start, after, []
+
+    def complete(self, model, prompts, top_logprobs):
+        from judges.client import CompletionResult
+
+        self.prompts.append(prompts)
+        return CompletionResult([tuple(self.after.get(p.removeprefix(self.start))) for p in prompts],
+                                100 * len(prompts), len(prompts), 1)
+
+
+def test_expected_mark_batched_sends_the_rendered_prompt_and_the_reply_up_to_each_prefix():
+    from judges.ccrs import prompt_request
+    from judges.scoring import expected_mark
+
+    cfg = JudgeConfig(scoring="expected", structured_output=True,
+                      expected=ExpectedScoringOptions(continuation="batched"))
+    request = prompt_request("Score it.", cfg)
+    assert request.extra_body["return_prompt_text"] is True and request.top_logprobs == 20
+    assert "return_prompt_text" not in prompt_request("Score it.", JudgeConfig(scoring="expected")).extra_body
+    tokens = [token('{"', 1.0), token("score", 1.0), token('":', 1.0), token(" ", 1.0),
+              token("0", 0.5, alts(d0=0.5, d9=0.3, d1=0.2)), token("}", 1.0)]
+    client = CompletingClient("<prompt>", {'{"score": 9': alts(eos=1.0), '{"score": 1': alts(d0=1.0),
+                                           '{"score": 10': alts(eos=1.0)})
+    seen = []
+    mark = expected_mark(client, request, request.messages, '{"score": 0}', tokens, 0, (0, 100),
+                         cfg.expected, seen.append, prompt_text="<prompt>")
+    assert client.prompts == [["<prompt>" + '{"score": ' + p for p in ("9", "1", "10")]]
+    assert mark.value == pytest.approx(0.3 * 9 + 0.2 * 10) and len(seen) == 1
+    missing = expected_mark(client, request, request.messages, '{"score": 0}', tokens, 0, (0, 100),
+                            cfg.expected)
+    assert missing.value is None and "prompt_text" in missing.reason
+
+
+def test_the_completions_body_gives_each_prompt_its_alternatives_in_order():
+    body = {"choices": [{"index": 1, "logprobs": {"top_logprobs": [{"}": -0.1, "0": -2.5}]}},
+                        {"index": 0, "logprobs": {"top_logprobs": [{"5": -0.7, "0": -0.9}]}},
+                        {"index": 2, "logprobs": None}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 3,
+                      "prompt_tokens_details": {"cached_tokens": 24}}}
+    result = _completion_result(body, 1)
+    assert result.tops == [(("5", -0.7), ("0", -0.9)), (("}", -0.1), ("0", -2.5)), None]
+    # vLLM counts the cached tokens of the last prompt only: each of the 3 counted at its 24, at most all 30
+    assert (result.prompt_tokens, result.completion_tokens, result.cached_tokens) == (30, 3, 30)
+    body["usage"] = {"prompt_tokens": 300, "completion_tokens": 3,
+                     "prompt_tokens_details": {"cached_tokens": 96}}
+    assert _completion_result(body, 1).cached_tokens == 288
+
+
+def test_a_completions_request_is_one_call_with_every_prompt(monkeypatch):
+    client = LLMClient(ClientConfig(seed=3), "http://127.0.0.1:9")
+    sent = []
+    monkeypatch.setattr(client, "_send", lambda path, body, read: sent.append((path, body)) or read(
+        {"choices": [{"index": 0, "logprobs": {"top_logprobs": [{"1": -0.1}]}}]}, 1))
+    result = client.complete("m", ["P1", "P2"], 20)
+    assert sent == [("/completions", {"model": "m", "prompt": ["P1", "P2"], "max_tokens": 1,
+                                      "temperature": 0.0, "logprobs": 20, "add_special_tokens": False,
+                                      "seed": 3})]
+    assert result.tops == [(("1", -0.1),)] and client.stats["calls"] == 1
+    client.close()
 
 
 def token(text: str, p: float, top: list[tuple[str, float]] | None = None) -> TokenLogprob:
@@ -223,3 +334,39 @@ def test_a_real_ccrs_judgment_in_expected_mode_records_both_marks(llm_endpoint):
     assert isinstance(j.llm_score, int) and j.attempts >= 1
 
 
+
+
+@pytest.mark.llm
+def test_batched_continuations_give_the_marks_of_one_chat_request_each(llm_endpoint):
+    """The same CCRS reply scored both ways on the real server: the same expected mark, from one completions
+    request instead of one chat request per continuation."""
+    from tests.conftest import bioasq_questions
+
+    from judges.ccrs import build_request, parse_score
+    from judges.config import ClientConfig
+    from judges.scoring import expected_mark
+
+    question = bioasq_questions(2)[1]
+    snippets = [s["text"] for s in sample_field(question["snippets"])[:2]]
+    answer = sample_field(question["ideal_answer"])
+    answer = answer[0] if isinstance(answer, list) else answer
+    item = Sample(question["id"], "A", question["body"], answer, answer, snippets)
+    options = {"continuation": "batched", "min_branch": 0.005}
+    cfg = JudgeConfig(model=llm_endpoint.judge_model, structured_output=True, scoring="expected",
+                      expected=options)
+    request = build_request(CCRS_METRICS["CC"], item, snippets, cfg)
+    with LLMClient(ClientConfig(max_retries=2), llm_endpoint.base_url) as client:
+        reply = client.chat(request)
+        mark = parse_score(reply.text, expect_json=True).score
+        walks = {}
+        for mode in ("chat", "batched"):
+            results = []
+            walks[mode] = (expected_mark(client, request, request.messages, reply.text, reply.logprobs, mark,
+                                         (0, 100), cfg.expected.model_copy(update={"continuation": mode}),
+                                         results.append, reply.prompt_text), len(results))
+    (chat, chat_requests), (batched, batched_requests) = walks["chat"], walks["batched"]
+    assert reply.prompt_text and chat.value is not None, (reply.text, chat.reason)
+    assert batched.value == pytest.approx(chat.value, abs=1e-6)
+    assert batched.distribution.probabilities == pytest.approx(chat.distribution.probabilities, abs=1e-9)
+    assert batched.distribution.expansions == chat.distribution.expansions == chat_requests > 1
+    assert batched_requests == batched.distribution.rounds == 1

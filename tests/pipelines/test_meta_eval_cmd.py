@@ -48,11 +48,35 @@ def test_grouse_prompt_version_and_reply_budgets_are_selectable():
     from judges.config import GrouseOptions
     from pipelines.meta_eval_cmd import _grouse_options
 
-    assert _grouse_options(_parsed()) == GrouseOptions()  # every flag left out keeps the config default
+    # the paper's budgets are judge.grouse's defaults; the local CPU model's are its own
+    assert _grouse_options(_parsed("--settings", "paper")) == GrouseOptions()
+    assert _grouse_options(_parsed("--llm-base-url", "http://x/v1")) == GrouseOptions()  # an endpoint given
+    local = _grouse_options(_parsed())
+    assert (local.max_tokens, local.faithfulness_max_tokens) == (200, 200)
+    assert local.model_copy(update={"max_tokens": 512, "faithfulness_max_tokens": 2048}) == GrouseOptions()
     assert _grouse_options(_parsed("--grouse-prompt-version", "v1")).prompt_version == "v1"
     assert _grouse_options(_parsed("--prompt-version", "paper")).prompt_version == "paper"  # older name
     chosen = _grouse_options(_parsed("--max-tokens", "300", "--faithfulness-max-tokens", "1200"))
     assert (chosen.max_tokens, chosen.faithfulness_max_tokens) == (300, 1200)
+
+
+def test_the_settings_are_named_with_the_option_that_gives_the_others():
+    """The local CPU model gets short, schema-constrained replies and one re-ask; an endpoint given (or
+    --settings paper) GroUSE's own; each option replaces one setting, and the line says so."""
+    from pipelines.meta_eval_cmd import resolved_settings, settings_line
+
+    local = _parsed()
+    assert tuple(resolved_settings(local))[:4] == (200, 200, True, 1)
+    assert settings_line(local) == (
+        "settings cpu: replies of 200 tokens, faithfulness 200, structured output on, at most 1 re-ask; "
+        "paper's: --settings paper")
+    endpoint = _parsed("--llm-base-url", "http://x/v1")
+    assert tuple(resolved_settings(endpoint))[:4] == (512, 2048, False, 2)
+    changed = _parsed("--settings", "paper", "--faithfulness-max-tokens", "1024", "--structured-output")
+    assert settings_line(changed) == (
+        "settings paper (changed by its options): replies of 512 tokens, faithfulness 1024, structured "
+        "output on, at most 2 re-asks; cpu's: --settings cpu")
+    assert resolved_settings(_parsed("--no-structured-output", "--max-reasks", "0"))[2:4] == (False, 0)
 
 
 def test_unknown_grouse_prompt_version_is_an_error_before_any_call(capsys):

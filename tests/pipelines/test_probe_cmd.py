@@ -88,6 +88,20 @@ def test_options_reach_the_run_config():
     assert config.dataset.limit == 3 and "judge.scoring" not in _overrides(_parsed("--kind", "order"))
 
 
+def test_the_judge_settings_in_use_are_named_with_the_option_that_gives_the_papers():
+    from pipelines.config import load_config
+    from pipelines.probe_cmd import _overrides, settings_named
+
+    args = _parsed("--kind", "order")
+    assert settings_named(args, load_config(None, _overrides(args))) == (
+        "judge settings of configs/cpu-demo.yaml (CCRS prompts v1, expected marks, structured output on); "
+        "the paper's: --config configs/paper-bioasq.yaml")
+    paper = _parsed("--kind", "order", "--config", "configs/paper-bioasq.yaml")
+    assert settings_named(paper, load_config(paper.config, _overrides(paper))) == (
+        "judge settings of configs/paper-bioasq.yaml (CCRS prompts paper, integer marks, structured output "
+        "off)")
+
+
 def test_missing_dataset_is_an_error(tmp_path, capsys):
     argv = ["probe", "--kind", "order", "--dataset", str(tmp_path / "none"), "--llm-base-url",
             "http://127.0.0.1:9/v1", "--out", str(tmp_path / "out")]

@@ -17,6 +17,16 @@ from tests.loopback import JudgeProxy
 pytestmark = pytest.mark.llm
 
 
+def probe_refusal(proxy: JudgeProxy, judge: JudgeConfig) -> str:
+    """The one line probe_judge stops with at the proxy (the proxy closed after)."""
+    try:
+        with pytest.raises(ScoringUnsupportedError) as error:
+            probe_judge(["ccrs"], judge, ClientConfig(), proxy.url)
+    finally:
+        proxy.close()
+    return str(error.value)
+
+
 def other_api_proxy(upstream: str, behaviour: str) -> JudgeProxy:
     if behaviour == "rejects_vllm_arguments":
         return JudgeProxy(upstream, refused=VLLM_ONLY_FIELDS)
@@ -29,15 +39,19 @@ def other_api_proxy(upstream: str, behaviour: str) -> JudgeProxy:
 ])
 def test_expected_scoring_against_a_judge_that_is_not_vllm_fails_at_start_up(llm_endpoint, behaviour,
                                                                              problem):
-    proxy = other_api_proxy(llm_endpoint.base_url, behaviour)
     judge = JudgeConfig(model=llm_endpoint.judge_model, scoring="expected")
-    try:
-        with pytest.raises(ScoringUnsupportedError) as error:
-            probe_judge(["ccrs"], judge, ClientConfig(), proxy.url)
-    finally:
-        proxy.close()
-    message = str(error.value)
+    message = probe_refusal(other_api_proxy(llm_endpoint.base_url, behaviour), judge)
     assert problem in message and "set judge.scoring: integer" in message and "\n" not in message
+
+
+def test_batched_continuations_against_a_judge_without_vllms_fields_fail_at_start_up(llm_endpoint):
+    """expected.continuation: batched asks for vLLM's return_prompt_text (and then its completions with a list
+    of prompts): an endpoint refusing the field fails in one line that names the way back to chat."""
+    judge = JudgeConfig(model=llm_endpoint.judge_model, scoring="expected",
+                        expected={"continuation": "batched"})
+    message = probe_refusal(JudgeProxy(llm_endpoint.base_url, refused=("return_prompt_text",)), judge)
+    assert "return_prompt_text" in message and "set judge.expected.continuation: chat" in message
+    probe_judge(["ccrs"], judge, ClientConfig(), llm_endpoint.base_url)  # the real vLLM passes
 
 
 def test_the_real_vllm_judge_passes_and_integer_scoring_is_not_probed(llm_endpoint):

@@ -101,7 +101,8 @@ def test_expected_marks_count_the_continuation_requests_of_split_digits():
 
     samples = _samples(2)
     integer, expected = (judge_stages(load_config(None, {"judge.scoring": scoring, "judge.expected":
-                                                         {"max_expansions": 3}}), samples)[0]
+                                                         {"max_expansions": 3, "continuation": "chat"}}),
+                                      samples)[0]
                          for scoring in ("integer", "expected"))
     assert expected.calls == integer.calls * (1 + 3)
     assert expected.output_tokens == integer.output_tokens + 3 * integer.calls
@@ -112,6 +113,13 @@ def test_expected_marks_count_the_continuation_requests_of_split_digits():
     assert "splits numbers into digits: 3 continuation requests" in expected.notes[0]
     assert module.continuation_prompt("P", '{"score": 50}') == 'P\n\n{"score": 5'
     assert module.continuation_prompt("P", None) == "P\n\n5"
+    # expected.continuation: batched carries the same prompts in one request a judgment
+    batched = judge_stages(load_config(None, {"judge.scoring": "expected", "judge.expected": {
+        "max_expansions": 3, "continuation": "batched"}}), samples)[0]
+    assert batched.calls == integer.calls * 2
+    assert (batched.prompt_tokens_sent, batched.prompt_tokens_computed, batched.output_tokens) == (
+        expected.prompt_tokens_sent, expected.prompt_tokens_computed, expected.output_tokens)
+    assert "3 continuations a judgment counted" in batched.notes[0] and "in one request" in batched.notes[0]
 
 
 def test_single_token_numbers_need_no_continuation_requests(monkeypatch):
@@ -120,10 +128,10 @@ def test_single_token_numbers_need_no_continuation_requests(monkeypatch):
     monkeypatch.setattr(module, "splits_numbers", lambda tokenizer: False)
     config = load_config(None, {"judge.scoring": "expected"})
     assert module.continuations(config.judge, "any") == (
-        0, "the judge's tokenizer has single-token numbers: no continuation requests counted")
+        0, 0, "the judge's tokenizer has single-token numbers: no continuation requests counted")
     monkeypatch.setattr(module, "splits_numbers", lambda tokenizer: None)
-    extra, why = module.continuations(config.judge, None)
-    assert extra == config.judge.expected.max_expansions and "not available here" in why
+    extra, prompts, why = module.continuations(config.judge, None)  # the demo's: batched, one request
+    assert (extra, prompts) == (1, config.judge.expected.max_expansions) and "not available here" in why
 
 
 def test_the_prefix_cache_blocks_are_those_of_the_engine_that_serves_the_model():
