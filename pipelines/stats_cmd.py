@@ -5,6 +5,8 @@ the human-calibrated (PPI++) statistics; writes stats.json, tables and plots."""
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import sys
 from pathlib import Path
 
@@ -49,6 +51,17 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from pipelines.reporting.plots import BackgroundPlots
+
+    # At exit Python's last collections walk every object the imports made (~0.3 s of a paper-scale run);
+    # frozen, they are skipped: the process ends, and nothing it wrote is left open.
+    atexit.register(gc.freeze)
+    # Started first: the plot process imports matplotlib while this one imports the statistics.
+    with BackgroundPlots.for_a_fresh_process() as plots:
+        return _run(args, plots)
+
+
+def _run(args: argparse.Namespace, plots) -> int:
     from infra.console import print_markdown, say
     from pipelines.extensions import verdict_sections
     from stats.errors import StatsInputError
@@ -63,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
             result, written, verdict = reduce_user_scores(
                 frame, args.out, hypotheses_path=args.hypotheses, b=args.b, seed=args.seed,
                 alpha=args.alpha, title=args.scores.name, on_metric=advance, sections=verdict_sections(),
-                labels=labels)
+                labels=labels, plots=plots)
         if args.sequential:
             verdict = sequential_replay(args, frame, verdict)
     except StatsInputError as error:

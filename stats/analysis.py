@@ -63,10 +63,14 @@ def compute_all(
     metric_order: Sequence[str] = (),
     metric_suites: Mapping[str, Sequence[str]] | None = None,
     labels: LabelSet | None = None,
+    map_tests: Callable = map,
 ) -> dict:
     """Every statistic of the stats.json contract, JSON-serializable, null (with a note) where undefined.
 
     on_metric, if given, is called with each metric's name once its tests are done (progress reporting).
+    map_tests runs the metrics' HSDs, which are independent (each has its own random stream): `map` one
+    after another, or a thread pool's map side by side (numpy releases the GIL in their loops); the
+    results are the same.
     metric_order: the metrics to report first, in that order (the rest follow sorted by name).
     metric_suites: {suite: [metric, ...]}, which suite judged which metric (plain data: the caller reads
     its registry); it groups the discriminative power comparison. Metrics of no suite form a last group.
@@ -93,7 +97,7 @@ def compute_all(
     repeated = [metric for metric in cube.metrics if cube.n_repeats(metric) >= 2]
     groups = _groups_with_same_queries(cube, complete, skip=repeated)
     intervals = _bootstrap_intervals(cube, groups, complete, b, seed)
-    hsd_by_metric = _hsd_by_metric(cube, complete, b, seed, on_metric)
+    hsd_by_metric = _hsd_by_metric(cube, complete, b, seed, on_metric, map_tests)
     notes: list[str] = _single_system_notes(cube)
     judge_noise = {metric: _judge_noise(cube, metric, complete[metric], hsd_by_metric[metric], b, seed, alpha,
                                         intervals, notes) for metric in repeated}
@@ -185,6 +189,7 @@ def _hsd_by_metric(
     b: int,
     seed: int,
     on_metric: Callable[[str], None] | None,
+    map_tests: Callable = map,
 ) -> dict[str, HSDResult | None]:
     """Randomized Tukey HSD of every metric (None for a metric without complete queries, and for every
     metric of one system: the HSD compares systems).
@@ -192,14 +197,17 @@ def _hsd_by_metric(
     Each metric runs alone with its own stream: sharing permutations across metrics would save random
     numbers but makes the gathered rows too wide for the cache and is slower.
     """
-    hsd_by_metric: dict[str, HSDResult | None] = {}
-    for metric_index, metric in enumerate(cube.metrics):
+
+    def test(metric_index: int) -> HSDResult | None:
+        metric = cube.metrics[metric_index]
         used = cube.metric_matrix(metric)[complete[metric]]
-        if len(used) and len(cube.systems) >= 2:
-            rng = np.random.default_rng([seed, _HSD_STREAM, metric_index])
-            hsd_by_metric[metric] = randomized_tukey_hsd(used, b, rng)
-        else:
-            hsd_by_metric[metric] = None
+        if not (len(used) and len(cube.systems) >= 2):
+            return None
+        return randomized_tukey_hsd(used, b, np.random.default_rng([seed, _HSD_STREAM, metric_index]))
+
+    hsd_by_metric: dict[str, HSDResult | None] = {}
+    for metric, hsd in zip(cube.metrics, map_tests(test, range(len(cube.metrics)))):
+        hsd_by_metric[metric] = hsd
         if on_metric is not None:
             on_metric(metric)
     return hsd_by_metric

@@ -1,9 +1,11 @@
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from pipelines.cli import main
+from pipelines.reporting.plots import BackgroundPlots
 from tests.stats.conftest import make_repeated_scores, make_scores
 
 PAPER_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "hypotheses" / "paper-h1-h3.yaml"
@@ -55,6 +57,19 @@ def test_stats_command_writes_outputs(tmp_path, paper_like_scores, capsys):
     assert (out / "tables" / "discriminative_power_comparison.md").is_file()
     printed = capsys.readouterr().out
     assert "H1" in printed and "discriminative power, your metrics: " in printed
+
+
+def test_the_plot_process_started_first_writes_the_same_files_as_drawing_here(tmp_path, paper_like_scores,
+                                                                               monkeypatch):
+    """A fresh `ccrs stats` starts its plot process before it imports the statistics; drawn here or there,
+    the same 21 files, byte for byte."""
+    options = ["--hypotheses", str(PAPER_CONFIG), "--b", "200", "--no-progress"]
+    for where, started in (("here", lambda cls: nullcontext()), ("there", lambda cls: cls.start())):
+        monkeypatch.setattr(BackgroundPlots, "for_a_fresh_process", classmethod(started))
+        assert main(["stats", str(paper_like_scores), "--out", str(tmp_path / where), *options]) == 0
+    here, there = ({path.relative_to(out).as_posix(): path.read_bytes() for path in out.rglob("*")
+                    if path.is_file()} for out in (tmp_path / "here", tmp_path / "there"))
+    assert here == there and len(here) == 21
 
 
 def test_same_seed_same_stats_json(tmp_path, paper_like_scores):

@@ -1,4 +1,5 @@
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -72,6 +73,15 @@ def test_same_seed_same_output_bit_for_bit(scores):
     second = json.dumps(compute_all(scores.sample(frac=1.0, random_state=0), b=B, seed=3))
     assert first == second
     assert json.dumps(compute_all(scores, b=B, seed=4)) != first
+
+
+def test_hsds_on_threads_give_the_same_output_bit_for_bit_and_progress_in_metric_order(scores):
+    scores = pd.concat([scores, make_scores(metrics=("AC", "ID"), seed=1)], ignore_index=True)
+    alone, seen = json.dumps(compute_all(scores, b=B, seed=3)), []
+    with ThreadPoolExecutor(3) as pool:
+        side_by_side = compute_all(scores, b=B, seed=3, map_tests=pool.map, on_metric=seen.append)
+    assert json.dumps(side_by_side) == alone
+    assert seen == side_by_side["metrics"]
 
 
 def test_planted_effect_found():

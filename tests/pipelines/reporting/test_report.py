@@ -9,7 +9,8 @@ from stats.analysis import compute_all
 from stats.errors import StatsInputError
 from stats.hypotheses import Hypothesis, HypothesisSet
 from tasks.reduce import load_hypotheses
-from pipelines.reporting.report import write_outputs
+from pipelines.reporting import plots, report
+from pipelines.reporting.report import reduce_user_scores, write_outputs
 from tasks.reduce import concat_scores, load_scores
 from pipelines.reporting.verdict import build_stats_summary
 from tests.conftest import REPO
@@ -33,6 +34,32 @@ def test_write_outputs(tmp_path):
     assert all(path.stat().st_size > 0 for path in written)
     assert json.loads((tmp_path / "out" / "stats.json").read_text()) == result
     assert len(pd.read_csv(tmp_path / "out" / "tables" / "pairwise.csv")) == 6
+
+
+TABLES = ("means", "pairwise", "discriminative_power", "discriminative_power_comparison", "descriptive",
+          "correlations", "hypotheses")
+PLOTS = ("boxplots", "histograms", "query_means", "asl_curves", "correlations")
+USER_SCORES_FILES = {"stats.json", "summary.md", *(f"tables/{table}.{kind}" for table in TABLES
+                                                   for kind in ("csv", "md")),
+                     *(f"plots/{plot}.png" for plot in PLOTS)}
+
+
+def test_user_scores_give_the_same_files_byte_for_byte_drawn_beside_the_statistics_or_after(tmp_path,
+                                                                                         monkeypatch):
+    """`ccrs stats`: the plots drawn in a second process and the HSDs on threads, or all one after another
+    here: the same 21 files, in the same order, byte for byte."""
+    monkeypatch.setattr(plots, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(report, "BACKGROUND_PLOTS_MIN_WORK", 0)  # small scores: drawn beside them too
+    hypotheses = tmp_path / "h.yaml"
+    hypotheses.write_text("hypotheses:\n  - {name: H, pairs: [[A, B]], metrics: [CC]}\n")
+    written = {}
+    for in_parallel in (False, True):
+        out = tmp_path / str(in_parallel)
+        paths = reduce_user_scores(make_scores(), out, hypotheses_path=hypotheses, b=200,
+                                   in_parallel=in_parallel)[1]
+        written[in_parallel] = {path.relative_to(out).as_posix(): path.read_bytes() for path in paths}
+    assert list(written[True]) == list(written[False]) and set(written[True]) == USER_SCORES_FILES
+    assert written[True] == written[False]
 
 
 def test_load_scores_csv_and_parquet(tmp_path):
