@@ -63,8 +63,8 @@ def test_ccrs_run_prints_the_cost_plan_or_why_not_before_a_cluster_run(capsys):
                                        "dataset.limit": 3}))
     printed = capsys.readouterr().out
     assert "Cost plan of ccrs-cpu-demo: 3 questions x 6 systems" in printed
-    # the demo scores expected marks: 90 judgments, each with up to 8 continuation requests (split digits)
-    assert "| judge_ccrs | smollm2-135m-instruct | 810 |" in printed
+    # the demo scores expected marks: 90 judgments, each a reply and one batched continuation request
+    assert "| judge_ccrs | smollm2-135m-instruct | 180 |" in printed
 
 
 def test_a_pilot_with_repeated_judgments_gets_a_decision_study(tmp_path, capsys):
