@@ -205,17 +205,30 @@ def start_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False,
     url = cfg.app_base_url()
     if already_serving(url, cfg.model_ids()):
         return url
+    deploy_serve_app(cfg, owned_elsewhere)
+    return wait_for_deployed_app(cfg, announce)
+
+
+def deploy_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False) -> None:
+    """Start deploying the app and return at once (`wait_for_deployed_app` waits for it): the replicas load
+    their model while the caller does other work."""
     from ray import serve
 
     connect_ray(cfg)
     serve.start(http_options={"host": cfg.host, "port": cfg.port})
-    deadline = time.monotonic() + cfg.ready_timeout_s
     # Not serve.run(): it waits, with no time limit, until the app runs, so an app the cluster cannot place
     # would hang there and ready_timeout_s would never fire.
     serve.run_many([serve.RunTarget(build_app(cfg), name=cfg.app_name, route_prefix="/")],
                    wait_for_applications_running=False)
     if not owned_elsewhere:
         _STARTED_HERE[cfg.app_name] = cfg
+
+
+def wait_for_deployed_app(cfg: ServingConfig, announce: Callable[[str], None] | None = None) -> str:
+    """The base URL of an app `deploy_serve_app` deployed, once every model answers (see start_serve_app:
+    ready_timeout_s counts from here)."""
+    url = cfg.app_base_url()
+    deadline = time.monotonic() + cfg.ready_timeout_s
     try:
         wait_for_app(cfg, url, deadline, announce or _note)
     except TimeoutError:
@@ -312,11 +325,31 @@ def llm_endpoint(cfg: ServingConfig, keep: bool = False, shutdown_ray: bool = Fa
     (waited for), of the Serve app already up (left alone), or of the app deployed here, which is removed
     again on exit unless `keep` (and the Ray this process joined shut down when `shutdown_ray`).
     `announce` is told, before a deployment starts, what is being started."""
+    with llm_endpoint_started(cfg, keep, shutdown_ray, announce) as ready:
+        yield ready()
+
+
+@contextmanager
+def llm_endpoint_started(cfg: ServingConfig, keep: bool = False, shutdown_ray: bool = False,
+                         announce: Callable[[str], None] | None = None) -> Iterator[Callable[[], str]]:
+    """llm_endpoint for a caller with work to do first (`ccrs run` retrieves while the model loads): the
+    app's deployment starts on entry, and the `ready()` it yields waits until the endpoint answers and
+    returns its base URL (at once on later calls)."""
     deploys = cfg.profile != "external" and not already_serving(cfg.app_base_url(), cfg.model_ids())
     if deploys and announce is not None:
         announce(f"starting the {cfg.profile} Serve app on port {cfg.port} (minutes on CPU)")
+    url: list[str] = []
+
+    def ready() -> str:
+        if not url:
+            url.append(wait_for_deployed_app(cfg, announce) if deploys
+                       else start_serve_app(cfg, announce=announce))
+        return url[0]
+
     try:
-        yield start_serve_app(cfg, announce=announce)
+        if deploys:
+            deploy_serve_app(cfg)
+        yield ready
     finally:
         if deploys and not keep:
             stop_serve_app()
