@@ -31,7 +31,7 @@ RC = ("rc_precision", "rc_recall", "rc_faithfulness")
 
 
 def samples(n: int):
-    from tests.conftest import sample_field, bioasq_questions
+    from shared import bioasq_questions, sample_field
 
     out = []
     for i, q in enumerate(bioasq_questions(n)):

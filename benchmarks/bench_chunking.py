@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+from shared import chunks_from_offsets
 from timing import interleaved_best
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the per-document loop is the tests' reference
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from retrievers.chunking import chunk_passages
 from retrievers.config import ChunkingConfig, DatasetConfig
 from retrievers.loaders import load_dataset
 from retrievers.tokenization import load_tokenizer
-from tests.retrievers.test_chunking import chunks_from_offsets
 
 TOKENIZER = "mistral-common:tokenizer.model.v1"
 SIZE, OVERLAP = 300, 60

@@ -32,7 +32,7 @@ VARIANTS = {  # name -> (dtype, RESERVED or None for vLLM's default)
 
 
 def _prompts(questions: int) -> list[list[dict]]:
-    from tests.conftest import bioasq_questions, sample_field
+    from shared import bioasq_questions, sample_field
 
     prompts = []
     for question in bioasq_questions(questions):

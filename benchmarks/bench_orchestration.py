@@ -42,9 +42,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tests.conftest import sample_field  # noqa: E402 - the sample's literal fields, parsed as the tests do
+from shared import BIOASQ_SAMPLE, sample_field  # noqa: E402 - the sample and its literal fields, as the tests read them
 BIOASQ_DIRS = (Path("/work/shared/data/bioasq-12b"), REPO.parent / "shared" / "data" / "bioasq-12b")
-BIOASQ_SAMPLE = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
 PAPER_REQUESTS = 4719 * 6 * 5
 TOP_K = 20
 CHUNK_CHARS = 900  # ~300 tokens by the stage's estimate (3 characters a token)

@@ -128,6 +128,10 @@ class GrouseOptions(_Strict):
     ask_all: bool = Field(default=False, description="ask usefulness and faithfulness on every sample, "
                           "whatever relevancy says (the paper's unit-test protocol, its Figures 12-14; "
                           "`ccrs meta-eval --protocol all-calls`); false: Figure 4's conditional pipeline")
+    after_failed_usefulness: Literal["fail", "ask"] = Field(
+        default="fail", description="faithfulness when usefulness failed (no usable reply, or not asked "
+        "because relevancy failed) in the conditional pipeline: fail, recorded failed without a call (the "
+        "authors' reference code, grouse/grounded_qa_evaluator.py); ask: asked anyway (ours before issue 48)")
 
     @field_validator("prompt_version")
     @classmethod

@@ -500,7 +500,8 @@ def evaluate_sample(client: LLMClient, sample: js.Sample, judge: JudgeConfig,
                     count: js.Count | None = None) -> list[js.Judgment]:
     """The six judgments of one sample, in METRIC_ORDER, with at most four judge calls: relevancy and
     completeness always; usefulness only when the answer declines to answer (null relevancy);
-    faithfulness unless the answer is a bare refusal (null relevancy and null usefulness). PA and NR are
+    faithfulness unless the answer is a bare refusal (null relevancy and null usefulness) or usefulness
+    failed (`judge.grouse.after_failed_usefulness`: fail, the reference code's, by default). PA and NR are
     computed from the first two marks. With `judge.grouse.ask_all` (the paper's unit-test protocol, its
     Figures 12-14) usefulness and faithfulness are asked whatever the gates say. The one-prompt variant
     asks all four in one call and keeps what the gates would have asked (all four under `ask_all`). The
@@ -516,7 +517,7 @@ def evaluate_sample(client: LLMClient, sample: js.Sample, judge: JudgeConfig,
     gate = usefulness_gate(relevancy)
     usefulness = (judge_metric(client, GROUSE_METRICS["usefulness"], sample, judge, count)
                   if ask_all or gate is None else _not_asked(sample, "usefulness", judge, *gate))
-    gate = faithfulness_gate(relevancy, usefulness)
+    gate = faithfulness_gate(relevancy, usefulness, judge)
     faithfulness = (judge_metric(client, GROUSE_METRICS["faithfulness"], sample, judge, count)
                     if ask_all or gate is None else _not_asked(sample, "faithfulness", judge, *gate))
     return [relevancy, completeness, usefulness, faithfulness,
@@ -533,9 +534,19 @@ def usefulness_gate(relevancy: js.Judgment) -> tuple[str, str] | None:
     return "skipped", "answer gives a response: not applicable"
 
 
-def faithfulness_gate(relevancy: js.Judgment, usefulness: js.Judgment) -> tuple[str, str] | None:
+# judge.grouse.after_failed_usefulness: "fail" is the authors' reference code (grounded_qa_evaluator.py marks
+# faithfulness Failed when usefulness failed, or was failed for a failed relevancy, without asking it).
+FAILED_USEFULNESS_REASON = ("usefulness failed: faithfulness not asked (after_failed_usefulness: fail, the "
+                            "GroUSE reference code's rule)")
+
+
+def faithfulness_gate(relevancy: js.Judgment, usefulness: js.Judgment,
+                      judge: JudgeConfig) -> tuple[str, str] | None:
     """None where the pipeline asks faithfulness, else (status, reason): a bare refusal (null relevancy
-    and null usefulness) has no information to check."""
+    and null usefulness) has no information to check; a failed usefulness fails it unasked under
+    `after_failed_usefulness: fail`."""
+    if usefulness.status == "failed" and judge.grouse.after_failed_usefulness == "fail":
+        return "failed", FAILED_USEFULNESS_REASON
     if (relevancy.status == "ok" and relevancy.llm_score is None and usefulness.status == "ok"
             and usefulness.llm_score is None):
         return "skipped", "bare refusal: no information to check"
@@ -551,7 +562,7 @@ def as_pipeline(judgments: list[js.Judgment], sample: js.Sample, judge: JudgeCon
     if (gate := usefulness_gate(relevancy)) is not None:
         usefulness = _not_asked(sample, "usefulness", judge, *gate)
     faithfulness = by_metric["faithfulness"]
-    if (gate := faithfulness_gate(relevancy, usefulness)) is not None:
+    if (gate := faithfulness_gate(relevancy, usefulness, judge)) is not None:
         faithfulness = _not_asked(sample, "faithfulness", judge, *gate)
     replaced = {"usefulness": usefulness, "faithfulness": faithfulness}
     return [replaced.get(j.metric, j) for j in judgments]

@@ -29,27 +29,16 @@ from judges.config import (
 )
 from judges.suite import get_suite, suites
 from pipelines.extensions.registry import config_blocks
+from pipelines.resources import (  # noqa: F401 - the paths, imported from here by the commands
+    BUILTIN_UNIT_TESTS,
+    REPO_ROOT,
+    RESOURCE_ROOT,
+    unit_tests_path,
+)
 from retrievers.config import ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig
 from tasks.runtime.layout import PIPELINE_STAGES as STAGES  # noqa: F401 - the --from-stage choices
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# configs/ and the demo sample (data/bioasq-sample): in a checkout (or an editable install) the repository's
-# own folders; in a wheel install the copies packaged under ccrs_eval/resources (pyproject.toml).
-RESOURCE_ROOT = REPO_ROOT if (REPO_ROOT / "configs").is_dir() else REPO_ROOT / "ccrs_eval" / "resources"
 DEFAULT_CONFIG = RESOURCE_ROOT / "configs" / "cpu-demo.yaml"
-# `judge.preflight.tests: builtin` and `ccrs meta-eval`'s default: the shipped GroUSE-format BioASQ unit tests
-BUILTIN_UNIT_TESTS = RESOURCE_ROOT / "data" / "grouse-bioasq" / "test.jsonl"
-
-
-def unit_tests_path(tests: str) -> Path:
-    """`builtin` (BUILTIN_UNIT_TESTS), or a path: absolute, else from the working directory, else from the
-    project's resources (as dataset paths are found)."""
-    if tests == "builtin":
-        return BUILTIN_UNIT_TESTS
-    path = Path(tests)
-    if path.is_absolute() or (Path.cwd() / path).exists():
-        return path.resolve()
-    return RESOURCE_ROOT / path
 
 
 class ConfigError(ValueError):

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
                         "see configs/hypotheses; default: those of --config, none without it)")
     parser.add_argument("--from-stage", choices=("judge", "reduce", "track"),
                         help="recompute this stage and all later ones")
-    options.add_sequential(parser)
+    options.add_extensions(parser, "evaluate")
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
@@ -85,7 +85,7 @@ def _prepare(args: argparse.Namespace):
 
     if not hasattr(args, "_prepared"):
         try:
-            sequential = options.sequential_overrides(args)
+            extended = options.extension_overrides(args, "evaluate")
         except ConfigError as exc:
             raise EvaluationInputError(str(exc)) from exc
         args._prepared = prepare_evaluation(
@@ -93,5 +93,5 @@ def _prepare(args: argparse.Namespace):
             llm_base_url=args.llm_base_url, judge_base_url=args.judge_base_url, judge_model=args.judge_model,
             run_dir=args.run_dir, limit=args.limit, experiment=args.experiment, hypotheses=args.hypotheses,
             scoring=args.scoring, tracking_uri=args.tracking_uri, series=args.series, system=args.system,
-            overrides=sequential)
+            overrides=extended)
     return args._prepared

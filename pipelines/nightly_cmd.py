@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "nightly") -> Non
     options.add_tracking(parser)
     options.add_series(parser)
     options.add_judge(parser)
-    options.add_sequential(parser)
+    options.add_extensions(parser, "nightly")
     options.add_gate(parser)
 
 
@@ -102,7 +102,7 @@ def _config_and_outputs(args: argparse.Namespace):
             args.outputs, config=args.config, llm_base_url=args.llm_base_url,
             judge_base_url=args.judge_base_url, judge_model=args.judge_model, run_dir=args.run_dir,
             experiment=args.experiment, scoring=args.scoring, tracking_uri=args.tracking_uri,
-            series=args.series, system=args.system, overrides=options.sequential_overrides(args))
+            series=args.series, system=args.system, overrides=options.extension_overrides(args, "nightly"))
         return (config if args.run_dir else _in_series_folder(config)), outputs
     if args.system is not None:
         raise ValueError("--system names the system of --outputs; a config's systems are named by the config")
@@ -123,25 +123,27 @@ def _in_series_folder(config):
 def _run_night(config, outputs, started_at: float, tracking_uri: str, baseline: str = "previous"):
     from pipelines.pipeline import run_evaluation, run_pipeline
 
-    against = _sequential_baseline(config, tracking_uri, baseline)
+    against = _baseline(config, tracking_uri, baseline)
     if outputs is not None:
-        return run_evaluation(config, outputs, run_tags=NIGHTLY_TAGS, started_at=started_at,
-                              sequential_baseline=against)
-    return run_pipeline(config, run_tags=NIGHTLY_TAGS, started_at=started_at, sequential_baseline=against)
+        return run_evaluation(config, outputs, run_tags=NIGHTLY_TAGS, started_at=started_at, baseline=against)
+    return run_pipeline(config, run_tags=NIGHTLY_TAGS, started_at=started_at, baseline=against)
 
 
-def _sequential_baseline(config, tracking_uri: str, baseline: str):
-    """With judge.sequential: the baseline's scores, so the night stops once every (system, metric) cell is
-    settled against them (docs/sequential.md); None without it, or on the first night."""
-    if config.judge.sequential is None:
+def _baseline(config, tracking_uri: str, baseline: str):
+    """The baseline's scores (tasks.runtime.judge_loop.Baseline) where a run extension the night turns on
+    reads them (e.g. to stop once every (system, metric) cell is settled against them), each saying so in a
+    line; None where none does, or on the first night."""
+    from pipelines.extensions import baseline_lines
+
+    lines = baseline_lines(config)
+    if not lines:
         return None
-    from pipelines.tools.regression import sequential_baseline
+    from pipelines.tools.regression import baseline_scores
 
-    found = sequential_baseline(tracking_uri, config.mlflow.experiment, config.mlflow.resolved_series(),
-                                config.name, baseline)
-    say("judge.sequential: " + (f"the night stops once every (system, metric) cell is settled against "
-                                f"baseline {found[0]}" if found else "no baseline yet: the night stops once "
-                                "its systems' comparisons are settled"))
+    found = baseline_scores(tracking_uri, config.mlflow.experiment, config.mlflow.resolved_series(),
+                            config.name, baseline)
+    for line in lines:
+        say(line(found.run_id if found else None))
     return found
 
 

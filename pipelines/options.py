@@ -93,26 +93,19 @@ def add_judge(parser: argparse.ArgumentParser, model_aliases: tuple[str, ...] = 
                                  "marks)")
 
 
-def add_sequential(parser: argparse.ArgumentParser) -> None:
-    """--sequential [--margin M] [--look-every N]: judge.sequential on (docs/sequential.md)."""
-    parser.add_argument("--sequential", action="store_true", help="judge questions in a seeded random order "
-                        "and stop once every comparison is settled (judge.sequential: the config's block, "
-                        "else its defaults; docs/sequential.md)")
-    parser.add_argument("--margin", type=float, metavar="M", help="with --sequential: pairs whose interval "
-                        "lies in [-M, M] are equivalent (judge.sequential.margin)")
-    parser.add_argument("--look-every", type=int, metavar="N", help="with --sequential: questions judged "
-                        "between two looks (judge.sequential.look_every)")
+def add_extensions(parser: argparse.ArgumentParser, command: str) -> None:
+    """The options the run extensions add to `command` (pipelines/extensions/: each declares its own)."""
+    from pipelines.extensions import add_command_options
+
+    add_command_options(parser, command)
 
 
-def sequential_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    from pipelines.config import ConfigError, judge_sequential_overrides
+def extension_overrides(args: argparse.Namespace, command: str = "run") -> dict[str, Any]:
+    """The dotted config overrides of the run extensions' options of `command` that `args` holds (a
+    ConfigError where they do not go together)."""
+    from pipelines.extensions import command_overrides
 
-    if not getattr(args, "sequential", False):
-        if getattr(args, "margin", None) is not None or getattr(args, "look_every", None) is not None:
-            raise ConfigError("--margin and --look-every need --sequential")
-        return {}
-    given = {"margin": args.margin, "look_every": args.look_every}
-    return judge_sequential_overrides({field: value for field, value in given.items() if value is not None})
+    return command_overrides(args, command)
 
 
 def add_dataset(parser: argparse.ArgumentParser, limit_help: str = "use only the first N questions") -> None:
@@ -230,7 +223,7 @@ def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
         overrides["judge.model"] = args.judge_model
     if value("tracking_uri"):
         overrides["mlflow.tracking_uri"] = args.tracking_uri
-    return overrides | sequential_overrides(args)
+    return overrides | extension_overrides(args)
 
 
 def experiment_override(args: argparse.Namespace) -> dict[str, str]:
@@ -274,18 +267,6 @@ def exit_2_on_usage_error(command: str, run: Callable[[], int], *kinds: type[Exc
     except (UsageError, *kinds) as exc:
         say(f"ccrs {command}: {exc}", err=True)
         return 2
-
-
-def add_labels(parser: argparse.ArgumentParser, labels_help: str) -> None:
-    """--labels LABELS, --label-scale MIN MAX, --predicted-by HUMAN=JUDGE: human labels of judged answers
-    (docs/human-labels.md); `labels_help` says what the command does with them."""
-    parser.add_argument("--labels", type=Path, metavar="LABELS", help="human labels (JSONL, CSV or Parquet: "
-                        f"question_id or query_id, system, metric, label[, annotator]): {labels_help}")
-    parser.add_argument("--label-scale", nargs="+", metavar="MIN MAX", help="the labels' mark scale, mapped "
-                        "onto [0, 1] as --scale maps scores (default: marks on [0, 1])")
-    parser.add_argument("--predicted-by", action="append", default=[], metavar="HUMAN=JUDGE",
-                        help="labels of a human metric of their own (e.g. acceptable=CC): the judge metric "
-                        "whose scores predict them (repeatable)")
 
 
 def parse_scale(values: list[str] | None, option: str = "--scale") -> tuple[float, float] | None:

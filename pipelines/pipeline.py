@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.config import REPO_ROOT, RESOURCE_ROOT, STAGES, RunConfig, load_config
+from tasks.runtime.judge_loop import Baseline
 from tasks.runtime.layout import OUTPUTS_STAGE, RunLayout
 
 
@@ -86,26 +87,27 @@ def _prepare(config: RunConfig) -> tuple[RunConfig, Path]:
 
 @contextmanager
 def _endpoint(config: RunConfig, generates: bool, keep_serving: bool):
-    """The shared LLM endpoint when the run needs one (None otherwise: a judge on its own endpoint and no
-    LLM reader)."""
+    """The shared LLM endpoint when the run needs one, as a `ready()` that waits for it and returns its base
+    URL (None without one: a judge on its own endpoint and no LLM reader). Its deployment starts on entry,
+    so that the model loads while the run retrieves."""
     from infra.console import say
-    from infra.serving import llm_endpoint
+    from infra.serving import llm_endpoint_started
 
     if not config.needs_llm_endpoint(generates):
-        yield None
+        yield lambda: None
         return
     say(f"serving: the LLM endpoint (profile {config.serving.profile})")
     announce = lambda text: say(f"serving: {text}")  # noqa: E731
-    with llm_endpoint(config.serving, keep=keep_serving, announce=announce) as url:
-        yield url
+    with llm_endpoint_started(config.serving, keep=keep_serving, announce=announce) as ready:
+        yield ready
 
 
 def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving: bool = False,
                  run_tags: dict[str, str] | None = None, started_at: float | None = None,
-                 sequential_baseline: tuple[str, Any] | None = None) -> PipelineResult:
+                 baseline: Baseline | None = None) -> PipelineResult:
     """`ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc, ccrs.nightly); `started_at`:
-    when the command started (epoch seconds; default now), the MLflow run's start; `sequential_baseline`:
-    (run id, scores) of the baseline a sequential night is settled against (`ccrs nightly`)."""
+    when the command started (epoch seconds; default now), the MLflow run's start; `baseline`: the run a
+    night is compared with (`ccrs nightly`), for the run extensions that read it."""
     started_at = started_at or time.time()
     from infra.console import say
     from retrievers.config import RetrievalSpec
@@ -114,10 +116,11 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
 
     preflight_index(config.index)
     config, run_dir = _prepare(_run_hypotheses(config))
-    say("retrieve: ingest, chunk, embed, index, retrieve")
-    retrieval = run_retrieval(run_dir, RetrievalSpec.of(config), force=_forced("retrieve", from_stage))
-    say(f"retrieval: {json.dumps(retrieval.metrics_summary, default=str)}")
-    with _endpoint(config, generates=True, keep_serving=keep_serving) as base_url:
+    with _endpoint(config, generates=True, keep_serving=keep_serving) as endpoint_ready:
+        say("retrieve: ingest, chunk, embed, index, retrieve")
+        retrieval = run_retrieval(run_dir, RetrievalSpec.of(config), force=_forced("retrieve", from_stage))
+        say(f"retrieval: {json.dumps(retrieval.metrics_summary, default=str)}")
+        base_url = endpoint_ready()
         config = _fit_judge(config, base_url)
         endpoints = ", ".join(system.name for system in config.systems)
         say(f"generate: {len(config.readers)} readers x {len(config.retrieval.retrievers)} retrievers"
@@ -131,7 +134,7 @@ def run_pipeline(config: RunConfig, from_stage: str | None = None, keep_serving:
                           config.retrieval.top_k, generation.summary, generation.reused,
                           retrieval.metrics_summary, all(stage.reused for stage in retrieval.stages))
         judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags,
-                        sequential_baseline)
+                        baseline)
     return _conclude(config, run_dir, answers, judged, from_stage, run_tags, started_at)
 
 
@@ -215,10 +218,11 @@ def served_identity(config: RunConfig, model: str, base_url: str, api_key_env: s
 
 def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None, keep_serving: bool = False,
                    run_tags: dict[str, str] | None = None, started_at: float | None = None,
-                   sequential_baseline: tuple[str, Any] | None = None) -> PipelineResult:
+                   baseline: Baseline | None = None) -> PipelineResult:
     """The user's systems' outputs (tasks.outputs.Outputs, already read and checked) through the judge,
     reduce and track stages of `ccrs run`. `run_tags`: extra MLflow tags of the run (e.g. ccrs.adhoc);
-    `started_at`: when the command started (epoch seconds; default now), the MLflow run's start."""
+    `started_at`: when the command started (epoch seconds; default now), the MLflow run's start; `baseline`:
+    as run_pipeline's."""
     started_at = started_at or time.time()
     from infra.console import say
     from tasks.outputs import run_outputs_stage
@@ -231,21 +235,22 @@ def run_evaluation(config: RunConfig, outputs, from_stage: str | None = None, ke
     top_k = max([len(c) for c in outputs.rows["contexts"]] + [1])
     answers = Answers(OUTPUTS_STAGE, stage.queries_path, stage.retrieved_path, stage.generations_path,
                       top_k, summary, stage.reused)
-    with _endpoint(config, generates=False, keep_serving=keep_serving) as base_url:
+    with _endpoint(config, generates=False, keep_serving=keep_serving) as endpoint_ready:
+        base_url = endpoint_ready()
         config = _fit_judge(config, base_url)
         judged = _judge(config, run_dir, answers, base_url, _forced("judge", from_stage), run_tags,
-                        sequential_baseline)
+                        baseline)
     return _conclude(config, run_dir, answers, judged, from_stage, run_tags, started_at)
 
 
 def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | None, force: bool,
-           run_tags: dict[str, str] | None = None,
-           sequential_baseline: tuple[str, Any] | None = None) -> dict:
+           run_tags: dict[str, str] | None = None, baseline: Baseline | None = None) -> dict:
     """Every registered judge suite the config selects (`judges: [ccrs, grouse, vera, ragchecker]`), on the
-    same answers, through the same stage, against the judge's endpoint; before and after them the stages
-    of the run extensions the config turns on (pipelines/extensions/)."""
+    same answers, through the same stage, against the judge's endpoint, each in the judge loop of the run
+    extension that turns one on (else every question); before and after them the stages of the run
+    extensions the config turns on (pipelines/extensions/)."""
     from infra.console import say
-    from pipelines.extensions import StageContext, run_stages
+    from pipelines.extensions import StageContext, judge_loop_line, judge_loop_policy, run_stages
     from tasks.judge import judge_client_config, run_judging
 
     judge_url = config.judge.base_url or base_url
@@ -258,14 +263,15 @@ def _judge(config: RunConfig, run_dir: Path, answers: Answers, base_url: str | N
                            force, run_tags or {})
     run_stages("before_judge", context)
     judged = {}
+    family = tuple(sorted(_judged_metrics_of(config)))
     for name in config.judges:
         judged[name] = run_judging(
             run_dir, name, answers.queries_path, answers.retrieved_path, answers.generations_path,
             config.judge, client, judge_url, answers.top_k, force=force, identity=identity,
-            sequential_family=sorted(_judged_metrics_of(config)), sequential_baseline=sequential_baseline,
+            policy=judge_loop_policy(config, name, family, baseline),
         )
         say(f"judge {name}: {judge_requests_line(judged[name].summary, judged[name].reused)}"
-            + settled_line(judged[name].summary.get("sequential")))
+            + judge_loop_line(config, judged[name].summary))
     run_stages("after_judge", context)
     return judged
 
@@ -283,15 +289,6 @@ def _fit_judge(config: RunConfig, base_url: str | None) -> RunConfig:
     return config.model_copy(update={"judge": judge})
 
 
-def settled_line(sequential: dict | None) -> str:
-    """`; stopped after 40 of 120 questions: 480 of 1,440 judge calls not sent (67%)` (judge.sequential)."""
-    if not sequential:
-        return ""
-    total, not_sent = sequential["judge_calls_total"], sequential["judge_calls_not_sent"]
-    return (f"; stopped after {sequential['stopped_at']} of {sequential['n_questions']} questions: "
-            f"{not_sent:,} of {total:,} judge calls not sent ({not_sent / total if total else 0:.0%})")
-
-
 def judge_requests_line(summary: dict, reused: bool) -> str:
     """Where a judge stage's judgments came from: `24 judgments: 0 new judge requests (stage reused)`."""
     if reused:
@@ -305,7 +302,7 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, 
               run_tags: dict[str, str] | None = None, started_at: float | None = None) -> PipelineResult:
     from infra.console import say
     from infra.ray_runtime import copy_session_logs
-    from pipelines.extensions import StageContext, run_stages, verdict_sections
+    from pipelines.extensions import StageContext, run_stages, statistics_contributors, verdict_sections
     from judges.suite import metric_order, suite_membership
     from pipelines.reporting.failures import format_failure_table, write_failure_report
     from tasks.reduce import run_reduce
@@ -317,7 +314,7 @@ def _conclude(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, 
     reduce = run_reduce(
         run_dir, [outputs.scores_path for outputs in judged.values()], config.stats.b, config.stats.seed,
         config.stats.alpha, config.stats.hypotheses, force=_forced("reduce", from_stage),
-        metric_order=metric_order(), suites=suite_membership(),
+        metric_order=metric_order(), suites=suite_membership(), contributors=statistics_contributors(),
     )
     write_reduce_reports(json.loads(layout.stats_json.read_text()),
                          [outputs.scores_path for outputs in judged.values()], reduce.out_dir)
@@ -401,7 +398,7 @@ def _track(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, red
            tags: dict, started_at: float | None = None) -> dict:
     """The track stage (pipelines/reporting/track.py) with what this invocation logs and the run
     extensions' payloads."""
-    from pipelines.extensions import track_payloads
+    from pipelines.extensions import metrics_contributions, track_payloads
     from pipelines.reporting.track import RunRecord, run_track
 
     record = RunRecord(
@@ -419,5 +416,5 @@ def _track(config: RunConfig, run_dir: Path, answers: Answers, judged: dict, red
         started_at=started_at,
     )
     tracked = run_track(run_dir, record, reduce, config.mlflow.resolved_uri(Path.cwd()),
-                        config.mlflow.experiment, track_payloads(record.config))
+                        config.mlflow.experiment, track_payloads(record.config), metrics_contributions())
     return tracked.summary

@@ -40,13 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "plan") -> None:
                        "(questions x systems x repeats)")
     power.add_argument("--max-questions", type=int, help="decision study: questions available (a fixed "
                        "test set); where they are scarce, repeats pay")
-    power.add_argument("--sequential-margin", type=float, metavar="M", help="also simulate a sequential "
-                       "run (judge.sequential, docs/sequential.md) of the planned questions with this "
-                       "margin: the questions and judge calls it is expected to need")
-    power.add_argument("--look-every", type=int, metavar="L", help="with --sequential-margin: questions per "
-                       "look (default: a twentieth of the planned questions)")
-    power.add_argument("--sequential-replicates", type=int, default=50, metavar="R",
-                       help="with --sequential-margin: simulated sequential runs (default 50)")
+    options.add_extensions(power, "plan power")
     power.add_argument("--json", type=Path, help="write the plan as JSON (n_questions per metric)")
     power.add_argument("--plot", type=Path, help="PNG of power against the number of questions per metric")
 
@@ -65,8 +59,7 @@ def add_labels_arguments(sub) -> None:
                             "difference")
     labels.add_argument("--pilot", type=Path, required=True, help="a run directory (its judge stages' scores "
                         "and its labels/, unless --labels) or a long-format scores file")
-    options.add_labels(labels, "the pilot's labels; without any (nor the run's labels/): a table over "
-                       "assumed judge-human correlations")
+    options.add_extensions(labels, "plan labels")  # --labels, --label-scale, --predicted-by
     labels.add_argument("--scale", nargs="+", metavar="MIN MAX", help="the pilot scores' scale, mapped onto "
                         "[0, 1] (default: already on [0, 1])")
     target = labels.add_mutually_exclusive_group(required=True)
@@ -125,7 +118,8 @@ def labels_main(args: argparse.Namespace) -> int:
 
 def power_main(args: argparse.Namespace) -> int:
     from judges.suite import metric_order
-    from pipelines.tools.power_plan import load_pilot, markdown, plan_power, sequential_plan
+    from pipelines.extensions import command_hooks
+    from pipelines.tools.power_plan import load_pilot, markdown, plan_power
     from stats.errors import StatsInputError
 
     try:
@@ -133,9 +127,8 @@ def power_main(args: argparse.Namespace) -> int:
         plan = plan_power(pilot, args.metric, args.delta, args.power, args.alpha, args.sim_b,
                           args.replicates, args.seed, metric_order(), max_repeats=args.max_repeats,
                           budget=args.budget, max_questions=args.max_questions)
-        if args.sequential_margin is not None:
-            plan["sequential"] = sequential_plan(pilot, plan, args.sequential_margin, args.look_every,
-                                                 args.sequential_replicates, metric_order())
+        for hook in command_hooks("plan power"):
+            plan.update(hook.power_plan(args, pilot, plan) if hook.power_plan else {})
     except StatsInputError as exc:
         print(f"ccrs plan power: {exc}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--from-stage", choices=STAGES, help="recompute this stage and all later ones")
     options.add_endpoint(parser)
     options.add_judge(parser)
-    options.add_sequential(parser)
+    options.add_extensions(parser, "run")
     options.add_tracking(parser)
     parser.add_argument("--keep-serving", action="store_true", help="leave the Serve app up after the run")
     parser.add_argument("--check-config", action="store_true", help="validate the config and exit")

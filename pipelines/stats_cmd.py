@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from pipelines import options
-from stats.sequential import DEFAULT_TARGET, TARGETS
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
@@ -26,7 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
     parser.add_argument("--scale", nargs="+", metavar="MIN MAX", help="the scores' scale, mapped onto [0, 1] "
                         "(e.g. --scale 1 5 or --scale 1-5 for a Likert mark, --scale 0 100); default: the "
                         "scores are already on [0, 1]")
-    options.add_labels(parser, "adds the human-calibrated (PPI++) statistics, docs/human-labels.md")
     parser.add_argument(
         "--hypotheses", type=Path, default=None, help="hypotheses YAML (see configs/hypotheses)"
     )
@@ -34,20 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
     parser.add_argument("--alpha", type=float, default=0.05, help="significance level")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--markdown", action="store_true", help="print the verdict's Markdown source")
-    parser.add_argument("--sequential", action="store_true", help="also replay the scores as a sequential "
-                        "run: questions in the seeded random order (--seed), a look every --look-every "
-                        "questions, stopping once every pair is different or equivalent within --margin "
-                        "(anytime-valid at --alpha; docs/sequential.md)")
-    parser.add_argument("--margin", type=float, metavar="M", help="with --sequential: the equivalence "
-                        "margin on the [0, 1] score scale (e.g. 0.02)")
-    parser.add_argument("--look-every", type=int, metavar="L", help="with --sequential: questions per look")
-    parser.add_argument("--min-questions", type=int, metavar="N", help="with --sequential: no stop before N "
-                        "questions (default 0)")
-    parser.add_argument("--max-questions", type=int, metavar="N", help="with --sequential: stop after N "
-                        "questions at the latest (default: all)")
-    parser.add_argument("--target", choices=TARGETS, help="with --sequential: decide about the population "
-                        "of questions the scores' are drawn from (population, as the HSD), or about these "
-                        f"questions only (questions: sampling without replacement); default {DEFAULT_TARGET}")
+    options.add_extensions(parser, "stats")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -63,22 +48,25 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, plots) -> int:
     from infra.console import print_markdown, say
-    from pipelines.extensions import verdict_sections
+    from pipelines.extensions import command_hooks, verdict_sections
     from stats.errors import StatsInputError
     from pipelines.reporting.report import reduce_user_scores, user_scores
-    from pipelines.tools.sequential_replay import check_sequential_options, sequential_replay
 
+    hooks = command_hooks("stats")
     try:
-        check_sequential_options(args)
-        frame, labels = _scores_and_labels(args)
+        for hook in hooks:
+            if hook.check is not None:
+                hook.check(args)
+        frame, contributed = _scores_and_inputs(args)
         frame = user_scores(frame, options.parse_scale(args.scale))
         with _progress(frame["metric"].nunique(), disabled=args.no_progress) as advance:
             result, written, verdict = reduce_user_scores(
                 frame, args.out, hypotheses_path=args.hypotheses, b=args.b, seed=args.seed,
                 alpha=args.alpha, title=args.scores.name, on_metric=advance, sections=verdict_sections(),
-                labels=labels, plots=plots)
-        if args.sequential:
-            verdict = sequential_replay(args, frame, verdict)
+                plots=plots, **contributed)
+        for hook in hooks:
+            if hook.stats_verdict is not None:
+                verdict = hook.stats_verdict(args, frame, verdict)
     except StatsInputError as error:
         print(f"ccrs stats: error: {error}", file=sys.stderr)
         return 2
@@ -93,29 +81,22 @@ def _run(args: argparse.Namespace, plots) -> int:
     return 0
 
 
-def _scores_and_labels(args: argparse.Namespace):
-    """The scores (a file, or a run directory's judge stages) and the labels (--labels, else a run
-    directory's own), the labels checked (stats.labels.LabelSet) or None."""
-    from stats.errors import StatsInputError
-    from stats.labels import validate_labels
-    from tasks.reduce import concat_scores, read_labels_file, read_run_labels, read_scores_file, run_scores
+def _scores_and_inputs(args: argparse.Namespace):
+    """The scores (a file, or a run directory's judge stages) and what the run extensions' statistics
+    contributors add to them from their options or the run directory (e.g. its human labels); an input that
+    cannot be read is the command's error."""
+    from pipelines.extensions import command_values, statistics_contributors
+    from tasks.reduce import concat_scores, read_scores_file, run_scores
+    from tasks.runtime.contributions import StatisticsContext, contributed_inputs
 
-    if args.scores.is_dir():
-        frame = concat_scores([read_scores_file(path) for path in run_scores(args.scores)])
-        if args.labels is None:
-            if args.label_scale or args.predicted_by:
-                raise StatsInputError("--label-scale and --predicted-by describe a --labels file; a run "
-                                      "directory's labels carry their scales (labels/metrics.json)")
-            return frame, read_run_labels(args.scores)
-    else:
-        frame = read_scores_file(args.scores)
-    if args.labels is None:
-        if args.label_scale or args.predicted_by:
-            raise StatsInputError("--label-scale and --predicted-by need --labels LABELS")
-        return frame, None
-    scale = options.parse_scale(args.label_scale, "--label-scale")
-    return frame, validate_labels(read_labels_file(args.labels), scale,
-                                  options.parse_predicted_by(args.predicted_by))
+    run_dir = args.scores if args.scores.is_dir() else None
+    frame = (concat_scores([read_scores_file(path) for path in run_scores(run_dir)]) if run_dir is not None
+             else read_scores_file(args.scores))
+    found = contributed_inputs(statistics_contributors(),
+                               StatisticsContext(run_dir, options=command_values(args, "stats")))
+    if found.failed:
+        raise found.failed[0][1]
+    return frame, found.kwargs
 
 
 def _print_comparison(rows: list[dict]) -> None:
@@ -161,15 +142,9 @@ def _print_judge_noise(noise: dict) -> None:
           f"[{low:.3f}, {high:.3f}]{verdicts}")
 
 
-def _print_human_calibrated(block: dict) -> None:
-    pairs = block["pairwise"]
-    print(f"    human-calibrated ({block['human_metric']}): {sum(block['n_labels'].values())} labels, "
-          f"{sum(pair['significant'] for pair in pairs)} of {len(pairs)} pairs differ, "
-          f"{sum(pair['decision_changed'] for pair in pairs)} decisions changed from the judge alone, "
-          f"{len(block['too_few_labels'])} systems with too few labels")
-
-
 def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:
+    from pipelines.extensions import command_hooks
+
     print(f"{result['n_queries']} queries, systems {result['systems']}, metrics {result['metrics']}")
     for metric, entry in result["per_metric"].items():
         power = entry["discriminative_power"]
@@ -180,8 +155,9 @@ def _print_summary(result: dict, written: list[Path], out_dir: Path) -> None:
         )
         if entry.get("judge_noise"):
             _print_judge_noise(entry["judge_noise"])
-        if entry.get("human_calibrated"):
-            _print_human_calibrated(entry["human_calibrated"])
+        for hook in command_hooks("stats"):
+            for line in hook.metric_lines(entry) if hook.metric_lines else ():
+                print(line)
     _print_comparison(result["discriminative_power_comparison"])
     for name, entry in result["hypotheses"].items():
         verdict = "significant" if entry["significant"] else "not significant"

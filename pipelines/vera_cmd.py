@@ -23,7 +23,9 @@ aggregate, vera_aggregate, with vera_aggregate_sigmoid beside it (qrels prints i
 relevance; default all-MiniLM-L6-v2). --vera-prompt-version sets judge.vera.prompt_version: the default v2
 (ours: at most 12 statements, every generated question in one call) fits the local CPU model; `paper` is
 the VERA paper's construct (no statement cap, one question a call: more and longer calls). The version in
-use is named on the line each judging command starts with.
+use is named on the line each judging command starts with. --preset paper sets what the paper fixes: the
+`paper` prompts, the top 5 passages, n = 50 and B = 500; a set with fewer than 50 observations is drawn at
+the paper's ratio n/N = 50/200 and a note says so. A --n above a set's observations is refused (exit 2).
 
 score: the judge, its `judge.vera` options, the client and the endpoint are the run's own config
 (RUN_DIR/config.json; --config names another), reached as `ccrs run` reaches them (the judge's own
@@ -46,17 +48,24 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 from infra.console import say
 from pipelines import options
 from pipelines.options import UsageError
+from stats.vera import PAPER_SAMPLE_RATIO, SampleSize
 
 # llm: VERA's LLM metrics (the paper's, pipelines.tools.vera.llm_topicality_report);
 # cosine: our embedding variant (pipelines.tools.vera.topicality_report)
 TOPICALITY_METHODS = ("llm", "cosine")
-# Bootstrap settings by name: the VERA paper's topicality analysis used samples of 50 and 500 resamples.
-PRESETS = {"paper": {"n": 50, "b": 500}}
+# Settings by name. paper: everything the VERA paper fixes that runs here: its prompts (no statement cap,
+# one generated question a call), the top 5 passages (section 5.1), bootstrap samples of 50 and 500
+# resamples (section 5.2), drawn at its ratio n/N = 50/200 where a set has fewer than 50 observations.
+# The reader's temperature 0 and top_p 0.01 are every VERA reader's (pipelines/tools/vera.py vera_reader);
+# the paper's Claude judges, Titan embedder and ms-marco cross-encoder are not reachable here.
+PRESETS = {"paper": {"n": 50, "b": 500, "sample_ratio": PAPER_SAMPLE_RATIO, "prompt_version": "paper",
+                     "top_k": 5}}
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
@@ -73,9 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
     for p in (score, bootstrap, topicality, qrels):
         options.add_bootstrap(p, "bootstrap resamples B")
         p.add_argument("--n", type=int, default=None,
-                       help="bootstrap sample size n (default: all observations)")
+                       help="bootstrap sample size n (default: all observations; above them: refused)")
         p.add_argument("--preset", choices=sorted(PRESETS), default=None,
-                       help="paper: the VERA paper's n = 50 and B = 500 (section 5.2); --b / --n still win")
+                       help="paper: the VERA paper's settings: its prompts, top 5 passages, n = 50 and "
+                            "B = 500 (section 5.2), n drawn as the paper's n/N = 50/200 where a set has "
+                            "fewer than 50 observations (noted); --b, --n, --top-k and "
+                            "--vera-prompt-version still win")
     for p in (bootstrap, topicality, qrels):
         options.add_out(p, "vera", "<command>.json, and <command>_scores.parquet of the judged scores")
     for p in (topicality, qrels):
@@ -119,9 +131,14 @@ def vera_overrides(args: argparse.Namespace) -> dict:
         overrides["judge.vera.cross_encoder"] = None if args.cross_encoder == "none" else args.cross_encoder
     if getattr(args, "embedder", None):
         overrides["judge.vera.embedder"] = args.embedder
-    if getattr(args, "vera_prompt_version", None):
-        overrides["judge.vera.prompt_version"] = args.vera_prompt_version
+    version = getattr(args, "vera_prompt_version", None) or preset_of(args).get("prompt_version")
+    if version:
+        overrides["judge.vera.prompt_version"] = version
     return overrides
+
+
+def preset_of(args: argparse.Namespace) -> dict:
+    return PRESETS.get(getattr(args, "preset", None) or "", {})
 
 
 def prompts_named(judge) -> str:
@@ -190,16 +207,23 @@ def console_log(args: argparse.Namespace) -> Path | None:
 
 def main(args: argparse.Namespace) -> int:
     from judges.vera import CrossEncoderUnavailable
+    from stats.errors import StatsInputError
 
-    return options.exit_2_on_usage_error("vera", lambda: run(args), CrossEncoderUnavailable)
+    return options.exit_2_on_usage_error("vera", lambda: run(args), CrossEncoderUnavailable, StatsInputError)
 
 
 def bootstrap_settings(args: argparse.Namespace) -> argparse.Namespace:
-    """B and n from --b / --n, else the --preset's, else B's default and n = every observation."""
-    preset = PRESETS.get(getattr(args, "preset", None) or "", {})
+    """B and n from --b / --n, else the --preset's, else B's default and n = every observation. n becomes
+    a SampleSize: a --n above a set's observations is refused; the preset's is drawn at its ratio."""
+    preset = preset_of(args)
     if not options.given(args, "b"):
         args.b = preset.get("b", args.b)
-    args.n = args.n if args.n is not None else preset.get("n")
+    if args.n is not None:
+        args.n = SampleSize(args.n)
+    else:
+        args.n = SampleSize(preset.get("n"), preset.get("sample_ratio"))
+    if getattr(args, "top_k", None) is None and "top_k" in preset and args.vera_command == "score":
+        args.top_k = preset["top_k"]
     return args
 
 
@@ -229,6 +253,8 @@ def score(args: argparse.Namespace, vera_tool) -> int:
     from pipelines.tools.endpoint import fitted_judge, judge_client, judge_endpoint
 
     config = score_config(args)
+    if (n_queries := run_queries(args)) is not None:
+        args.n.for_observations(n_queries)  # an n the run cannot give: refused before any call
     cross_encoder = config.judge.vera.cross_encoder
     if cross_encoder is None:
         say(vera_tool.AGGREGATE_OFF, err=True)
@@ -241,6 +267,18 @@ def score(args: argparse.Namespace, vera_tool) -> int:
                                      cross_encoder, args.b, args.n, args.seed, args.limit, progress=True)
     say(json.dumps(summary, indent=2))
     return 0
+
+
+def run_queries(args: argparse.Namespace) -> int | None:
+    """The queries `score` judges per system: the run's, or its first --limit (None: no queries file)."""
+    import pyarrow.parquet as pq
+    from tasks.runtime.layout import RunLayout
+
+    queries = RunLayout(Path(args.run_dir)).queries
+    if not queries.exists():
+        return None
+    count = pq.read_metadata(queries).num_rows
+    return min(count, args.limit) if args.limit is not None else count
 
 
 def score_config(args: argparse.Namespace):
@@ -275,9 +313,25 @@ def write_report(report: dict, path: Path, show) -> int:
     return 0
 
 
+def sample_size_notes(tree) -> list[str]:
+    """Every distinct note of a set or metric whose n above its observations was drawn at a ratio."""
+    if isinstance(tree, list):
+        return list(dict.fromkeys(note for item in tree for note in sample_size_notes(item)))
+    if not isinstance(tree, dict):
+        return []
+    own = [tree["sample_size_note"]] if tree.get("sample_size_note") else []
+    return list(dict.fromkeys(own + sample_size_notes(list(tree.values()))))
+
+
+def print_sample_size_notes(report: dict) -> None:
+    for note in sample_size_notes(report):
+        say(f"  note: {note}")
+
+
 def print_bootstrap(report: dict) -> None:
     """Per system and metric: the bootstrap mean [interval], SE and the B from which the SE converged."""
     say(f"VERA bootstrap, B = {report['b']}, n = {report['n'] or 'all'}, seed {report['seed']}")
+    print_sample_size_notes(report)
     for system, metrics in report["systems"].items():
         for metric, entry in metrics.items():
             if not entry["computable"]:
@@ -347,6 +401,7 @@ def topicality(args: argparse.Namespace, vera_tool) -> dict:
         sets = vera_tool.load_query_sets(args.sets or vera_tool.DEFAULT_SETS, config.dataset, args.limit)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    args.n.for_observations(min(len(s.texts) for s in sets))  # an n the sets cannot give: refused now
     texts = [text for query_set in sets for text in query_set.texts]
     meta = {"method": args.method, "k": args.k, "repository": config.dataset.path, "run_dir": str(run_dir)}
     say(f"topicality: {', '.join(f'{s.name} ({len(s.texts)})' for s in sets)} queries, top {args.k} of "
@@ -413,6 +468,8 @@ def qrels(args: argparse.Namespace, vera_tool) -> dict:
                                      args.relevant_grade, args.seed)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    per_condition = Counter(ask.query_set for ask in built.asks)
+    args.n.for_observations(min(per_condition.values()))  # an n the contexts cannot give: refused now
     reader, judge = reader_and_judge(args, config, vera_tool)
     say(f"qrels: {len(built.asks)} contexts (unit {args.unit}, relevant grade {built.relevant_grade})"
         + (f"; judgments dropped: {built.dropped}" if built.dropped else ""), err=True)
@@ -436,6 +493,7 @@ def print_topicality(report: dict) -> None:
     names = [s["name"] for s in report["sets"]]
     say(f"VERA topicality ({report.get('method', 'llm')}), B = {report['b']}, n = {report['n'] or 'all'}: "
         + ", ".join(f"{s['name']} {s['n_queries']}" for s in report["sets"]) + " queries")
+    print_sample_size_notes(report)
     for system, result in report["systems"].items():
         say(f"\n{'retriever ' + system:28s}" + "".join(f"  {name:>24s}" for name in names) + "  order")
         for metric, entry in result["metrics"].items():
@@ -455,6 +513,7 @@ def print_qrels(report: dict) -> None:
     counts = report["n_asks"]
     say(f"VERA section 5.1: {counts['perfectly_relevant']} perfectly relevant (PR), {counts['irrelevant']} "
         f"irrelevant (IR) contexts")
+    print_sample_size_notes(report)
     say(f"  {'metric':26s} {'PR mean (n)':>14s} {'IR mean (n)':>14s}  PR - IR")
     for metric, row in report["metrics"].items():
         pr, ir = row["perfectly_relevant"], row["irrelevant"]

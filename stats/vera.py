@@ -10,6 +10,9 @@
   minority-topic and an unrelated set), given in the order expected from most to least topical; each
   set's bootstrap distribution of means, the distribution of every pair's difference (earlier minus
   later set), its percentile interval and a verdict, and whether the sets' means fall in the given order.
+- SampleSize: how n follows from the N observations. n > N is refused (a resample larger than the data
+  gives the standard error of a mean of n values, narrower than the N observed support), unless a ratio is
+  set for that case: then n = round(ratio * N) (the paper's preset: its n/N = 50/200).
 Reuses stats/bootstrap.py's draw when n equals the number of observations.
 """
 
@@ -24,6 +27,39 @@ from stats.bootstrap import bootstrap_means
 from stats.errors import StatsInputError
 
 _MAX_CELLS = 8_000_000
+# Section 5.2: bootstrap samples of 50 drawn from query sets of 200.
+PAPER_SAMPLE_RATIO = 50 / 200
+
+
+@dataclass(frozen=True)
+class SampleSize:
+    """The bootstrap sample size n asked for (None: every observation) and, for an n above the N
+    observations, the share of N to draw instead (None: refused)."""
+
+    n: int | None = None
+    ratio_above_observations: float | None = None
+
+    def for_observations(self, n_observed: int) -> int:
+        if self.n is None or self.n <= n_observed:
+            return n_observed if self.n is None else self.n
+        if self.ratio_above_observations is None:
+            raise StatsInputError(
+                f"bootstrap sample size n = {self.n} exceeds the {n_observed} observations: resamples "
+                f"larger than the data understate the standard error; give n <= {n_observed}")
+        return max(1, round(self.ratio_above_observations * n_observed))
+
+    def note(self, n_observed: int) -> str | None:
+        """Where n > N was drawn at the ratio: what was asked and what was drawn."""
+        if self.n is None or self.n <= n_observed:
+            return None
+        drawn = self.for_observations(n_observed)
+        return (f"n = {self.n} asked but only {n_observed} observations: drawn n = {drawn}, the paper's "
+                f"ratio n/N = {self.ratio_above_observations:g}")
+
+
+def sample_size(n: int | SampleSize | None) -> SampleSize:
+    """An n given as a number (refused above N), None (every observation) or a SampleSize."""
+    return n if isinstance(n, SampleSize) else SampleSize(None if n is None else int(n))
 
 
 @dataclass(frozen=True)
@@ -38,6 +74,7 @@ class BootstrapStats:
     n_observed: int
     b: int
     confidence: float
+    sample_size_note: str | None = None  # n > N drawn at a ratio (SampleSize.note)
 
 
 @dataclass(frozen=True)
@@ -99,19 +136,21 @@ def bootstrap_samples(scores, b: int, rng: np.random.Generator, n: int | None = 
     return means
 
 
-def summarize_means(values: np.ndarray, means: np.ndarray, n: int, confidence: float) -> BootstrapStats:
+def summarize_means(values: np.ndarray, means: np.ndarray, n: int, confidence: float,
+                    note: str | None = None) -> BootstrapStats:
     """The statistics of one bootstrap distribution of means (VERA section 3.3)."""
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(means, [tail, 100.0 - tail])
     variance = float(means.var(ddof=1)) if means.size > 1 else 0.0
     return BootstrapStats(float(means.mean()), float(values.mean()), float(np.sqrt(variance)), variance,
-                          float(low), float(high), n, values.size, means.size, confidence)
+                          float(low), float(high), n, values.size, means.size, confidence, note)
 
 
-def bootstrap_metric(scores, b: int, rng: np.random.Generator, n: int | None = None,
+def bootstrap_metric(scores, b: int, rng: np.random.Generator, n: int | SampleSize | None = None,
                      confidence: float = 0.95) -> BootstrapStats:
     values = _values(scores)
-    n = values.size if n is None else int(n)
+    rule = sample_size(n)
+    n = rule.for_observations(values.size)
     if not 0 < confidence < 1:
         raise StatsInputError(f"confidence must be in (0, 1), got {confidence}")
     if b < 1:
@@ -120,15 +159,16 @@ def bootstrap_metric(scores, b: int, rng: np.random.Generator, n: int | None = N
         means = bootstrap_means(values[:, None], b, rng)[:, 0]
     else:
         means = bootstrap_samples(values, b, rng, n)
-    return summarize_means(values, means, n, confidence)
+    return summarize_means(values, means, n, confidence, rule.note(values.size))
 
 
-def convergence(scores, b_values: Sequence[int], rng: np.random.Generator, n: int | None = None,
+def convergence(scores, b_values: Sequence[int], rng: np.random.Generator, n: int | SampleSize | None = None,
                 tol: float = 0.01, confidence: float = 0.95) -> ConvergenceReport:
     """SE and CI width for each B in b_values, from nested prefixes of max(b_values) resamples."""
     grid = sorted({int(b) for b in b_values})
     if not grid or grid[0] < 2:
         raise StatsInputError("convergence needs B values >= 2")
+    n = sample_size(n).for_observations(_values(scores).size)
     means = bootstrap_samples(scores, grid[-1], rng, n)
     # SE of every prefix at once from cumulative sums.
     k = np.arange(1, means.size + 1, dtype=np.float64)
@@ -147,11 +187,11 @@ def convergence(scores, b_values: Sequence[int], rng: np.random.Generator, n: in
             converged = grid[i]
             break
     return ConvergenceReport(tuple(grid), tuple(float(s) for s in se), tuple(widths), tuple(rel), converged,
-                             tol, int(n if n is not None else _values(scores).size))
+                             tol, n)
 
 
 def compare_query_sets(sets: Mapping[str, Sequence[float] | np.ndarray], b: int, rng: np.random.Generator,
-                       n: int | None = None, confidence: float = 0.95) -> QuerySetComparison:
+                       n: int | SampleSize | None = None, confidence: float = 0.95) -> QuerySetComparison:
     """Contrast query sets on the same repository (higher = more topical), given in the order expected
     from most to least topical (e.g. on-topic, minority topic, unrelated). Every set is resampled
     independently with the same n and B (in the order given, from one stream); the pair differences are
@@ -162,9 +202,11 @@ def compare_query_sets(sets: Mapping[str, Sequence[float] | np.ndarray], b: int,
         raise StatsInputError(f"confidence must be in (0, 1), got {confidence}")
     names = list(sets)
     values = [_values(sets[name]) for name in names]
-    means = np.stack([bootstrap_samples(v, b, rng, n) for v in values])  # (sets, B)
-    stats = {name: summarize_means(v, m, n or v.size, confidence)
-             for name, v, m in zip(names, values, means)}
+    rule = sample_size(n)
+    sizes = [rule.for_observations(v.size) for v in values]
+    means = np.stack([bootstrap_samples(v, b, rng, size) for v, size in zip(values, sizes)])  # (sets, B)
+    stats = {name: summarize_means(v, m, size, confidence, rule.note(v.size))
+             for name, v, m, size in zip(names, values, means, sizes)}
     first, second = np.triu_indices(len(names), k=1)
     diffs = means[first] - means[second]  # (pairs, B)
     tail = (1.0 - confidence) / 2.0 * 100.0

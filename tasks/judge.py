@@ -12,7 +12,6 @@ or a 0); both have an integer `repeat` column (0..k-1) when k > 1, and only then
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,11 +35,10 @@ from tasks.runtime.judge_batches import (
     BatchStore,
     concatenate,
     merge_summaries,
-    question_batches,
     scored_rows,
 )
+from tasks.runtime.judge_loop import BOUNDED_BATCHES, JudgeLoopPolicy, merged_settings
 from tasks.runtime.layout import JUDGMENTS_FILE, SCORES_FILE, RunLayout
-from tasks.runtime.sequential_judging import StoppingRule, sequential_looks, write_sequential
 from stats.scores import REPEAT_COLUMN
 from tasks.runtime.stage import (
     StageResult,
@@ -242,40 +240,33 @@ def run_judging(
     force: bool = False,
     progress: bool = True,
     identity: dict[str, Any] | None = None,
-    sequential_family: Sequence[str] = (),
-    sequential_baseline: tuple[str, pd.DataFrame] | None = None,
+    policy: JudgeLoopPolicy = BOUNDED_BATCHES,
 ) -> JudgingOutputs:
     """The judge stage, in bounded batches of whole questions (tasks/runtime/judge_batches.py,
     ClientConfig.batch_samples): each batch is planned, judged, checked complete and written as a part;
     the output files are the parts concatenated. A resumed run skips the written batches.
 
-    With `judge.sequential` the batches are looks of whole questions in a seeded random order, and the
-    stage stops after the look that settles every (metric, system pair) (tasks/runtime/sequential_judging.py);
-    `sequential_family`: every metric of the run whose pairs must be settled (all its judge stages), which
-    sizes the family the error rate is shared by; empty: this suite's judged metrics. `sequential_baseline`:
-    (run id, its scores): a night settled against its baseline (each (system, metric) cell), not its
-    systems' pairs."""
+    `policy` (tasks/runtime/judge_loop.py) orders the questions into the batches (its looks) and may stop the
+    stage after a look; it adds what it declares to the stage's key and what it records to its summary. The
+    default judges every question; a run extension that turns another on hands it in (the pipeline asks the
+    registry)."""
     suite = get_suite(suite_name)
     stage = RunLayout.judge_stage(suite_name)
     key = judging_key(suite_name, (queries_path, retrieved_path, generations_path), judge, client, top_k,
-                      identity, sequential_baseline[0] if sequential_baseline and judge.sequential else None)
+                      identity, policy.key_settings())
 
     def compute(out_dir: Path) -> dict:
         started = time.perf_counter()
         store = BatchStore.of(run_dir, stage, key, client.batch_samples)
-        sequential = judge.sequential
-        batches = (sequential_looks(generations_path, sequential) if sequential
-                   else question_batches(generations_path, client.batch_samples))
+        batches = policy.looks(generations_path, client.batch_samples)
         on_driver_node(store.split_inputs, {"queries": queries_path, "retrieved": retrieved_path,
                                             "generations": generations_path}, batches, top_k)
         batch_judge = _BatchJudge(suite, judge, client, base_url, top_k, identity, store)
         bar = _judgments_bar(generations_path, suite, judge) if progress else None
-        rule = (_stopping_rule(generations_path, suite, judge, batches, sequential_family,
-                               sequential_baseline) if sequential else None)
         summaries = []
         for b in range(len(batches)):
             summaries.append(batch_judge(b, bar))
-            if rule is not None and rule.after_look(store.parts(b + 1), _judged_order(batches, b)):
+            if policy.stop_after(store.parts(b + 1), _judged_order(batches, b)):
                 break
         if bar is not None:
             bar.close()
@@ -286,9 +277,7 @@ def run_judging(
         else:  # nothing was generated: the stage's files exist, with their columns and no row
             write_judgments(judgments_frame([], metric_order=suite.selected_metrics(judge)), out_dir)
         summary = merge_summaries(summaries)
-        if rule is not None:
-            judged = len(_judged_order(batches, done - 1)) if done else 0
-            summary["sequential"] = write_sequential(out_dir, rule.record(judged, sequential.seed))
+        summary.update(policy.record(out_dir, len(_judged_order(batches, done - 1)) if done else 0))
         return {**summary, "batches": done, "seconds": round(time.perf_counter() - started, 2)}
 
     return judging_outputs(suite_name, run_stage(run_dir, stage, key, compute, force=force))
@@ -362,37 +351,23 @@ def _judged_order(batches: list[list[str]], last: int) -> list[str]:
     return [query_id for batch in batches[: last + 1] for query_id in batch]
 
 
-def _stopping_rule(generations_path: Path, suite: JudgeSuite, judge: JudgeConfig, batches: list[list[str]],
-                   family: Sequence[str], baseline: tuple[str, pd.DataFrame] | None) -> StoppingRule:
-    options = judge.sequential
-    systems = tuple(sorted(pq.read_table(generations_path, columns=["system"]).column("system").unique()
-                           .to_pylist()))
-    own = list(suite.selected_metrics(judge))
-    wanted = options.metrics if options.metrics is not None else list(family) or own
-    metrics = tuple(name for name in own if name in wanted)
-    pairs = len(systems) if baseline else len(systems) * (len(systems) - 1) // 2  # cells vs the baseline
-    family_size = max(1, len([name for name in (family or own) if name in wanted]) * pairs)
-    return StoppingRule(options, systems, metrics, family_size, sum(len(batch) for batch in batches),
-                        baseline_run=baseline[0] if baseline else None,
-                        baseline=baseline[1] if baseline else None)
-
-
 def judging_key(suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeConfig, client: ClientConfig,
-                top_k: int, identity: dict[str, Any] | None = None, baseline_run: str | None = None) -> str:
+                top_k: int, identity: dict[str, Any] | None = None,
+                policy_settings: dict[str, Any] | None = None) -> str:
     """The judge stage's key: its inputs (queries, retrieved, generations), the judge settings, the seed,
-    top-k, the code and what the endpoint reports serving (`identity`). Where the judge is reached
-    (base_url, its key) does not change a judgment."""
+    top-k, the code, what the endpoint reports serving (`identity`) and what the stage's loop policy
+    declares (`policy_settings`, JudgeLoopPolicy.key_settings). Where the judge is reached (base_url, its
+    key) does not change a judgment."""
     # k = 1 is a run without repeats: the key it always had
     unrepeated = set() if judge.repeats.repeated else {"repeats"}
-    # the calibration gate (judge.preflight) is a stage of its own and changes no judgment of this one
-    unsequential = {"sequential"} if judge.sequential is None else set()  # keys as before it existed
-    excluded = JUDGE_ENDPOINT_FIELDS | unrepeated | {"preflight"} | unsequential
-    config = {"judge": judge.model_dump(mode="json", exclude=excluded),
+    # the other settings outside a judgment (the judge's other stages, its loop) enter only as the policy
+    # declares them: a run without one keeps the key it always had
+    elsewhere = judge.not_in_judgment - {"cache", "repeats"}
+    config = {"judge": judge.model_dump(mode="json", exclude=JUDGE_ENDPOINT_FIELDS | unrepeated | elsewhere),
               "seed": client.seed, "top_k": top_k}
     if identity:
         config["endpoint"] = identity
-    if baseline_run:  # a sequential night stops where its cells are settled against this baseline
-        config["sequential_baseline"] = baseline_run
+    config = merged_settings(config, policy_settings or {})
     upstream = [file_fingerprint(path) for path in inputs]
     return stage_key(RunLayout.judge_stage(suite_name), config, upstream, stage_code_version(suite_name))
 

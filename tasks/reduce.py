@@ -26,7 +26,14 @@ from stats.hypotheses import Hypothesis, HypothesisSet
 from stats.labels import LabelSet, validate_labels, validate_skips
 from stats.multiple import Combine
 from stats.scores import REPEAT_COLUMN, validate_scores
-from tasks.runtime.layout import SEQUENTIAL_FILE, STATS_FILE, RunLayout
+from tasks.runtime.contributions import (
+    StatisticsContext,
+    StatisticsContributor,
+    contributed_blocks,
+    contributed_fingerprints,
+    contributed_inputs,
+)
+from tasks.runtime.layout import STATS_FILE, RunLayout
 from tasks.runtime.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
 
 UNSCORED_NOTE = ("no judgment has a score (every one failed: failures.json, the judgments' reasons and raw "
@@ -44,18 +51,19 @@ def run_reduce(
     *,
     metric_order: Sequence[str],
     suites: Mapping[str, Sequence[str]],
+    contributors: Sequence[StatisticsContributor] = (),
 ) -> StageResult:
     """`metric_order`: every metric's place in the tables (judges.suite.metric_order()); `suites`: {suite:
     its metric names} (judges.suite.suite_membership()), which groups the discriminative power comparison
-    (the CCRS paper's Table 3)."""
+    (the CCRS paper's Table 3); `contributors`: the run extensions' parts of the statistics
+    (tasks/runtime/contributions.py), handed in by the caller."""
     membership = {name: list(metrics) for name, metrics in suites.items()}
     config = {"b": b, "seed": seed, "alpha": alpha, "hypotheses": _hypotheses_text(hypotheses_path),
               "suites": membership, "metric_order": list(metric_order)}
-    sequential_paths = [path.parent / SEQUENTIAL_FILE for path in scores_paths]
+    context = StatisticsContext(Path(run_dir), tuple(scores_paths))
     key = stage_key("reduce", config, [file_fingerprint(path) for path in scores_paths]
-                    + labels_fingerprint(run_dir)
-                    + [file_fingerprint(path) for path in sequential_paths if path.is_file()],
-                    code_version(__name__))
+                    + contributed_fingerprints(contributors, context),
+                    code_version(__name__, *(module for c in contributors for module in c.code)))
 
     def reduce_scores(out_dir: Path) -> dict:
         scores = concat_scores([load_scores(path) for path in scores_paths])
@@ -63,11 +71,10 @@ def run_reduce(
             result = unscored_result(b, seed, alpha, UNSCORED_NOTE)
         else:
             hypotheses = load_hypotheses(hypotheses_path) if hypotheses_path else None
-            result = _statistics(run_dir, scores, hypotheses=hypotheses, b=b, seed=seed, alpha=alpha,
-                                 metric_order=list(metric_order), metric_suites=membership)
-        sequential = merged_sequential(sequential_paths)
-        if sequential is not None:  # judge.sequential: the run stopped once its comparisons were settled
-            result["sequential"] = sequential
+            result = contributed_statistics(contributors, context, scores, hypotheses=hypotheses, b=b,
+                                            seed=seed, alpha=alpha, metric_order=list(metric_order),
+                                            metric_suites=membership)
+        result.update(contributed_blocks(contributors, context))
         written = write_stats(result, out_dir)
         return {
             "n_queries": result["n_queries"],
@@ -80,23 +87,20 @@ def run_reduce(
     return run_stage(run_dir, "reduce", key, reduce_scores, force=force)
 
 
-def _statistics(run_dir: Path, scores: pd.DataFrame, **options) -> dict:
-    """compute_all with the run's human labels; labels that cannot be used (a bad file, a system the scores
-    lack) leave the judge-only statistics whole, with a note that says why."""
-    try:
-        labels = read_run_labels(run_dir)
-    except StatsInputError as error:
-        return _noted(compute_all(scores, **options), error)
-    if labels is None:
-        return compute_all(scores, **options)
-    try:
-        return compute_all(scores, labels=labels, **options)
-    except StatsInputError as error:
-        return _noted(compute_all(scores, **options), error)
-
-
-def _noted(result: dict, error: StatsInputError) -> dict:
-    result["notes"].append(f"human labels not used: {error}")
+def contributed_statistics(contributors: Sequence[StatisticsContributor], context: StatisticsContext,
+                           scores: pd.DataFrame, **options) -> dict:
+    """compute_all with what the contributors add to it (a run's human labels); inputs that cannot be used
+    (a bad file, a system the scores lack) leave the core statistics whole, with a note that says why."""
+    inputs = contributed_inputs(contributors, context)
+    failed, result = inputs.failed, None
+    if inputs.kwargs:
+        try:
+            result = compute_all(scores, **inputs.kwargs, **options)
+        except StatsInputError as error:
+            failed += [(unusable, error) for unusable in inputs.given]
+    if result is None:
+        result = compute_all(scores, **options)
+    result["notes"] += [f"{unusable}: {error}" for unusable, error in failed]
     return result
 
 
@@ -152,7 +156,7 @@ def load_scores(path: str | Path) -> pd.DataFrame:
 
 def concat_scores(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """One long-format table of several suites' scores. When only some carry a repeat column (judged
-    with judge.repeats), the others were judged once: their rows get repeat 0."""
+    more than once per answer), the others were judged once: their rows get repeat 0."""
     if any(REPEAT_COLUMN in frame.columns for frame in frames):
         frames = [frame if REPEAT_COLUMN in frame.columns else frame.assign(**{REPEAT_COLUMN: 0})
                   for frame in frames]
@@ -282,23 +286,3 @@ def labels_fingerprint(run_dir: Path) -> list:
     layout = RunLayout(run_dir)
     files = (layout.labels_file, layout.labels_metrics, layout.labels_skips)
     return [file_fingerprint(path) for path in files if path.is_file()]
-
-
-def merged_sequential(paths: Sequence[Path]) -> dict | None:
-    """stats.json["sequential"] from the judge stages' sequential.json files (None without any): their
-    decisions together, stopped at the latest stage's stop, each stage's own record under `stages`."""
-    records = {path.parent.name: json.loads(path.read_text()) for path in paths if path.is_file()}
-    if not records:
-        return None
-    first = next(iter(records.values()))
-    merged = {key: value for key, value in first.items() if key not in ("decisions", "looks")}
-    merged["stopped_at"] = max(record["stopped_at"] for record in records.values())
-    merged["looks"] = first["looks"] if len(records) == 1 else []
-    merged["decisions"] = [decision for record in records.values() for decision in record["decisions"]]
-    for key in ("judge_calls_not_sent", "judge_calls_total"):
-        merged[key] = sum(record.get(key, 0) for record in records.values())
-    merged["judge_calls_saved_share"] = (merged["judge_calls_not_sent"] / merged["judge_calls_total"]
-                                         if merged["judge_calls_total"] else 0.0)
-    merged["settled"] = all(record.get("settled", False) for record in records.values())
-    merged["stages"] = records
-    return merged

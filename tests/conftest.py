@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.shared import BIOASQ_SAMPLE, bioasq_questions, sample_field  # noqa: F401 - for the tests
 from infra.process import configure_process
 
 REPO = Path(__file__).resolve().parents[1]
-BIOASQ_SAMPLE = REPO / "data" / "bioasq-sample" / "12B1_golden_sample.json"
 # The test process's start: the settings `ccrs` makes at its start, and no test ever asks the Hub (a `ccrs`
 # subprocess inherits both).
 configure_process()
@@ -173,11 +173,6 @@ def _restore_session_state():
             sys.modules["ray"].shutdown()
 
 
-def bioasq_questions(limit: int | None = None) -> list[dict]:
-    questions = json.loads(BIOASQ_SAMPLE.read_text())["questions"]
-    return questions[:limit] if limit else questions
-
-
 def write_bioasq_subset(directory: Path, questions: int) -> Path:
     """A BioASQ dataset folder of the shipped sample's first `questions` questions, in the official JSON
     format: their snippets are the whole corpus (the sample's 32 give 685 passages, whose embedding is most of
@@ -185,18 +180,6 @@ def write_bioasq_subset(directory: Path, questions: int) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / BIOASQ_SAMPLE.name).write_text(json.dumps({"questions": bioasq_questions(questions)}))
     return directory
-
-
-def sample_field(value):
-    """The sample stores nested fields as Python literals; parse them back."""
-    import ast
-
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            return value
-    return value
 
 
 def bioasq_sample(snippets: int = 3):

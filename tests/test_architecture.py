@@ -9,6 +9,9 @@ and classes, under `if TYPE_CHECKING:`. The rules:
 - stats/ is pure kernels: it imports only numpy, scipy, pandas and the standard library's pure helpers,
   and calls no file reader or writer; matplotlib is imported by the one plot helper
   (pipelines/reporting/plots.py) only.
+- inside pipelines/, every module sits in one layer of PIPELINES_LAYERS (the commands on top, the shipped
+  paths at the bottom) and imports only its own layer and those below it;
+- benchmarks/ imports nothing of tests/ (what both need is product code, or benchmarks/shared.py).
 
 A failing assertion lists every offending `file:line`.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import ast
 from collections import defaultdict
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
 
@@ -274,6 +278,74 @@ def test_no_private_names_across_packages():
     assert not violations, _report("private cross-package import", violations)
 
 
+# Inside pipelines/, top first: each layer is fnmatch patterns of dotted module names (a package's modules
+# named with ".*"; a module named exactly sits in that layer, else in the first whose pattern matches). A
+# module imports its own layer and those below, never one above; what two layers share lives in the lower
+# (the paths the run config and the calibration gate both read are pipelines/resources.py; the GQM question
+# types the test-set tool and the report share are the report's). The run extensions are plug-ins: above
+# the tools and the config they use, while the core reads them through their registry, low in the order
+# (the registry imports each extension module by name, no import statement).
+Layers = tuple[tuple[str, tuple[str, ...]], ...]  # (name, module patterns), top first
+PIPELINES_LAYERS: Layers = (
+    ("commands", ("pipelines", "pipelines.cli", "pipelines.*_cmd")),
+    ("api", ("pipelines.evaluate",)),  # ccrs_eval.evaluate() and `ccrs evaluate`
+    ("pipeline", ("pipelines.pipeline",)),
+    ("extensions", ("pipelines.extensions.*",)),
+    ("tools", ("pipelines.tools", "pipelines.tools.*")),
+    ("options", ("pipelines.options",)),
+    ("config", ("pipelines.config",)),
+    ("extension registry", ("pipelines.extensions", "pipelines.extensions.registry")),
+    ("reporting", ("pipelines.reporting", "pipelines.reporting.*")),
+    ("resources", ("pipelines.resources",)),
+)
+
+
+def pipelines_layer(module: str, layers: Layers = PIPELINES_LAYERS) -> int | None:
+    """The rank of the module's layer (0 = top), None where no pattern names it."""
+    exact = [rank for rank, (_, patterns) in enumerate(layers) if module in patterns]
+    matching = [rank for rank, (_, patterns) in enumerate(layers)
+                if any(fnmatchcase(module, pattern) for pattern in patterns)]
+    return (exact or matching or [None])[0]
+
+
+def unplaced_modules(modules: frozenset[str], layers: Layers = PIPELINES_LAYERS) -> list[str]:
+    return sorted(m for m in modules if top(m) == "pipelines" and pipelines_layer(m, layers) is None)
+
+
+def upward_import_violations(imports: list[Import], modules: frozenset[str],
+                             layers: Layers = PIPELINES_LAYERS) -> list[str]:
+    found = []
+    for imp in imports:
+        rank = pipelines_layer(imp.importer, layers) if top(imp.importer) == "pipelines" else None
+        for target in targets(imp, modules) if rank is not None else ():
+            above = pipelines_layer(target, layers) if top(target) == "pipelines" else None
+            if above is not None and above < rank:
+                found.append(f"{imp.where}: {layers[rank][0]} ({imp.importer}) imports {target} of the "
+                             f"layer {layers[above][0]} above it ({imp.statement})")
+    return found
+
+
+def test_every_module_of_pipelines_sits_in_a_layer():
+    unplaced = unplaced_modules(project_modules())
+    assert not unplaced, f"modules of pipelines/ in no layer of PIPELINES_LAYERS (place them): {unplaced}"
+
+
+def test_no_import_inside_pipelines_points_up():
+    violations = upward_import_violations(all_imports(packages=("pipelines",)), project_modules())
+    assert not violations, _report("upward import inside pipelines/", violations)
+
+
+def benchmark_test_imports(root: Path = REPO) -> list[str]:
+    """Imports of tests/ from benchmarks/ (a benchmark runs as a script, on the product alone)."""
+    imports = [imp for path in sorted((root / "benchmarks").rglob("*.py")) for imp in imports_of(path, root)]
+    return [f"{imp.where}: {imp.statement}" for imp in imports if top(imp.target) == "tests"]
+
+
+def test_no_benchmark_imports_the_tests():
+    violations = benchmark_test_imports()
+    assert not violations, _report("benchmark importing tests/", violations)
+
+
 # The Ray stages of tasks/: each reads its inputs from files (RunLayout) and none imports another; what
 # two stages share lives below them (retrievers/, judges/, infra/) or in tasks/runtime/ (the stage runner,
 # the run layout, the fan-out, the judge session). Reporting (the track step's MLflow logging, plots, the
@@ -485,6 +557,36 @@ def test_checker_finds_io_in_stats_and_matplotlib_outside_the_plot_helper(tmp_pa
                                             for line, call in calls]
     assert [v.split(" outside")[0] for v in matplotlib_violations(imports)] == [
         "tasks/other.py:1: from matplotlib import pyplot"]
+
+
+def test_checker_finds_upward_imports_in_pipelines_and_benchmarks_importing_tests(tmp_path):
+    files = {
+        "pipelines/__init__.py": "",
+        "pipelines/run_cmd.py": "from pipelines.reporting import verdict\n",
+        "pipelines/stray.py": "",
+        "pipelines/reporting/__init__.py": "",
+        "pipelines/reporting/verdict.py": "def f():\n    from pipelines.tools.gate import decide\n",
+        "pipelines/tools/__init__.py": "",
+        "pipelines/tools/gate.py": "from pipelines.reporting.verdict import f\ndecide = f\n",
+        "pipelines/extensions/__init__.py": "",
+        "pipelines/extensions/registry.py": "from pipelines.reporting.verdict import f\n",
+        "pipelines/extensions/gate.py": "from pipelines.tools.gate import decide\n",
+        "benchmarks/bench_x.py": "from timing import best\nfrom tests.conftest import sample_field\n",
+    }
+    root = _write_project(tmp_path, files)
+    layers = (("commands", ("pipelines", "pipelines.*_cmd")), ("extensions", ("pipelines.extensions.*",)),
+              ("tools", ("pipelines.tools", "pipelines.tools.*")),
+              ("registry", ("pipelines.extensions", "pipelines.extensions.registry")),
+              ("reporting", ("pipelines.reporting", "pipelines.reporting.*")))
+    modules = frozenset(module_name(path, root) for path in source_files(root, ("pipelines",)))
+    assert unplaced_modules(modules, layers) == ["pipelines.stray"]
+    assert [pipelines_layer(m, layers) for m in ("pipelines.extensions.gate", "pipelines.extensions.registry",
+                                                 "pipelines.extensions", "pipelines.run_cmd")] == [1, 3, 3, 0]
+    assert upward_import_violations(all_imports(root, ("pipelines",)), modules, layers) == [
+        "pipelines/reporting/verdict.py:2: reporting (pipelines.reporting.verdict) imports "
+        "pipelines.tools.gate of the layer tools above it (from pipelines.tools.gate import decide)"]
+    assert benchmark_test_imports(root) == [
+        "benchmarks/bench_x.py:2: from tests.conftest import sample_field"]
 
 
 # --- one flag name for the LLM endpoint across commands ---------------------------------------------------

@@ -180,3 +180,98 @@ def test_every_proxy_of_the_goal_trees_is_marked_proxy_in_the_doc():
     marked = marked_proxies(section(fidelity_text(), GQM_HEADING))
     missing = {tree.name: sorted(proxies(tree) - marked) for tree in GOAL_TREES}
     assert not any(missing.values()), f"proxies not marked 'proxy' in fidelity.md's GQM section: {missing}"
+
+
+# Statistics rows: the CCRS statistics table, and the VERA rows of stats/vera.py's statistics.
+CCRS_STATS_HEADING = "## CCRS statistics (stats/, tasks/reduce.py, `ccrs stats`)"
+VERA_HEADING = "## VERA (vera-paper)"
+VERA_STATISTICS = ("Bootstrap", "Topicality")
+# A place in a paper: a section, appendix, listing, table or figure with its number.
+PAPER_PLACE = re.compile(r"(?:\b(?:[Ss]ec|App|Fig|Figs)\.|\b(?:Appendix|Listing|Tables?)\b|§)\s*[0-9A-Z]")
+NOT_IN_PAPER = re.compile(r"None in the (?P<paper>CCRS|VERA) paper.*Source: \S", flags=re.DOTALL)
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The body rows of the markdown tables in `text`, as their cells (header and rule rows left out)."""
+    rows, in_table = [], 0  # in_table: the line's place in its table (1 = header, 2 = rule)
+    for line in text.splitlines():
+        in_table = in_table + 1 if line.startswith("|") else 0
+        if in_table > 2:
+            rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def unsourced(rows: list[list[str]]) -> list[str]:
+    """Rows whose paper cell (the second) neither cites a place in the paper nor says that the paper has
+    none and names the source instead."""
+    return [row[0] for row in rows if not (PAPER_PLACE.search(row[1]) or NOT_IN_PAPER.search(row[1]))]
+
+
+def test_the_row_helpers_find_the_unsourced_rows():
+    table = ("| statistic | paper | ours |\n|---|---|---|\n| HSD | sec. 4.1.3 | x |\n"
+             "| CI | **None in the CCRS paper**. Source: Efron | x |\n| Made up | said somewhere | x |\n")
+    assert [row[0] for row in table_rows(table)] == ["HSD", "CI", "Made up"]
+    assert unsourced(table_rows(table)) == ["Made up"]
+
+
+def test_each_statistics_row_names_the_paper_it_comes_from():
+    text = fidelity_text()
+    ccrs = table_rows(section(text, CCRS_STATS_HEADING))
+    vera = [row for row in table_rows(section(text, VERA_HEADING)) if row[0].startswith(VERA_STATISTICS)]
+    assert len(ccrs) >= 14 and len(vera) == len(VERA_STATISTICS)
+    assert "Bootstrap CI (`ci95`)" in [row[0] for row in ccrs], "the CCRS table lacks its bootstrap CI row"
+    missing = unsourced(ccrs) + unsourced(vera)
+    assert not missing, f"statistics rows of docs/fidelity.md that name no paper place or source: {missing}"
+
+
+# Goal trees: the goal and question counts the docs state, and the metric names the GQM section cites.
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+COUNT_CLAIM = re.compile(r"\b(\w+) goals and (\w+) questions\b")
+
+
+def tree_data(tree: Path) -> dict:
+    return yaml.safe_load(tree.read_text(encoding="utf-8"))
+
+
+def goal_and_question_counts(tree: Path) -> tuple[int, int]:
+    goals = tree_data(tree)["goals"]
+    return len(goals), sum(len(goal["questions"]) for goal in goals)
+
+
+def tree_metric_names(tree: Path) -> set[str]:
+    return {metric["name"] for goal in tree_data(tree)["goals"] for question in goal["questions"]
+            for metric in question["metrics"]}
+
+
+def count_claims(text: str) -> list[tuple[int | None, int | None]]:
+    """(goals, questions) of every "N goals and M questions" in `text`, a number word read as its value."""
+    return [(NUMBER_WORDS.get(goals.lower()), NUMBER_WORDS.get(questions.lower()))
+            for goals, questions in COUNT_CLAIM.findall(text)]
+
+
+def test_count_claims_reads_number_words():
+    assert count_claims("the same five goals and eight questions; Five goals and six questions") == [
+        (5, 8), (5, 6)]
+    assert count_claims("many goals and more questions") == [(None, None)]
+
+
+def test_the_goal_and_question_counts_the_docs_state_are_the_trees():
+    counts = {goal_and_question_counts(tree) for tree in GOAL_TREES}
+    texts = {"docs/fidelity.md GQM section": section(fidelity_text(), GQM_HEADING),
+             "docs/gqm-vera.md": (DOCS / "gqm-vera.md").read_text(encoding="utf-8")}
+    texts |= {f"{tree.name} line 1": tree.read_text(encoding="utf-8").splitlines()[0] for tree in GOAL_TREES}
+    claims = {where: count_claims(text) for where, text in texts.items()}
+    assert claims["docs/fidelity.md GQM section"], "the GQM section states no goal and question count"
+    wrong = {where: found for where, found in claims.items() if any(claim not in counts for claim in found)}
+    assert not wrong, f"goal/question counts that no tree has (trees: {sorted(counts)}): {wrong}"
+
+
+def test_the_gqm_section_cites_the_metrics_of_the_goal_trees():
+    cited = cited_metrics(section(fidelity_text(), GQM_HEADING))
+    thesis = REPO / "configs" / "gqm" / "thesis-goals.yaml"
+    missing = {tree.name: sorted(name for name in tree_metric_names(tree) - cited
+                                 if tree == thesis or name.startswith("gqm_"))
+               for tree in GOAL_TREES}
+    assert not any(missing.values()), f"goal-tree metrics fidelity.md's GQM section never names: {missing}"
+

@@ -35,5 +35,7 @@ register_extension(RunExtension(
     mlflow=MlflowPayload(log_report, ("pipelines.reporting.gqm",)),
     paths=("gqm_goals",),
     check=check_goals,
+    names=(r"\bgqm_goals\b", r"\bgqm_report\b", r"\bGQM\b"),
+    own=("pipelines/gqm_cmd.py", "pipelines/report_cmd.py"),
     rank=40,
 ))

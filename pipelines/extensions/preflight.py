@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from infra.console import say
 from judges.config import PreflightOptions
-from pipelines.config import unit_tests_path
 from pipelines.extensions.registry import (
     ExtensionStage,
     MlflowPayload,
@@ -17,8 +17,9 @@ from pipelines.extensions.registry import (
     StageContext,
     register_extension,
 )
-from tasks.runtime.layout import PREFLIGHT_STAGE
 from pipelines.reporting.verdict import VerdictInputs, VerdictSection
+from pipelines.resources import unit_tests_path
+from tasks.runtime.layout import PREFLIGHT_STAGE
 
 if TYPE_CHECKING:
     from pipelines.reporting.track import TrackContext
@@ -28,15 +29,13 @@ if TYPE_CHECKING:
 
 def run_gate(context: StageContext) -> None:
     """The preflight stage, then the decision: said in one line, or the stop."""
-    from infra.console import say
     from pipelines.reporting.calibration import plot_matrix
     from tasks.calibration import JudgeCalibrationStop, planned_judge_calls, run_preflight
 
     config = context.config
     options = config.judge.preflight
-    preflight = run_preflight(context.run_dir, options, unit_tests_path(options.tests), config.judge,
-                              context.judge_client, context.judge_url, context.identity, force=context.force,
-                              draw=plot_matrix)
+    preflight = context.run_with_judge(run_preflight, options, unit_tests_path(options.tests),
+                                       draw=plot_matrix)
     say(preflight.measured())
     if preflight.status != "stop":
         say(preflight.line())
@@ -53,7 +52,6 @@ def run_gate(context: StageContext) -> None:
 def _log_stopped(context: StageContext, preflight, line: str) -> str | None:
     """The stopped run as a FAILED MLflow run with the pass rates and the preflight files (None where the
     tracking store fails: the line is said, the exit code stays the gate's)."""
-    from infra.console import say
     from pipelines.reporting.calibration import log_stopped_run
 
     config = context.config
@@ -109,5 +107,6 @@ register_extension(RunExtension(
     plan=planned,
     verdict=(VerdictSection("header", verdict_section),),
     mlflow=MlflowPayload(log_to_mlflow, ("pipelines.reporting.calibration",)),
+    names=(r"judge\.preflight", r"\bpreflight\b", r"\bcalibration_gate\b", r"tasks\.calibration"),
     rank=10,
 ))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from infra.console import say
 from judges.bias_probes import ProbesConfig
 from pipelines.extensions.registry import (
     ExtensionStage,
@@ -14,8 +15,8 @@ from pipelines.extensions.registry import (
     StageContext,
     register_extension,
 )
-from tasks.runtime.layout import PROBES_STAGE
 from pipelines.reporting.verdict import VerdictInputs, VerdictSection
+from tasks.runtime.layout import PROBES_STAGE
 
 if TYPE_CHECKING:
     from pipelines.reporting.track import TrackContext
@@ -25,15 +26,13 @@ if TYPE_CHECKING:
 
 def run_probes(context: StageContext) -> None:
     """The probe stage, said in a line before and after."""
-    from infra.console import say
     from pipelines.reporting.probes import plot_probe_shifts
     from tasks.bias_probes import run_probe_stage
 
-    config = context.config
-    say(f"probes: {', '.join(config.probes.kinds)} on up to {config.probes.questions} questions")
-    stage = run_probe_stage(context.run_dir, context.inputs, context.top_k, config.probes, config.judge,
-                            context.judge_client, context.judge_url, context.identity, context.force,
-                            draw=plot_probe_shifts)
+    probes = context.config.probes
+    say(f"probes: {', '.join(probes.kinds)} on up to {probes.questions} questions")
+    stage = context.run_with_judge(run_probe_stage, context.inputs, context.top_k, probes,
+                                   draw=plot_probe_shifts)
     done = stage.summary
     say(f"probes: {done['questions']} questions of system {done['system']}, {done['judgments']} judgments, "
         f"{len(done['flagged'])} of {done['cells']} cells flagged"
@@ -69,5 +68,7 @@ register_extension(RunExtension(
                                                                           "pipelines.reporting.probes")),
     verdict=(VerdictSection("end", verdict_section),),
     mlflow=MlflowPayload(log_to_mlflow, ("pipelines.reporting.probes",)),
+    names=(r"\bprobes\b", r"\bbias_probes\b", r"\bprobe_report\b"),
+    own=("pipelines/probe_cmd.py",),
     rank=30,
 ))

@@ -19,12 +19,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    import argparse
+
+    import pandas as pd
     from pydantic import BaseModel
 
     from judges.client import ChatRequest
     from judges.config import ClientConfig
     from pipelines.reporting.track import TrackContext, TrackPayload
+    from pipelines.reporting.tracking import MetricsContribution
     from pipelines.reporting.verdict import VerdictSection
+    from tasks.runtime.contributions import StatisticsContributor
+    from tasks.runtime.judge_loop import Baseline, JudgeLoopPolicy
 
 When = Literal["before_judge", "after_judge", "after_reduce"]
 WHEN: tuple[When, ...] = ("before_judge", "after_judge", "after_reduce")
@@ -46,6 +52,13 @@ class StageContext:
     identity: dict = field(default_factory=dict)  # what the judge's endpoint serves
     force: bool = False  # rerun a finished stage (`--from-stage`)
     run_tags: dict[str, str] = field(default_factory=dict)  # the invocation's extra MLflow tags
+
+    def run_with_judge(self, stage: Callable[..., Any], *arguments: Any, draw: Callable | None = None) -> Any:
+        """`stage(run_dir, *arguments, judge, client, judge_url, identity, force=, draw=)`: a stage of tasks/
+        that asks the run's judge, handed it as every such stage takes it (the judge block, the client
+        settings, the endpoint and what it serves) and its plot function `draw`."""
+        return stage(self.run_dir, *arguments, self.config.judge, self.judge_client, self.judge_url,
+                     self.identity, force=self.force, draw=draw)
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,79 @@ class MlflowPayload:
     code: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class JudgeLoopContext:
+    """What a judge-loop policy is made from, for one judge stage: the run's config, the stage's suite, every
+    metric the run judges (all its judge stages) and the baseline a night is compared with (None: none)."""
+
+    config: Any
+    suite: str
+    family: tuple[str, ...]
+    baseline: Baseline | None = None
+
+
+@dataclass(frozen=True)
+class JudgeLoop:
+    """A judge-loop policy (tasks/runtime/judge_loop.py): `policy(context)` makes one for a judge stage of a
+    run that turns the extension on; `line(summary)`: what the stage's console line adds ("" for nothing)."""
+
+    policy: Callable[[JudgeLoopContext], JudgeLoopPolicy]
+    line: Callable[[dict], str] = lambda summary: ""
+
+
+@dataclass(frozen=True)
+class GateInputs:
+    """What a gate cell kind reads: the night's stats.json (None where the run logged none), the baseline's
+    (fetched only when asked: `base_stats()`), the baseline run's id and the gate's alpha."""
+
+    run_stats: dict | None
+    base_stats: Callable[[], dict | None]
+    base_id: str
+    alpha: float
+
+
+@dataclass(frozen=True)
+class GateCells:
+    """How an extension decides gate cells (`ccrs nightly`, `ccrs compare`): `decide(table, inputs)` returns
+    the gate's table (system, metric, diff, p_value, verdict, ...) with the cells it decides given its
+    `basis`; `note` is said under the table where a cell has that basis."""
+
+    decide: Callable[[pd.DataFrame, GateInputs], pd.DataFrame]
+    basis: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ExtensionOption:
+    """A command option an extension adds: `flags` and argparse's keyword arguments (`type`, `help`, ...) on
+    each command of `commands` (`run`, `evaluate`, `nightly`, `stats`, ...)."""
+
+    flags: tuple[str, ...]
+    commands: tuple[str, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        return self.settings.get("dest") or self.flags[0].lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class CommandOptions:
+    """An extension's command options and where their values land: `overrides(values, command)`, dotted
+    config overrides of a command that runs a config (`run`, `evaluate`, `nightly`; `values` holds the
+    options of `command` by dest); in `ccrs stats` the values reach its statistics contributor
+    (StatisticsContext.options), `check(args)` is made before any work, `stats_verdict(args, scores,
+    verdict)` may add to the verdict and `metric_lines(entry)` gives its console lines under a metric's; in
+    `ccrs plan power`, `power_plan(args, pilot, plan)` gives the entries it adds to the plan."""
+
+    options: tuple[ExtensionOption, ...]
+    overrides: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
+    check: Callable[[argparse.Namespace], None] | None = None
+    stats_verdict: Callable[[argparse.Namespace, pd.DataFrame, str], str] | None = None
+    metric_lines: Callable[[dict], list[str]] | None = None
+    power_plan: Callable[[argparse.Namespace, pd.DataFrame, dict], dict] | None = None
+
+
 def _given(block: Any) -> bool:
     return bool(block)
 
@@ -96,7 +182,17 @@ class RunExtension:
     given). Everything else is optional: `stage`; `plan(config)`, the one count of the judge calls it adds;
     `verdict`, its sections; `mlflow`, its payload; `tags(config)`, MLflow tags every run carries, on or
     off (what `ccrs compare` reads); `paths`, keys of its block holding a file path (resolved like dataset
-    paths); `check(config)`, made before any work; `rank`, its place among the extensions."""
+    paths); `check(config)`, made before any work; `rank`, its place among the extensions.
+
+    The hooks where a feature lives: `judge_loop`, the judge stages' loop of a run that turns it on;
+    `statistics`, its part of stats.json (every run and `ccrs stats`, on or off: it reads what it finds);
+    `metrics`, what it logs of stats.json on the run's MLflow run and its systems' runs; `gate`, the gate
+    cells it decides; `options`, its command options; `baseline(found)`: a night that turns it on reads the
+    baseline's scores (Baseline), and this console line says what it does with the run id found (None on
+    the first night); `files`, its
+    run-layout folders and files (relative to the run folder); `names`, patterns of the words that are its
+    own (its config key, its functions), which the core may not use, and `own`, the product files where
+    they belong besides its module (its command) (tests/pipelines/test_extension_recipe.py)."""
 
     name: str
     description: str
@@ -111,6 +207,15 @@ class RunExtension:
     paths: tuple[str, ...] = ()
     check: Callable[[Any], None] | None = None
     rank: int = 100
+    judge_loop: JudgeLoop | None = None
+    statistics: StatisticsContributor | None = None
+    metrics: MetricsContribution | None = None
+    gate: GateCells | None = None
+    options: CommandOptions | None = None
+    baseline: Callable[[str | None], str] | None = None
+    files: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    own: tuple[str, ...] = ()
 
     def block(self, config: Any) -> Any:
         """Its block of `config` (a RunConfig, or the JSON data of config.json), as its model where it
@@ -244,3 +349,76 @@ def _bound(log: Callable[[TrackContext, Any], None], block: Any) -> Callable[[Tr
 def _json(block: Any) -> Any:
     return block.model_dump(mode="json") if hasattr(block, "model_dump") else block
 
+
+
+# --- the hooks: the judge loop, the statistics, MLflow, the gate, the command options -------------------
+
+def judge_loop_policy(config: Any, suite: str, family: tuple[str, ...],
+                      baseline: Baseline | None = None) -> JudgeLoopPolicy:
+    """The judge-loop policy of one judge stage: the enabled extension's (at most one), else the default."""
+    from tasks.runtime.judge_loop import BOUNDED_BATCHES
+
+    loops = [extension for extension in enabled(config) if extension.judge_loop is not None]
+    if len(loops) > 1:
+        raise ValueError(f"one judge-loop policy per run, got {[extension.name for extension in loops]}")
+    if not loops:
+        return BOUNDED_BATCHES
+    return loops[0].judge_loop.policy(JudgeLoopContext(config, suite, family, baseline))
+
+
+def judge_loop_line(config: Any, summary: dict) -> str:
+    """What the enabled judge-loop policy adds to a judge stage's console line."""
+    return "".join(extension.judge_loop.line(summary) for extension in enabled(config)
+                   if extension.judge_loop is not None)
+
+
+def statistics_contributors() -> tuple[StatisticsContributor, ...]:
+    """Every extension's statistics contributor (the reduce stage and `ccrs stats` hand them on)."""
+    return tuple(extension.statistics for extension in extensions().values() if extension.statistics)
+
+
+def metrics_contributions() -> tuple[MetricsContribution, ...]:
+    """Every extension's MLflow metrics of stats.json (the track stage logs them)."""
+    return tuple(extension.metrics for extension in extensions().values() if extension.metrics)
+
+
+def gate_cells() -> tuple[GateCells, ...]:
+    """Every extension's gate cell kind, in registry order (a later one decides over an earlier one)."""
+    return tuple(extension.gate for extension in extensions().values() if extension.gate)
+
+
+def baseline_lines(config: Any) -> list[Callable[[str | None], str]]:
+    """The console lines of the enabled extensions that read the baseline's scores (empty: none does)."""
+    return [extension.baseline for extension in enabled(config) if extension.baseline is not None]
+
+
+def command_hooks(command: str) -> list[CommandOptions]:
+    """The command options of the extensions that add some to `command`."""
+    return [extension.options for extension in extensions().values() if extension.options
+            and any(command in option.commands for option in extension.options.options)]
+
+
+def add_command_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """Every extension's options of `command` on its parser."""
+    for extension in extensions().values():
+        for option in extension.options.options if extension.options else ():
+            if command in option.commands:
+                parser.add_argument(*option.flags, **option.settings)
+
+
+def command_values(args: argparse.Namespace, command: str) -> dict[str, dict[str, Any]]:
+    """{extension: {dest: value}} of the extensions' options of `command` in `args`."""
+    return {extension.name: {option.dest: getattr(args, option.dest) for option in extension.options.options
+                             if command in option.commands and hasattr(args, option.dest)}
+            for extension in extensions().values() if extension.options}
+
+
+def command_overrides(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """The dotted config overrides of the extensions' options of `command` in `args` (ConfigError where
+    they do not go together)."""
+    overrides: dict[str, Any] = {}
+    for name, values in command_values(args, command).items():
+        options = extensions()[name].options
+        if options.overrides is not None and values:
+            overrides.update(options.overrides(values, command))
+    return overrides

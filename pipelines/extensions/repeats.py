@@ -109,5 +109,6 @@ register_extension(RunExtension(
     plan=planned,
     verdict=(VerdictSection("means", noise_section), VerdictSection("judge", repeated_line)),
     tags=tags,
+    names=(r"judge\.repeats", r"\brepeats_note\b", r"\bJudge noise\b", r"\brepeats_label\b"),
     rank=20,
 ))

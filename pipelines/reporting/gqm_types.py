@@ -13,8 +13,16 @@ from pathlib import Path
 import numpy as np
 
 from pipelines.reporting.plots import figure_file
-from pipelines.tools.gqm_testset import QUESTION_TYPES
 
+# Table 5.1: each type and the RAG components it targets (`ccrs gqm testset` draws questions of these)
+QUESTION_TYPES: dict[str, tuple[str, ...]] = {
+    "simple": ("retriever", "generator", "router"),
+    "complex": ("generator",),
+    "distracting": ("generator", "retriever", "rewriter"),
+    "situational": ("generator",),
+    "double": ("retriever", "generator"),
+    "conversational": ("rewriter",),
+}
 TABLE_FILE = "question_types.csv"
 HEATMAP_FILE = "heatmap_question_types.png"
 

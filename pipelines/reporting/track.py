@@ -12,7 +12,7 @@ from typing import Any
 
 from tasks.runtime.layout import RunLayout
 from tasks.runtime.stage import StageResult, code_version, run_stage, stage_key
-from pipelines.reporting.tracking import log_pipeline_run
+from pipelines.reporting.tracking import MetricsContribution, log_pipeline_run
 
 TRACK_STAGE = "track"
 
@@ -63,15 +63,17 @@ def track_code(payloads: Sequence[TrackPayload] = ()) -> str:
 
 
 def run_track(run_dir: Path, record: RunRecord, reduce: StageResult, tracking_uri: str, experiment: str,
-              payloads: Sequence[TrackPayload] = ()) -> StageResult:
+              payloads: Sequence[TrackPayload] = (),
+              contributions: Sequence[MetricsContribution] = ()) -> StageResult:
     """Always runs (force): its key covers the tracking store, the payloads' settings, the reduce stage and
-    the code of this stage and of the payloads."""
+    the code of this stage and of the payloads. `contributions`: the run extensions' metrics of stats.json
+    and their files, logged with the run."""
     settings = {payload.name: payload.settings for payload in payloads}
     key = stage_key(TRACK_STAGE, {"uri": tracking_uri, "experiment": experiment, "payloads": settings},
                     [reduce.key], track_code(payloads))
 
     def track(out_dir: Path) -> dict:
-        tracked = _log_run(run_dir, record, reduce.out_dir, tracking_uri, experiment)
+        tracked = _log_run(run_dir, record, reduce.out_dir, tracking_uri, experiment, contributions)
         context = TrackContext(run_dir, out_dir, record.config, tracking_uri, tracked.run_id)
         for payload in payloads:
             payload.log(context)
@@ -81,7 +83,8 @@ def run_track(run_dir: Path, record: RunRecord, reduce: StageResult, tracking_ur
     return run_stage(run_dir, TRACK_STAGE, key, track, force=True)
 
 
-def _log_run(run_dir: Path, record: RunRecord, stats_dir: Path, tracking_uri: str, experiment: str):
+def _log_run(run_dir: Path, record: RunRecord, stats_dir: Path, tracking_uri: str, experiment: str,
+             contributions: Sequence[MetricsContribution]):
     layout = RunLayout(run_dir)
     return log_pipeline_run(
         tracking_uri=tracking_uri,
@@ -99,7 +102,8 @@ def _log_run(run_dir: Path, record: RunRecord, stats_dir: Path, tracking_uri: st
         pending_marker=layout.track_pending,
         summary_path=layout.summary_md,
         logs_dir=layout.logs_dir,
-        labels_dir=layout.labels_dir,
+        contributions=contributions,
+        run_dir=run_dir,
         tags=record.tags,
         started_at=record.started_at,
     )

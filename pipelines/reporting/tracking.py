@@ -8,7 +8,7 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from infra.secrets import SECRET_ENV_NAME, scrub
-from tasks.runtime.layout import JUDGMENTS_FILE, LABELS_DIR, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
+from tasks.runtime.judge_loop import NOT_JUDGED
+from tasks.runtime.layout import JUDGMENTS_FILE, PLOTS_DIR, STATS_FILE, SUMMARY_FILE, TABLES_DIR
 from stats.scores import REPEAT_COLUMN
 
 TRACKED_PACKAGES = (
@@ -49,6 +50,17 @@ class TrackedRun:
 
 class TrackingError(RuntimeError):
     """MLflow could not be reached or refused the run; results on disk are kept for the next attempt."""
+
+
+@dataclass(frozen=True)
+class MetricsContribution:
+    """What a run extension logs of stats.json with the run itself: `run_metrics(stats)` on the run's MLflow
+    run, `system_metrics(stats, system)` on each system's run, and `artifacts(run_dir)`: (folder, artifact
+    path) pairs of the run's files it logs (a folder that does not exist is left out)."""
+
+    run_metrics: Callable[[dict], dict[str, float]] | None = None
+    system_metrics: Callable[[dict, str], dict[str, float]] | None = None
+    artifacts: Callable[[Path], list[tuple[Path, str]]] | None = None
 
 
 def check_tracking_reachable(tracking_uri: str, timeout_s: float = 10.0) -> None:
@@ -143,14 +155,16 @@ def log_pipeline_run(
     pending_marker: Path | None = None,
     summary_path: Path | None = None,
     logs_dir: Path | None = None,
-    labels_dir: Path | None = None,
+    contributions: Sequence[MetricsContribution] = (),
+    run_dir: Path | None = None,
     tags: dict[str, str] | None = None,
     started_at: float | None = None,
 ) -> TrackedRun:
     """`pending_marker` holds the id of a run being logged; a run left half-logged by an outage is marked
     FAILED (tag ccrs.superseded) by the next attempt, which logs a complete run of its own. `started_at`
     (epoch seconds): when the command started, the run's start (its end is when it is logged), so that the
-    UI's Duration is the command's; None: now. The run's Description is the verdict's headline."""
+    UI's Duration is the command's; None: now. The run's Description is the verdict's headline.
+    `contributions`: the run extensions' metrics of stats.json and the files of `run_dir` they log."""
     import mlflow
 
     check_tracking_reachable(tracking_uri)
@@ -165,7 +179,7 @@ def log_pipeline_run(
         with mlflow.start_run(run_id=run_id) as parent:
             if pending_marker is not None:
                 pending_marker.write_text(parent.info.run_id)
-            _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries)
+            _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries, contributions)
             if tags:
                 mlflow.set_tags(tags)
             _log_dataset(mlflow, queries_path, config)
@@ -181,12 +195,12 @@ def log_pipeline_run(
             mlflow.set_tag(NOTE_TAG, run_description(run_name, stats, judge_model, summary_url))
             if logs_dir is not None and logs_dir.is_dir():
                 _log_logs(mlflow, logs_dir)
-            if labels_dir is not None and labels_dir.is_dir():  # the human labels behind human_calibrated
-                mlflow.log_artifacts(str(labels_dir), artifact_path=LABELS_DIR)
+            if run_dir is not None:
+                _log_contributed_files(mlflow, contributions, run_dir)
             if failures_path is not None:
                 _log_failures(mlflow, failures_path)
             system_runs = {
-                system: _log_system(mlflow, system, rows, stats, judgments)
+                system: _log_system(mlflow, system, rows, stats, judgments, contributions)
                 for system, rows in generations.groupby("system", sort=True)
             }
             run_id = parent.info.run_id
@@ -357,7 +371,8 @@ def log_params_redacted(mlflow, params: dict) -> None:
         mlflow.log_params({key: scrub(value)[:6000] for key, value in chunk})
 
 
-def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries) -> None:
+def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summaries,
+                contributions: Sequence[MetricsContribution] = ()) -> None:
     log_params_redacted(mlflow, {**config, "provenance": provenance})
     mlflow.set_tags({"ccrs.kind": "pipeline", "git_commit": provenance.get("git_commit", "unknown")})
     metrics = {}
@@ -365,19 +380,9 @@ def _log_parent(mlflow, config, provenance, stats, retrieval_metrics, stage_summ
         metrics[f"{metric}_discriminative_power"] = block["discriminative_power"]
     for name, result in (stats.get("hypotheses") or {}).items():
         metrics[f"hypothesis_{name}_adjusted_p"] = result["adjusted_p"]
-    sequential = stats.get("sequential")
-    if sequential:  # judge.sequential: where the run stopped and what it decided
-        metrics["sequential_stopped_at"] = sequential["stopped_at"]
-        metrics["sequential_judge_calls_saved_share"] = sequential["judge_calls_saved_share"]
-        for decision in ("different", "equivalent", "open"):
-            metrics[f"sequential_{decision}"] = sum(item["decision"] == decision
-                                                    for item in sequential["decisions"])
-    for metric, block in stats["per_metric"].items():
-        if block.get("human_calibrated"):
-            pairs = block["human_calibrated"]["pairwise"]
-            metrics[f"{metric}_human_labels"] = sum(block["human_calibrated"]["n_labels"].values())
-            metrics[f"{metric}_human_pairs_different"] = sum(pair["significant"] for pair in pairs)
-            metrics[f"{metric}_human_decisions_changed"] = sum(pair["decision_changed"] for pair in pairs)
+    for contribution in contributions:
+        if contribution.run_metrics is not None:
+            metrics.update(contribution.run_metrics(stats))
     for retriever, measures in retrieval_metrics.items():
         for measure, value in measures.items():
             metrics[f"retrieval_{retriever}_{_metric_name(measure)}"] = value
@@ -396,13 +401,12 @@ def log_comparison_table(mlflow, stats: dict) -> None:
         mlflow.log_table(data=pd.DataFrame(rows), artifact_file=COMPARISON_TABLE_ARTIFACT)
 
 
-NOT_JUDGED = "not judged: the sequential run settled before this question (judge.sequential)"
 
 
 def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
                      judgments: pd.DataFrame) -> pd.DataFrame:
     """One row per (question, system): the question, the system's answer and retrieved chunk ids, every
-    judged metric's score (a column each, empty where the judgment failed; with judge.repeats, the mean of
+    judged metric's score (a column each, empty where the judgment failed; judged more than once, the mean of
     its scored repeats), the judge's raw replies and what failed (each repeat's, labelled `metric[r]`).
     Logged as an MLflow table, so the UI shows it without a download."""
     rows = generations[["query_id", "system", "retriever", "reader", "answer", "chunk_ids", "status",
@@ -418,7 +422,7 @@ def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
     table = rows.merge(scores.reset_index(), on=keys, how="left")
     notes = pd.DataFrame(notes.tolist(), index=notes.index, columns=["judge_raw", "judge_failures"])
     table = table.merge(notes.reset_index(), on=keys, how="left")
-    unjudged = table["judge_raw"].isna()  # judge.sequential stopped before the question (never sent)
+    unjudged = table["judge_raw"].isna()  # the judge loop stopped before the question (never sent)
     table["judge_raw"] = table["judge_raw"].fillna("")
     table["judge_failures"] = table["judge_failures"].fillna("").mask(unjudged, NOT_JUDGED)
     generation_failed = table["status"] != "ok"
@@ -440,7 +444,7 @@ def _judge_notes(group: pd.DataFrame) -> tuple[str, str]:
 
 
 def _label(row) -> str:
-    """A judgment's metric, with its repeat (`CC[2]`) where judge.repeats asked each more than once."""
+    """A judgment's metric, with its repeat (`CC[2]`) where each was judged more than once."""
     repeat = getattr(row, REPEAT_COLUMN, None)
     return row.metric if repeat is None or pd.isna(repeat) else f"{row.metric}[{int(repeat)}]"
 
@@ -494,7 +498,15 @@ def _log_failures(mlflow, failures_path: Path) -> None:
     mlflow.log_metrics(metrics)
 
 
-def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments: pd.DataFrame) -> str:
+def _log_contributed_files(mlflow, contributions: Sequence[MetricsContribution], run_dir: Path) -> None:
+    for contribution in contributions:
+        for folder, artifact_path in contribution.artifacts(run_dir) if contribution.artifacts else ():
+            if folder.is_dir():
+                mlflow.log_artifacts(str(folder), artifact_path=artifact_path)
+
+
+def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments: pd.DataFrame,
+                contributions: Sequence[MetricsContribution] = ()) -> str:
     first = rows.iloc[0]
     with mlflow.start_run(run_name=f"system-{system}", nested=True) as child:
         mlflow.set_tags({"system": system, "retriever": first["retriever"], "reader": first["reader"]})
@@ -505,7 +517,9 @@ def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments:
             metrics[metric] = block["means"][system]
             low, high = block["ci95"][system]
             metrics[f"{metric}_ci_low"], metrics[f"{metric}_ci_high"] = low, high
-        metrics.update(human_calibrated_metrics(stats, system))
+        for contribution in contributions:
+            if contribution.system_metrics is not None:
+                metrics.update(contribution.system_metrics(stats, system))
         mine = judgments[judgments["system"] == system]
         for metric, group in mine.groupby("metric"):
             metrics[f"{metric}_failed"] = float((group["status"] == "failed").sum())
@@ -517,23 +531,6 @@ def _log_system(mlflow, system: str, rows: pd.DataFrame, stats: dict, judgments:
         metrics["answers_untagged"] = float((~rows["tagged"].astype(bool)).sum())
         mlflow.log_metrics(metrics)
         return child.info.run_id
-
-
-def human_calibrated_metrics(stats: dict, system: str) -> dict[str, float]:
-    """A system's human-calibrated figures as MLflow metrics: `<M>_human` (the PPI++ mean) with its CI,
-    `<M>_human_labels` and `<M>_judge_bias` (human - judge), for each metric with labels."""
-    metrics = {}
-    for metric, block in stats["per_metric"].items():
-        human = block.get("human_calibrated")
-        if not human or system not in human["n_labels"]:
-            continue
-        metrics[f"{metric}_human_labels"] = float(human["n_labels"][system])
-        if system in human["means"]:
-            metrics[f"{metric}_human"] = human["means"][system]
-            metrics[f"{metric}_human_ci_low"], metrics[f"{metric}_human_ci_high"] = human["ci95"][system]
-        if system in human["judge_bias"]:
-            metrics[f"{metric}_judge_bias"] = human["judge_bias"][system]
-    return metrics
 
 
 def _metric_name(name: str) -> str:

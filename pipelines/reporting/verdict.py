@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pipelines.reporting.human_calibrated import human_calibrated_section
-from pipelines.reporting.sequential import sequential_section
 from stats.hsd import questions_to_separate
 from stats.letters import compact_letter_display
 from stats.multiple import is_significant
@@ -33,9 +31,10 @@ class VerdictError(RuntimeError):
     """The run directory lacks what a verdict needs (the run did not reach the statistics)."""
 
 
-# Where an added section goes: after the headline, after the means table, as a paragraph of the Judge
-# section, or after the Judge section (the last core section of a verdict with statistics).
-Anchor = Literal["header", "means", "judge", "end"]
+# Where an added section goes: after the headline, after the means table, after the hypotheses, as a
+# paragraph of the Judge section, or after the Judge section (the last core section of a verdict with
+# statistics).
+Anchor = Literal["header", "means", "hypotheses", "judge", "end"]
 
 
 @dataclass(frozen=True)
@@ -77,11 +76,9 @@ def build_summary(run_dir: Path, sections: Sequence[VerdictSection] = ()) -> str
         return _unscored_summary(layout, config, failures, judges, sections, inputs)
     return _joined([
         ("header", _header(config, stats, judges) + _left_out(layout)),
-        ("sequential", sequential_section(stats)),
         ("systems", _systems_section(layout, stats["systems"], (config.get("retrieval") or {}).get("top_k"))),
         ("means", _means_section(stats, _metric_suites(judges))),
         ("hypotheses", _hypotheses_section(stats, config)),
-        ("human", human_calibrated_section(stats)),
         ("failures", _failures_section(failures)),
         ("judge", _judges_section(judges)),
         ("end", ""),
@@ -95,7 +92,7 @@ def build_stats_summary(stats: dict, title: str, hypotheses_path: str | None = N
     header = f"# Verdict: {title}\n\n{stats['n_queries']} questions, {_systems_and_tests(stats, '')}"
     config = {"stats": {"hypotheses": hypotheses_path}}
     core = [("header", header), ("means", _means_section(stats, {})),
-            ("hypotheses", _hypotheses_section(stats, config)), ("human", human_calibrated_section(stats))]
+            ("hypotheses", _hypotheses_section(stats, config))]
     return _joined(core, sections, VerdictInputs(stats, config))
 
 

@@ -22,19 +22,11 @@ import pyarrow.parquet as pq
 
 from judges.client import ChatRequest, LLMRequestError
 from judges.templates import load_template
+from pipelines.reporting.gqm_types import QUESTION_TYPES
 from retrievers.config import DatasetConfig
 from retrievers.loaders import RAG_MINI_CORPUS, RAG_MINI_QA, detect_format, load_dataset
 from retrievers.schema import DatasetError
 
-# Table 5.1: each type and the RAG components it targets
-QUESTION_TYPES: dict[str, tuple[str, ...]] = {
-    "simple": ("retriever", "generator", "router"),
-    "complex": ("generator",),
-    "distracting": ("generator", "retriever", "rewriter"),
-    "situational": ("generator",),
-    "double": ("retriever", "generator"),
-    "conversational": ("rewriter",),
-}
 TWO_PASSAGE_TYPES = ("distracting", "double")
 PROMPT_SUITE, PROMPT_VERSION = "gqm_testset", "v1"
 MANIFEST = "testset.json"

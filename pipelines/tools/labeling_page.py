@@ -1,5 +1,5 @@
-"""The labeling page of `ccrs label` (pipelines/tools/labeling.py serves it): one HTML file, no external
-resource, kept here as a module so that every install (a wheel too) ships it."""
+"""The labeling page of `ccrs label` (pipelines/tools/labeling/server.py serves it): one HTML file, no
+external resource, kept here as a module so that every install (a wheel too) ships it."""
 
 PAGE = """<!doctype html>
 <html lang="en">

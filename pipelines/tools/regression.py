@@ -21,38 +21,28 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from infra.console import say
+from pipelines.extensions.registry import GateInputs
 from stats.multiple import holm_adjust
 from stats.paired import paired_randomization_test
 from stats.power import paired_minimum_detectable_difference
 from tasks.calibration import STOP_EXIT_CODE
+from tasks.runtime.judge_loop import Baseline
 from tasks.runtime.layout import RunLayout
 from stats.scores import REPEAT_COLUMN, SAMPLE_KEYS, mean_over_repeats
 from tasks.runtime.stage import read_manifest
 from pipelines.reporting.tracking import PER_SAMPLE_TABLE_ARTIFACT, RAW_REPLY_MAX_CHARS, attach
 
 MDD_POWER = 0.8
-# stats.json's human-calibrated 95% intervals are t or score intervals (stats/ppi.py), at least as wide as
-# the normal one: the standard error read back from their width is never smaller, so the gate stays
-# conservative at few labels.
-Z_95 = float(stats.norm.ppf(0.975))
 
 JUDGMENTS_ARTIFACT = "samples/judgments.parquet"
 STATS_ARTIFACT = "stats/stats.json"
-SEQUENTIAL_NOTE = ("sequential cells (basis `sequential`): the night was judged with judge.sequential and "
-                   "stopped once every (system, metric) cell was settled against this baseline; the verdict "
-                   "is the anytime-valid decision (`sequential`: regressed, improved, within the margin or "
-                   "open), the paired test on the judged questions beside it is descriptive.")
-HUMAN_NOTE = ("human-calibrated cells (basis `human`): both nights have human labels of the cell, so its "
-              "test is the difference of the two nights' PPI++ means (human scale, z test with the two "
-              "nights' standard errors added, conservative for paired nights); `diff`, `p_value` and the "
-              "verdict are that test's, the judge-only paired test is in `judge_diff`, `judge_p`.")
 # an MLflow table, as the per-sample table (pipelines/reporting/tracking.py)
 MOVES_ARTIFACT = "regression/moves.json"
 MOVES_PER_CELL = 5  # questions listed per regressed cell unless --show-moves N says otherwise
@@ -211,11 +201,11 @@ def baseline_line(run_id: str, series: str, others: tuple[str, ...]) -> str:
     return f"Run {run_id}: no baseline yet for series {series}; this run is the baseline.{also}"
 
 
-def sequential_baseline(tracking_uri: str, experiment: str, series: str, config_name: str,
-                        baseline: str = "previous") -> tuple[str, pd.DataFrame] | None:
-    """(run id, per-question scores) of the baseline a night about to start will be compared with, for
-    `judge.sequential` to stop the night once every (system, metric) cell is settled against it; None on the
-    first night (no experiment or no earlier run of this series)."""
+def baseline_scores(tracking_uri: str, experiment: str, series: str, config_name: str,
+                    baseline: str = "previous") -> Baseline | None:
+    """The run id and per-question scores of the baseline a night about to start will be compared with, for
+    the run extensions that read them (a night settled against its baseline); None on the first night (no
+    experiment or no earlier run of this series)."""
     from types import SimpleNamespace
 
     from mlflow.tracking import MlflowClient
@@ -230,7 +220,7 @@ def sequential_baseline(tracking_uri: str, experiment: str, series: str, config_
     if base is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        return base.info.run_id, scored(_judgments(client, base, Path(tmp)))
+        return Baseline(base.info.run_id, scored(_judgments(client, base, Path(tmp))))
 
 
 def differing_settings(current, baseline) -> dict[str, tuple[str, str]]:
@@ -288,71 +278,16 @@ def _stats(client, run, work: Path) -> dict | None:
         return json.loads(layout.stats_json.read_text())
 
 
-def has_human_calibrated(run_stats: dict | None) -> bool:
-    """Whether tonight has a human-calibrated block (only then is the baseline's stats.json fetched)."""
-    blocks = ((run_stats or {}).get("per_metric") or {}).values()
-    return any(block.get("human_calibrated") for block in blocks)
+def contributed_cells(table: pd.DataFrame, inputs: GateInputs) -> tuple[pd.DataFrame, list[str]]:
+    """The gate's table with the cells the run extensions decide (each its cell kind, in registry order:
+    pipelines/extensions/), and the notes of the cell kinds that decided one."""
+    from pipelines.extensions import gate_cells
 
-
-def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> pd.DataFrame:
-    """(system, metric, human_diff, human_p) for each cell both nights estimated on the human scale (PPI++
-    means, stats.json human_calibrated): run - baseline, z test with the nights' standard errors (read
-    from their 95% intervals' widths as if normal; conservative for t or score intervals) added."""
-    rows = []
-    for metric, block in ((run_stats or {}).get("per_metric") or {}).items():
-        tonight = block.get("human_calibrated")
-        before = (((base_stats or {}).get("per_metric") or {}).get(metric) or {}).get("human_calibrated")
-        if not tonight or not before:
-            continue
-        for system in sorted(set(tonight["means"]) & set(before["means"])):
-            se = np.hypot(*(np.subtract(*reversed(entry["ci95"][system])) / (2 * Z_95)
-                            for entry in (tonight, before)))
-            diff = tonight["means"][system] - before["means"][system]
-            p_value = float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else float(diff == 0)
-            rows.append({"system": system, "metric": metric, "human_diff": diff, "human_p": p_value})
-    return pd.DataFrame(rows, columns=["system", "metric", "human_diff", "human_p"])
-
-
-def with_human_calibrated(table: pd.DataFrame, human: pd.DataFrame, alpha: float) -> pd.DataFrame:
-    """The gate's table with every human-calibrated cell decided by its human-scale test (Holm again over
-    all cells); `basis` says which test decided a cell."""
-    if human.empty:
-        return table
-    merged = table.merge(human, on=["system", "metric"], how="left")
-    on_human = merged["human_p"].notna()
-    merged["basis"] = np.where(on_human, "human", "judge")
-    merged["judge_diff"], merged["judge_p"] = merged["diff"], merged["p_value"]
-    merged.loc[on_human, "diff"] = merged.loc[on_human, "human_diff"]
-    merged.loc[on_human, "p_value"] = merged.loc[on_human, "human_p"]
-    merged["adjusted_p"] = holm_adjust(merged["p_value"].to_numpy())
-    merged["significant"] = merged["adjusted_p"] < alpha
-    merged["verdict"] = np.where(merged["significant"],
-                                 np.where(merged["diff"] < 0, "regression", "improvement"), "same")
-    return merged.drop(columns=["human_diff", "human_p"])
-
-
-def with_sequential_decisions(table: pd.DataFrame, sequential: dict | None, base_id: str) -> pd.DataFrame:
-    """A night judged with judge.sequential against this baseline: each cell's verdict is its anytime-valid
-    decision (regression: the interval of run - baseline lies below 0; same: within the margin or still
-    open), `basis` sequential; the fixed-n paired test's columns stay, descriptive."""
-    if not sequential or sequential.get("baseline_run") != base_id:
-        return table
-    verdicts = {(d["a"], d["metric"]): _cell_verdict(d) for d in sequential["decisions"]}
-    cells = list(zip(table["system"], table["metric"]))
-    decided = [cell in verdicts for cell in cells]
-    table = table.assign(basis=np.where(decided, "sequential", table.get("basis", "judge")),
-                         sequential=[verdicts.get(cell, (None, None))[1] for cell in cells])
-    table["verdict"] = [verdicts[cell][0] if cell in verdicts else verdict
-                        for cell, verdict in zip(cells, table["verdict"])]
-    return table
-
-
-def _cell_verdict(decision: dict) -> tuple[str, str]:
-    """(gate verdict, the decision as said) of one sequential (system, metric) decision."""
-    low, high = decision["interval"]
-    if decision["decision"] == "different":
-        return ("regression", "regressed") if high < 0 else ("improvement", "improved")
-    return "same", "within the margin" if decision["decision"] == "equivalent" else "open"
+    kinds = gate_cells()
+    for kind in kinds:
+        table = kind.decide(table, inputs)
+    decided = set(table["basis"]) if "basis" in table else set()
+    return table, [kind.note for kind in kinds if kind.basis in decided and kind.note]
 
 
 def _own_run_folder(run) -> RunLayout | None:
@@ -369,7 +304,7 @@ def _own_run_folder(run) -> RunLayout | None:
 
 
 def scored(judgments: pd.DataFrame) -> pd.DataFrame:
-    """One score per (question, system, metric): a run judged with judge.repeats gives the mean of each
+    """One score per (question, system, metric): a run that judged each more than once gives the mean of each
     sample's scored repeats (stats/scores.py), so that runs with and without repeats pair up."""
     ok = judgments[(judgments["status"] != "failed") & judgments["score"].notna()]
     columns = ["query_id", "system", "metric", "score"] + ([REPEAT_COLUMN] if REPEAT_COLUMN in ok else [])
@@ -423,7 +358,7 @@ def unpaired_line(unpaired: dict[str, list[str]]) -> str:
 def sample_view(judgments: pd.DataFrame, answers: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per scored (question, system, metric) of a run: `score` as the gate pairs it (`scored`: the
     mean of the scored repeats), `judge` what the judge said (each judgment's raw reply, or its status and
-    reason; with judge.repeats one line per repeat, `[r]` first) and, from `answers` (query_id, system,
+    reason; judged more than once, one line per repeat, `[r]` first) and, from `answers` (query_id, system,
     answer and perhaps question), the answer and the question ("" where not at hand)."""
     said = judgments.assign(judge=[_judge_said(row) for row in judgments.itertuples()])
     notes = said.groupby(list(SAMPLE_KEYS), sort=False)["judge"].agg("\n".join).reset_index()
@@ -618,10 +553,9 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
                               "outputs file without a `system` column names its system by its stem: add the "
                               "column or give --system NAME; another system's nights take their own --series")
     table = paired_table(scored(judgments), scored(base_judgments), options.alpha, options.b, options.seed)
-    run_stats = _stats(client, current, work)
-    base_stats = _stats(client, base, work) if has_human_calibrated(run_stats) else None
-    table = with_human_calibrated(table, human_calibrated_cells(run_stats, base_stats), options.alpha)
-    table = with_sequential_decisions(table, (run_stats or {}).get("sequential"), base_id)
+    table, notes = contributed_cells(table, GateInputs(_stats(client, current, work),
+                                                       cache(lambda: _stats(client, base, work)), base_id,
+                                                       options.alpha))
     cells, top = moved_cells(table, options.show_moves)
     moves = question_moves(sample_view(judgments, _answers(client, current, work)),
                            sample_view(base_judgments, _answers(client, base, work)), cells, top)
@@ -633,8 +567,7 @@ def _compare(client, current, base, judgments: pd.DataFrame, rate: float, option
         f"judgments {rate:.1%})", systems,
         table.to_markdown(index=False, floatfmt=".4f"),
         MDD_NOTE.format(power=MDD_POWER, alpha=options.alpha, cells=len(table)) + note,
-        HUMAN_NOTE if "basis" in table and (table["basis"] == "human").any() else "",
-        SEQUENTIAL_NOTE if "basis" in table and (table["basis"] == "sequential").any() else "",
+        *notes,
         moves_markdown(moves, table, cells)) if part)
     status = "regression" if n_regressions else "pass"
     return RegressionReport(status, run_id, base_id, table, n_regressions, markdown, rate, differing,

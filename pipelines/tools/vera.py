@@ -50,7 +50,7 @@ from judges.vera import (  # noqa: F401 - AGGREGATE_SIGMOID, DEMO_AGGREGATE: the
 )
 from retrievers.config import DatasetConfig
 from retrievers.trec import QrelsError
-from stats.vera import bootstrap_metric, compare_query_sets, convergence
+from stats.vera import SampleSize, bootstrap_metric, compare_query_sets, convergence, sample_size
 from infra.models import default_tokenizer
 from pipelines.config import RESOURCE_ROOT
 from tasks import generate as generate_stage
@@ -70,6 +70,7 @@ AGGREGATE_OFF = ("VERA aggregate off: no trained cross-encoder named (pass --cro
 
 
 CrossEncoder = str | CrossEncoderAggregator | None  # a model name / path, a loaded aggregator, or off
+Size = int | SampleSize | None  # bootstrap sample size n: a number (refused above N), every value, or a rule
 
 
 def cross_encoder_name(cross_encoder: CrossEncoder) -> str | None:
@@ -141,13 +142,21 @@ def scores_long(judgments: pd.DataFrame) -> pd.DataFrame:
     return ok[["query_id", "system", "metric", "score"]].reset_index(drop=True)
 
 
-def bootstrap_report(scores: pd.DataFrame, b: int, seed: int, n: int | None = None,
+def sample_size_fields(n: Size) -> dict:
+    """The report's n (as asked; None: every observation) and what an n above a set's N does."""
+    rule = sample_size(n)
+    ratio = rule.ratio_above_observations
+    return {"n": rule.n, "n_above_observations": "refused" if ratio is None else
+            f"drawn at the paper's ratio n/N = {ratio:g}"}
+
+
+def bootstrap_report(scores: pd.DataFrame, b: int, seed: int, n: Size = None,
                      b_grid: tuple[int, ...] = (100, 200, 500, 1000, 2000, 5000), tol: float = 0.01,
                      confidence: float = 0.95) -> dict:
     """Per (system, metric): bootstrap mean/SE/interval with sample size n and B resamples, and the
     convergence of the SE as B grows. One seeded stream per (system, metric) via SeedSequence."""
-    out: dict = {"b": b, "n": n, "seed": seed, "confidence": confidence, "b_grid": list(b_grid), "tol": tol,
-                 "systems": {}}
+    out: dict = {"b": b, **sample_size_fields(n), "seed": seed, "confidence": confidence,
+                 "b_grid": list(b_grid), "tol": tol, "systems": {}}
     groups = sorted(scores.groupby(["system", "metric"]), key=lambda kv: kv[0])
     for i, ((system, metric), frame) in enumerate(groups):
         values = frame["score"].to_numpy(dtype=float)
@@ -169,7 +178,7 @@ def bootstrap_report(scores: pd.DataFrame, b: int, seed: int, n: int | None = No
 
 
 def run_vera(run_dir: str | Path, judge: JudgeConfig, client_cfg: ClientConfig, base_url: str, top_k: int = 5,
-             cross_encoder: CrossEncoder = None, b: int = 1000, n: int | None = None, seed: int = 0,
+             cross_encoder: CrossEncoder = None, b: int = 1000, n: Size = None, seed: int = 0,
              limit: int | None = None, progress: bool = False) -> dict:
     """Score a run's generations with the VERA suite (+ aggregate), write the outputs under the run's
     vera_dir, bootstrap every (system, metric); returns a summary (calls: judge asks made now). The
@@ -265,7 +274,7 @@ def set_order(scores: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(scores["query_set"]))
 
 
-def compare_sets_from_scores(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed: int = 0,
+def compare_sets_from_scores(scores: pd.DataFrame, b: int = 500, n: Size = None, seed: int = 0,
                              confidence: float = 0.95) -> dict:
     """Per system and metric: every query set's bootstrap mean and interval, every pair's difference
     (earlier set minus later, interval, separated or not), the sets ranked by mean, and whether the means
@@ -286,7 +295,7 @@ def compare_sets_from_scores(scores: pd.DataFrame, b: int = 500, n: int | None =
     return out
 
 
-def _compare_metric(rows: pd.DataFrame, order: list[str], b: int, n: int | None, confidence: float,
+def _compare_metric(rows: pd.DataFrame, order: list[str], b: int, n: Size, confidence: float,
                     seed: np.random.SeedSequence) -> dict:
     values = {name: _finite(rows.loc[rows["query_set"] == name, "score"]) for name in order}
     scored = {name: v for name, v in values.items() if v.size}
@@ -338,6 +347,9 @@ class QuerySetSpec(BaseModel):
     run_dataset: bool = Field(default=False, description="the run config's dataset questions")
     dataset: str | None = Field(default=None, description="BioASQ JSON / rag-mini-bioasq path")
     queries: str | None = Field(default=None, description="YAML list of query strings (no ground truth)")
+    answers: str | None = Field(default=None, description="with `queries`: a JSON or YAML file whose "
+                                "`answers` maps each query string to its reference answer (ground truth: "
+                                "retrieval recall)")
 
     @model_validator(mode="after")
     def _one_source(self) -> QuerySetSpec:
@@ -345,6 +357,8 @@ class QuerySetSpec(BaseModel):
         if len(given) != 1:
             raise ValueError(f"query set {self.name!r}: give exactly one of run_dataset, dataset, queries "
                              f"(got {given or 'none'})")
+        if self.answers and not self.queries:
+            raise ValueError(f"query set {self.name!r}: answers go with queries (a dataset has its own)")
         return self
 
 
@@ -387,7 +401,10 @@ def _query_set(spec: QuerySetSpec, base: Path, run_dataset: DatasetConfig, limit
 
     if spec.queries:
         texts = load_negative_queries(base / spec.queries)[:limit]
-        return QuerySet(spec.name, spec.topic, str(base / spec.queries), tuple(texts), ("",) * len(texts))
+        truths = (load_reference_answers(base / spec.answers, load_negative_queries(base / spec.queries))
+                  if spec.answers else {})
+        return QuerySet(spec.name, spec.topic, str(base / spec.queries), tuple(texts),
+                        tuple(truths.get(text, "") for text in texts))
     dataset = run_dataset if spec.run_dataset else DatasetConfig(path=str(base / spec.dataset))
     queries = load_dataset(dataset).queries
     cap = min(x for x in (limit, dataset.limit if spec.run_dataset else None, queries.num_rows)
@@ -403,6 +420,19 @@ def load_negative_queries(path: str | Path = DEFAULT_NEGATIVE) -> list[str]:
     if not queries or not all(isinstance(q, str) and q.strip() for q in queries):
         raise ValueError(f"{path}: expected a non-empty list of query strings under 'queries'")
     return list(queries)
+
+
+def load_reference_answers(path: Path, queries: list[str]) -> dict[str, str]:
+    """{query: reference answer} of an answers file; every query of the set answered, no other query."""
+    data = yaml.safe_load(path.read_text()) or {}
+    answers = data.get("answers") if isinstance(data, dict) else None
+    if not isinstance(answers, dict) or not all(isinstance(a, str) and a.strip() for a in answers.values()):
+        raise ValueError(f"{path}: expected a mapping of query to non-empty answer under 'answers'")
+    unanswered, unknown = sorted(set(queries) - set(answers)), sorted(set(answers) - set(queries))
+    if unanswered or unknown:
+        raise ValueError(f"{path}: answers do not match the set's queries (no answer: {unanswered}; "
+                         f"not a query of the set: {unknown})")
+    return {query: answers[query].strip() for query in queries}
 
 
 Hits = dict[str, list[list]]  # retriever name -> per query its top-k hits (retrievers.types.Hit)
@@ -444,14 +474,14 @@ def hit_score_frame(sets: list[QuerySet], hits: Hits) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def topicality_report(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed: int = 0,
+def topicality_report(scores: pd.DataFrame, b: int = 500, n: Size = None, seed: int = 0,
                       confidence: float = 0.95, sets: list[QuerySet] | None = None, **meta) -> dict:
     """VERA section 3.4 / 5.2 on judged (or hit) scores: per retriever and metric the query sets compared
     (compare_sets_from_scores); `sets` describes where each set's queries came from."""
     order = set_order(scores)
     described = {qs.name: {"topic": qs.topic, "source": qs.source} for qs in sets or []}
     counts = scores.groupby("query_set")["query_id"].nunique()
-    return {"b": b, "n": n, "seed": seed, "confidence": confidence, **meta,
+    return {"b": b, **sample_size_fields(n), "seed": seed, "confidence": confidence, **meta,
             "sets": [{"name": name, "n_queries": int(counts.get(name, 0)), **described.get(name, {})}
                      for name in order],
             "systems": compare_sets_from_scores(scores, b, n, seed, confidence)}
@@ -507,7 +537,7 @@ def qrels_asks(qrels: pd.DataFrame, queries: dict[str, tuple[str, str]], corpus:
     return QrelsAsks(asks, top, {k: v for k, v in dropped.items() if v})
 
 
-def qrels_report(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed: int = 0,
+def qrels_report(scores: pd.DataFrame, b: int = 500, n: Size = None, seed: int = 0,
                  confidence: float = 0.95, **meta) -> dict:
     """Paper Tables 1-2: per metric the mean over the perfectly relevant and over the irrelevant contexts
     (with n), and the bootstrap difference between them (compare_sets_from_scores)."""
@@ -520,7 +550,7 @@ def qrels_report(scores: pd.DataFrame, b: int = 500, n: int | None = None, seed:
                          for condition in (PERFECTLY_RELEVANT, IRRELEVANT)}
         if entry["computable"]:
             table[metric]["difference"] = entry["pairs"][0]
-    return {"b": b, "n": n, "seed": seed, "confidence": confidence, **meta,
+    return {"b": b, **sample_size_fields(n), "seed": seed, "confidence": confidence, **meta,
             "n_asks": {c: int(scores.loc[scores["query_set"] == c, "query_id"].nunique())
                        for c in (PERFECTLY_RELEVANT, IRRELEVANT)},
             "metrics": table}

@@ -9,7 +9,8 @@
                                                                     retrieval stages and generate)
       preflight/results.json, failures.jsonl, matrix.png           the judge's calibration gate
                                                                     (`judge.preflight`, tasks/calibration.py)
-      judge_<suite>/judgments.parquet, scores.parquet               one folder per judge suite
+      judge_<suite>/judgments.parquet, scores.parquet               one folder per judge suite (and the
+                                                                    files of its loop's policy)
       probes/probe_report.json, ...                                 judge bias probes (`probes:`)
       reduce/stats.json, tables/, plots/                            statistics over every suite's scores
       track/                                                        MLflow run ids (and gqm/ when asked)
@@ -43,7 +44,6 @@ STATS_FILE = "stats.json"
 TABLES_DIR, PLOTS_DIR = "tables", "plots"
 JUDGMENTS_FILE = "judgments.parquet"
 SCORES_FILE = "scores.parquet"
-SEQUENTIAL_FILE = "sequential.json"  # a judge stage's record of its looks and decisions (judge.sequential)
 SUMMARY_FILE = "summary.md"
 LABELS_DIR, LABELS_FILE = "labels", "labels.jsonl"  # `ccrs label`: human marks of the run's answers
 PREFLIGHT_STAGE = "preflight"  # the judge's unit tests before the judge stage (`judge.preflight`)

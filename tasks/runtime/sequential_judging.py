@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 from judges.config import SequentialOptions
 from stats.scores import mean_over_repeats
 from stats.sequential import Look, PairDecision, SequentialResult, decide, seeded_order
-from tasks.runtime.layout import SEQUENTIAL_FILE
+from tasks.runtime.judge_loop import Baseline, JudgeLoopPolicy
 
+SEQUENTIAL_FILE = "sequential.json"  # a judge stage's record of its looks and decisions, beside its outputs
 
 
 def sequential_looks(generations: Path, options: SequentialOptions) -> list[list[str]]:
@@ -122,3 +123,63 @@ def write_sequential(out_dir: Path, data: dict) -> dict:
     (Path(out_dir) / SEQUENTIAL_FILE).write_text(json.dumps(data, indent=2))
     return {key: data[key] for key in ("stopped_at", "n_questions", "judge_calls_not_sent",
                                        "judge_calls_total")}
+
+
+class SequentialJudging(JudgeLoopPolicy):
+    """The judge stage's loop under `judge.sequential`: looks of whole questions in a seeded random order, a
+    stop once every (metric, system pair) is settled (against `baseline`: every (system, metric) cell).
+    `metrics`: the stage's judged metrics; `family`: every metric of the run whose pairs must be settled
+    (all its judge stages), which sizes the family the error rate is shared by (empty: the stage's)."""
+
+    def __init__(self, options: SequentialOptions, metrics: Sequence[str], family: Sequence[str] = (),
+                 baseline: Baseline | None = None) -> None:
+        self.options, self.own, self.family, self.baseline = options, list(metrics), list(family), baseline
+        self.rule: StoppingRule | None = None
+
+    def looks(self, generations: Path, batch_samples: int) -> list[list[str]]:
+        looks = sequential_looks(generations, self.options)
+        systems = tuple(sorted(pq.read_table(generations, columns=["system"]).column("system").unique()
+                               .to_pylist()))
+        self.rule = self._rule(systems, sum(len(look) for look in looks))
+        return looks
+
+    def _rule(self, systems: tuple[str, ...], n_questions: int) -> StoppingRule:
+        wanted = self.options.metrics if self.options.metrics is not None else self.family or self.own
+        metrics = tuple(name for name in self.own if name in wanted)
+        pairs = len(systems) if self.baseline else len(systems) * (len(systems) - 1) // 2  # cells vs baseline
+        family_size = max(1, len([name for name in (self.family or self.own) if name in wanted]) * pairs)
+        return StoppingRule(self.options, systems, metrics, family_size, n_questions,
+                            baseline_run=self.baseline.run_id if self.baseline else None,
+                            baseline=self.baseline.scores if self.baseline else None)
+
+    def stop_after(self, parts: Sequence[Path], judged: Sequence[str]) -> bool:
+        return self.rule.after_look(parts, judged)
+
+    def record(self, out_dir: Path, judged: int) -> dict:
+        return {"sequential": write_sequential(out_dir, self.rule.record(judged, self.options.seed))}
+
+    def key_settings(self) -> dict:
+        settings: dict = {"judge": {"sequential": self.options.model_dump(mode="json")}}
+        if self.baseline:  # a sequential night stops where its cells are settled against this baseline
+            settings["sequential_baseline"] = self.baseline.run_id
+        return settings
+
+
+def merged_sequential(paths: Sequence[Path]) -> dict | None:
+    """stats.json["sequential"] from the judge stages' sequential.json files (None without any): their
+    decisions together, stopped at the latest stage's stop, each stage's own record under `stages`."""
+    records = {path.parent.name: json.loads(path.read_text()) for path in paths if path.is_file()}
+    if not records:
+        return None
+    first = next(iter(records.values()))
+    merged = {key: value for key, value in first.items() if key not in ("decisions", "looks")}
+    merged["stopped_at"] = max(record["stopped_at"] for record in records.values())
+    merged["looks"] = first["looks"] if len(records) == 1 else []
+    merged["decisions"] = [decision for record in records.values() for decision in record["decisions"]]
+    for key in ("judge_calls_not_sent", "judge_calls_total"):
+        merged[key] = sum(record.get(key, 0) for record in records.values())
+    merged["judge_calls_saved_share"] = (merged["judge_calls_not_sent"] / merged["judge_calls_total"]
+                                         if merged["judge_calls_total"] else 0.0)
+    merged["settled"] = all(record.get("settled", False) for record in records.values())
+    merged["stages"] = records
+    return merged

@@ -1,10 +1,6 @@
 """infra/readiness.py: the one readiness poll (the OpenAI /models route), against a tiny local server."""
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from infra.readiness import (
@@ -14,6 +10,7 @@ from infra.readiness import (
     served_models,
     wait_until_ready,
 )
+from tests.loopback import JsonHandler, LoopbackServer
 
 
 @pytest.fixture
@@ -21,32 +18,21 @@ def models_server():
     """An endpoint whose /models answer the test sets: (status, model ids); records the request headers."""
     state = {"status": 200, "models": ["judge"], "headers": [], "busy": 0}
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_GET(self):  # noqa: N802 - http.server API
             state["headers"].append(dict(self.headers))
             entries = [{"id": m, "root": f"/weights/{m}"} for m in state["models"]]
-            body = json.dumps({"data": entries}).encode()
             status = state["status"] if self.path == "/v1/models" else 404
             if state["busy"]:  # a server still busy with a killed run's requests
                 state["busy"] -= 1
                 status = 503
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_json(status, {"data": entries})
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = LoopbackServer(Handler, "/v1")
     try:
-        yield f"http://127.0.0.1:{server.server_port}/v1", state
+        yield server.url, state
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 def test_ready_endpoint_returns_the_served_models(models_server):

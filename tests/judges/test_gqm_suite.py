@@ -29,8 +29,12 @@ def _sample(passages: int = 3) -> Sample:
 
 
 def test_five_metrics_one_unit_each_on_the_thesis_scale():
+    from judges.config import GqmOptions
+
     units = SUITE.plan(_sample(), JudgeConfig(), 0, len)
-    assert [u.metrics for u in units] == [(name,) for name in MARK_METRICS]  # the default selection
+    default = [f"gqm_{name}" for name in GqmOptions().metrics]
+    assert [u.metrics for u in units] == [(name,) for name in default]
+    assert set(default) < set(MARK_METRICS)  # gqm_factual_consistency is a mark too, selected by name
     assert {GQM_METRICS[m].scale for m in MARK_METRICS} == {(0, 10)}
     assert [u.n_context_chunks for u in units] == [0, 0, 3, 3, 3]  # only the context metrics show passages
 

@@ -7,10 +7,12 @@ import pytest
 from judges.client import LLMRequestError
 from judges.config import CcrsOptions, GrouseOptions, JudgeConfig
 from judges.grouse import (
+    FAILED_USEFULNESS_REASON,
     GROUSE_METRICS,
     LAYOUTS,
     METRIC_ORDER,
     GrouseSuite,
+    as_pipeline,
     build_request,
     derive_acceptance,
     evaluate_sample,
@@ -196,7 +198,42 @@ def test_invalid_reply_is_reasked_at_most_twice_then_recorded():
     assert (rel.status == "failed" and rel.attempts == 3 and rel.raw == "nope"
             and "not valid JSON" in rel.reason)
     assert judgments["usefulness"].status == "failed" and judgments["positive_acceptance"].status == "failed"
-    assert judgments["faithfulness"].llm_score == 1  # still checked: applicability unknown
+    # usefulness failed with relevancy: faithfulness fails unasked, as in the reference code
+    assert judgments["faithfulness"].status == "failed" and "FAITHFULNESS" not in asked(client)
+
+
+def _failed_usefulness(after_failed_usefulness: str):
+    """A refusal whose usefulness reply stays unusable after the re-asks, under the given rule."""
+    client = scripted({"RELEVANCY": [reply(None)], "COMPLETENESS": [reply(1)],
+                       "USEFULNESS": ["no", "still no", "nope"], "FAITHFULNESS": [faith(1)]})
+    judge = JudgeConfig(grouse=GrouseOptions(after_failed_usefulness=after_failed_usefulness))
+    return client, {j.metric: j for j in evaluate_sample(client, SAMPLE, judge)}
+
+
+def test_a_failed_usefulness_fails_faithfulness_unasked_by_default_as_the_reference_code_does():
+    assert GrouseOptions().after_failed_usefulness == "fail"
+    client, by = _failed_usefulness("fail")
+    assert by["usefulness"].status == "failed" and "FAITHFULNESS" not in asked(client)
+    faithfulness = by["faithfulness"]
+    assert (faithfulness.status, faithfulness.score, faithfulness.attempts) == ("failed", None, 0)
+    assert faithfulness.reason == FAILED_USEFULNESS_REASON and "reference code" in faithfulness.reason
+
+
+def test_after_failed_usefulness_ask_still_asks_faithfulness():
+    client, by = _failed_usefulness("ask")
+    assert asked(client).count("FAITHFULNESS") == 1 and by["faithfulness"].llm_score == 1
+    with pytest.raises(ValueError):
+        GrouseOptions(after_failed_usefulness="maybe")
+
+
+def test_the_rule_holds_for_the_pipeline_read_off_an_all_calls_run_and_not_under_all_calls():
+    client = scripted({"RELEVANCY": [reply(None)], "COMPLETENESS": [reply(1)],
+                       "USEFULNESS": ["no", "still no", "nope"], "FAITHFULNESS": [faith(1)]})
+    judge = JudgeConfig(grouse=GrouseOptions(ask_all=True))
+    judgments = evaluate_sample(client, SAMPLE, judge)
+    assert {j.metric: j for j in judgments}["faithfulness"].llm_score == 1  # all-calls asks every metric
+    gated = {j.metric: j for j in as_pipeline(judgments, SAMPLE, judge)}["faithfulness"]
+    assert (gated.status, gated.reason) == ("failed", FAILED_USEFULNESS_REASON)
 
 
 def test_reask_succeeds_and_uses_a_stricter_instruction():
@@ -260,6 +297,7 @@ def test_request_failure_ends_the_metric_at_once_and_is_a_transport_failure():
     assert rel.status == "failed" and rel.reason.startswith("request failed") and rel.attempts == 5
     assert rel.transport_failed and asked(client).count("RELEVANCY") == 1
     assert by["usefulness"].status == "failed" and by["negative_rejection"].status == "failed"
+    assert by["faithfulness"].status == "failed" and "FAITHFULNESS" not in asked(client)
 
 
 # --- the registered suite ---------------------------------------------------------------------------------
@@ -333,6 +371,7 @@ def test_unit_key_covers_everything_that_determines_the_replies():
                 key(judge=JudgeConfig(grouse=GrouseOptions(max_tokens=300))),
                 key(judge=JudgeConfig(grouse=GrouseOptions(faithfulness_max_tokens=300))),
                 key(judge=JudgeConfig(grouse=GrouseOptions(prompt_version="v1"))),
+                key(judge=JudgeConfig(grouse=GrouseOptions(after_failed_usefulness="ask"))),
                 key(Sample(**{**vars(SAMPLE), "response": "Another answer."})),
                 key(Sample(**{**vars(SAMPLE), "ground_truth": "Another truth."})),
                 key(Sample(**{**vars(SAMPLE), "context": SAMPLE.context[:1]})),

@@ -1,10 +1,10 @@
-"""Fault injection in front of the REAL server: infra/fault_proxy.py answers HTTP 500, hangs, drops the
+"""Fault injection in front of the REAL server: tests/fault_proxy.py answers HTTP 500, hangs, drops the
 connection or returns a non-JSON 200 for a share of the calls and forwards the rest to the CPU vLLM stack."""
 import time
 
 import pytest
 
-from infra.fault_proxy import FaultPlan, FaultProxy
+from tests.fault_proxy import FaultPlan, FaultProxy
 from judges.client import ChatRequest, CircuitOpenError, LLMClient, LLMRequestError
 from judges.config import ClientConfig
 

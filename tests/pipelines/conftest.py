@@ -20,9 +20,13 @@ from tests.conftest import process_state_restored, write_bioasq_subset
 
 # 2, not 3: the demo's expected marks cost 3x the judging time of integer ones (CI time)
 E2E_QUESTIONS = 2
-# The corpus: the snippets of the sample's first 8 questions (189 passages). All 32 questions' 685 took
-# 37 s of k-NN embedding in every run folder; `make demo` runs the whole sample.
-E2E_CORPUS_QUESTIONS = 8
+# 3 chunks a context, not the demo's 5: every judge and reader prompt about 40% shorter (CI time; the
+# prompt's prefill is most of a CPU judgment's time); no test here reads the context's length
+E2E_TOP_K = 3
+# The corpus: the snippets of the sample's first 4 questions (67 snippets: the asked questions' own and
+# two others' as distractors). All 32 questions' 685 took 37 s of k-NN embedding in every run folder, the
+# first 8 questions' 189 about 14 s; `make demo` runs the whole sample.
+E2E_CORPUS_QUESTIONS = 4
 # Planted for the end-to-end run, in the environment and (the last two) in a chmod-600 secrets file; none
 # may reach MLflow (tests/pipelines/test_e2e.py).
 PLANTED_SECRETS = {"CCRS_LLM_API_KEY": "sk-e2e-planted-9f1c27",
@@ -101,14 +105,15 @@ def mlflow_server(tmp_path_factory, s3_endpoint):
 def e2e_config(run_dir: Path, llm_base_url: str, tracking_uri: str, experiment: str = "ccrs-e2e",
                overrides: dict | None = None):
     """The shipped demo config, on the first few questions of a smaller corpus (E2E_CORPUS_QUESTIONS; the
-    same files, so the same stage keys, next to every run folder), against an already running LLM
-    endpoint."""
+    same files, so the same stage keys, next to every run folder) with top-3 contexts (E2E_TOP_K), against
+    an already running LLM endpoint."""
     corpus = write_bioasq_subset(Path(run_dir).parent / "bioasq-corpus", E2E_CORPUS_QUESTIONS)
     return load_config(DEFAULT_CONFIG, {
         "name": "e2e",
         "run_dir": str(run_dir),
         "dataset.path": str(corpus),
         "dataset.limit": E2E_QUESTIONS,
+        "retrieval.top_k": E2E_TOP_K,
         "serving": {"profile": "external", "base_url": llm_base_url},
         "stats.b": 1000,
         "mlflow.tracking_uri": tracking_uri,

@@ -39,10 +39,12 @@ def test_a_run_with_all_four_suites_judges_reduces_reports_and_tracks_each(tmp_p
     # two of VERA's four metrics: all four are judged on the real judge in
     # tests/judges/test_vera.py::test_vera_on_real_bioasq_questions
     config.judge.vera.metrics = ["faithfulness", "answer_relevance"]
-    config.judge.grouse.faithfulness_max_tokens = 128
+    # GroUSE faithfulness's sentence-by-sentence analysis never fits a small budget for this judge (at 128
+    # tokens as at 32: cut JSON, re-asked once, a recorded failure), so it gets the smallest
+    config.judge.grouse.faithfulness_max_tokens = 32
     config.judge.grouse.max_tokens = 128  # (default 512: the relevancy and completeness JSON replies)
-    config.judge.vera.max_tokens = 96
-    config.judge.ragchecker.max_tokens = 96
+    config.judge.vera.max_tokens = 96  # (its answer-relevance questions, up to ~70 tokens here)
+    config.judge.ragchecker.max_tokens = 64  # one claim (~40 tokens here) and one-line verdicts
     # 2 of its 0-10 marks (one call each, CI time) and eq. 5.1's context precision (one call per chunk)
     config.judge.gqm.metrics = ["answer_correctness", "multi_hop", "context_precision"]
     config.dataset.limit = QUESTIONS

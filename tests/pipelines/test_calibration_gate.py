@@ -63,7 +63,8 @@ def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_log
 def _config(tmp_path: Path, llm_base_url: str, tests: Path, tracking_uri: str):
     """The demo config on 2 questions, two extractive readers over BM25 (2 systems, no embedding model to
     load), integer CCRS marks, and the gate at 1.0 over two unit tests (a correct answer, a correct
-    refusal) with small reply budgets."""
+    refusal) with the smallest reply budgets: the subject is the stop, not the marks (a reply cut short is a
+    failed judgment, which fails its condition: tasks/calibration.py check_test)."""
     from pipelines.config import load_config
 
     return load_config(DEFAULT_CONFIG, {
@@ -74,7 +75,7 @@ def _config(tmp_path: Path, llm_base_url: str, tests: Path, tracking_uri: str):
         "stats.hypotheses": None, "serving": {"profile": "external", "base_url": llm_base_url},
         "mlflow.tracking_uri": tracking_uri, "mlflow.experiment": "ccrs-preflight-stop",
         "judge.scoring": "integer", "judge.max_reasks": 0,
-        "judge.grouse": {"max_tokens": 128, "faithfulness_max_tokens": 128},
+        "judge.grouse": {"max_tokens": 32, "faithfulness_max_tokens": 32},
         "judge.preflight": {"tests": str(tests), "min_pass_rate": 1.0, "on_fail": "stop"},
     })
 

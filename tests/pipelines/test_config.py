@@ -7,7 +7,8 @@ from pipelines.config import ConfigError, load_config
 ROOT = Path(__file__).resolve().parents[2]
 
 
-RUN_CONFIGS = [ROOT / "configs" / name for name in ("cpu-demo.yaml", "paper-bioasq.yaml")]
+RUN_CONFIGS = [ROOT / "configs" / name
+               for name in ("cpu-demo.yaml", "paper-bioasq.yaml", "gqm-thesis-cpu.yaml")]
 
 
 @pytest.mark.parametrize("path", RUN_CONFIGS, ids=lambda p: p.name)

@@ -43,17 +43,23 @@ def ccrs(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Completed
 @pytest.mark.llm
 @pytest.mark.slow
 def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_cache_through_the_api(
-        llm_endpoint, mlflow_server, tmp_path):
-    """`ccrs evaluate` on the shipped RAGAS-named example, then the same outputs through `ccrs_eval.evaluate`
-    in a plain `python -c` from outside the repository: every judgment comes from the cache."""
+        llm_endpoint, mlflow_server, tmp_path, monkeypatch, capsys):
+    """`ccrs evaluate` on the shipped RAGAS-named example (the command's own path, in this process on the
+    session's Ray: the CLI in a process of its own is tested from a wheel install below), then the same
+    outputs through `ccrs_eval.evaluate` in a plain `python -c` from outside the repository: every judgment
+    comes from the cache."""
     config = integer_config(tmp_path / "config.yaml")
     # a judgment cache of its own: the first call's requests do not depend on the tests before it
     env = {"MLFLOW_TRACKING_URI": mlflow_server, "CCRS_JUDGE_CACHE": str(tmp_path / "cache")}
-    first = ccrs("evaluate", str(EXAMPLE), "--run-dir", str(tmp_path / "one"), "--config", str(config),
-                 "--limit", "2", "--llm-base-url", llm_endpoint.base_url, "--experiment", "evaluate-e2e",
-                 cwd=tmp_path, env=env)
-    assert first.returncode == 0, first.stderr[-3000:]
-    verdict = first.stdout
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray serves the model
+    code = main(["evaluate", str(EXAMPLE), "--run-dir", str(tmp_path / "one"), "--config", str(config),
+                 "--limit", "2", "--llm-base-url", llm_endpoint.base_url, "--experiment", "evaluate-e2e"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-3000:]
+    verdict = printed.out
     assert "Verdict: evaluate-ragas-two-systems" in verdict
     assert "top1-sentence" in verdict and "top3-sentences" in verdict
     for metric in CCRS:

@@ -64,7 +64,7 @@ def _label_every_question(layout: RunLayout, metric: str) -> int:
 def test_a_demo_run_labeled_by_a_scripted_annotator_shows_the_human_calibrated_section(e2e_run, tmp_path,
                                                                                       capsys):
     from judges.suite import metric_order, suite_membership
-    from pipelines.extensions import verdict_sections
+    from pipelines.extensions import statistics_contributors, verdict_sections
     from pipelines.reporting.verdict import write_summary
     from tasks.reduce import run_reduce
 
@@ -76,7 +76,8 @@ def test_a_demo_run_labeled_by_a_scripted_annotator_shows_the_human_calibrated_s
     assert labeled == len(json.loads((run / "labels" / "order.json").read_text())["question_ids"]) * 6
 
     run_reduce(run, [layout.scores(suite) for suite in layout.judged_suites()], 200, 0, 0.05,
-               metric_order=metric_order(), suites=suite_membership())  # as `--from-stage reduce`
+               metric_order=metric_order(), suites=suite_membership(),
+               contributors=statistics_contributors())  # as `--from-stage reduce`
     write_summary(run, verdict_sections())
     entry = json.loads(layout.stats_json.read_text())["per_metric"]["CC"]["human_calibrated"]
     assert sum(entry["n_labels"].values()) == labeled and entry["n_annotators"] == 1

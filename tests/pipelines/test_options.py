@@ -124,15 +124,16 @@ def test_sequential_options_reach_the_config_as_the_python_apis_option_does():
     from pipelines.config import ConfigError, judge_sequential_overrides
 
     parser = argparse.ArgumentParser()
-    options.add_sequential(parser)
+    options.add_extensions(parser, "run")  # the sequential extension declares them (pipelines/extensions/)
     args = parser.parse_args(["--sequential", "--margin", "0.05", "--look-every", "3"])
-    cli_config = load_config(DEFAULT_CONFIG, options.sequential_overrides(args))
+    cli_config = load_config(DEFAULT_CONFIG, options.extension_overrides(args))
     api_config = load_config(DEFAULT_CONFIG, judge_sequential_overrides({"margin": 0.05, "look_every": 3}))
     assert cli_config.judge.sequential == api_config.judge.sequential
     assert (cli_config.judge.sequential.margin, cli_config.judge.sequential.look_every) == (0.05, 3)
-    assert options.sequential_overrides(parser.parse_args([])) == {}
+    assert options.extension_overrides(parser.parse_args([])) == {}
+    assert options.config_overrides(args) == options.extension_overrides(args)
     with pytest.raises(ConfigError, match="--margin and --look-every need --sequential"):
-        options.sequential_overrides(parser.parse_args(["--margin", "0.05"]))
+        options.extension_overrides(parser.parse_args(["--margin", "0.05"]))
 
 
 def test_tracking_uri_falls_back_to_the_config_then_the_environment(monkeypatch, tmp_path):

@@ -5,20 +5,10 @@ from itertools import pairwise
 import pyarrow as pa
 import pytest
 
+from benchmarks.shared import chunks_from_offsets  # the all-offsets reference path
 from retrievers.chunking import chunk_id, chunk_passages, chunk_spans, token_windows
 from retrievers.schema import CHUNKS_SCHEMA
-from retrievers.tokenization import Offsets, load_tokenizer
-
-
-def chunks_from_offsets(doc_ids: list[str], texts: list[str], offsets: list[Offsets], size: int,
-                        overlap: int) -> pa.Table:
-    """The all-offsets path, the reference for chunk_passages' shortcut (and benchmarks/bench_chunking.py's
-    per-document loop): every passage cut into windows from its own token offsets."""
-    rows = [{"chunk_id": chunk_id(doc_id, start, end), "doc_id": doc_id, "text": text[start:end],
-             "start_char": start, "end_char": end, "n_tokens": n_tokens}
-            for doc_id, text, doc_offsets in zip(doc_ids, texts, offsets)
-            for start, end, n_tokens in chunk_spans(text, doc_offsets, size, overlap)]
-    return pa.Table.from_pylist(rows, schema=CHUNKS_SCHEMA)
+from retrievers.tokenization import load_tokenizer
 
 
 def test_token_windows_overlap():

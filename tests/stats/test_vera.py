@@ -3,6 +3,8 @@ import pytest
 
 from stats.errors import StatsInputError
 from stats.vera import (
+    PAPER_SAMPLE_RATIO,
+    SampleSize,
     bootstrap_metric,
     bootstrap_samples,
     compare_query_sets,
@@ -39,9 +41,50 @@ def test_variance_is_that_of_the_bootstrap_means_by_hand():
 def test_sample_size_n_sets_the_standard_error():
     values = np.random.default_rng(2).uniform(size=100)
     small = bootstrap_metric(values, 3000, np.random.default_rng(0), n=25)
-    large = bootstrap_metric(values, 3000, np.random.default_rng(0), n=400)
-    assert small.n == 25 and large.n == 400
-    assert small.se / large.se == pytest.approx(4.0, rel=0.12)  # SE ~ 1/sqrt(n)
+    full = bootstrap_metric(values, 3000, np.random.default_rng(0), n=100)
+    assert small.n == 25 and full.n == 100 and small.sample_size_note is None
+    assert small.se / full.se == pytest.approx(2.0, rel=0.12)  # SE ~ 1/sqrt(n)
+
+
+def test_a_sample_size_above_the_observations_is_refused_in_one_line():
+    values = np.linspace(0, 1, 20)
+    for call in (lambda: bootstrap_metric(values, 100, np.random.default_rng(0), n=50),
+                 lambda: convergence(values, [50, 100], np.random.default_rng(0), n=50),
+                 lambda: compare_query_sets({"a": values, "b": values}, 100, np.random.default_rng(0), n=50)):
+        with pytest.raises(StatsInputError, match=r"^bootstrap sample size n = 50 exceeds the 20 "
+                                                  r"observations: .*give n <= 20$") as error:
+            call()
+        assert "\n" not in str(error.value)
+
+
+def test_the_paper_ratio_draws_a_quarter_of_the_observations_and_says_so():
+    rule = SampleSize(50, PAPER_SAMPLE_RATIO)
+    assert (rule.for_observations(200), rule.for_observations(60), rule.for_observations(20)) == (50, 50, 5)
+    assert rule.note(200) is None and rule.for_observations(2) == 1
+    r = bootstrap_metric(np.linspace(0, 1, 20), 200, np.random.default_rng(0), n=rule)
+    assert (r.n, r.n_observed) == (5, 20)
+    assert r.sample_size_note == ("n = 50 asked but only 20 observations: drawn n = 5, the paper's ratio "
+                                  "n/N = 0.25")
+    both = compare_query_sets({"a": np.linspace(0, 1, 20), "b": np.linspace(0, 1, 200)}, 100,
+                              np.random.default_rng(0), n=rule)
+    assert (both.sets["a"].n, both.sets["b"].n) == (5, 50) and both.sets["b"].sample_size_note is None
+
+
+def test_at_n_20_the_ratio_rule_keeps_the_standard_error_and_the_coverage_and_n_50_would_not():
+    """400 data sets of N = 20 from Beta(2, 5) (true mean 2/7): the spread of their means is the standard
+    error to cover. Drawing n = 50 from 20 (what the preset did before) gives about sqrt(20/50) of it; the
+    paper's ratio (n = 5) gives about sqrt(20/5) = 2 times it, never too small, and its 95% intervals
+    cover the true mean at least as often as they claim."""
+    rng = np.random.default_rng(11)
+    data = rng.beta(2, 5, size=(400, 20))
+    true_se = data.mean(axis=1).std(ddof=1)
+    ratio = SampleSize(50, PAPER_SAMPLE_RATIO)
+    ratio_runs = [bootstrap_metric(row, 300, rng, n=ratio) for row in data]
+    ratio_se = np.mean([r.se for r in ratio_runs])
+    above_se = np.mean([bootstrap_samples(row, 300, rng, n=50).std(ddof=1) for row in data])
+    covered = np.mean([r.low <= 2 / 7 <= r.high for r in ratio_runs])
+    assert above_se / true_se == pytest.approx(np.sqrt(20 / 50), rel=0.15)  # 35-40% too narrow
+    assert ratio_se / true_se > 1.0 and covered >= 0.95
 
 
 def test_seeded_and_reproducible():

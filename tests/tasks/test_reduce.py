@@ -117,9 +117,11 @@ def test_the_reduce_stage_reruns_with_the_runs_labels_and_notes_labels_it_cannot
     layout = RunLayout(run)
     scores_path = layout.scores("ccrs")
 
-    def reduce() -> tuple[dict, bool]:
+    from pipelines.extensions import statistics_contributors
+
+    def reduce() -> tuple[dict, bool]:  # as the pipeline calls it: with the extensions' contributors
         result = run_reduce(run, [scores_path], b=50, seed=0, alpha=0.05, metric_order=metric_order(),
-                            suites=suite_membership())
+                            suites=suite_membership(), contributors=statistics_contributors())
         return json.loads(layout.stats_json.read_text()), result.reused
 
     stats, _ = reduce()

@@ -179,20 +179,9 @@ def test_the_description_names_the_best_system_and_its_ties():
     assert "**demo**: 3 systems (A, B, C), 4 questions" in note and "- CC: A 0.800 (tied: B)" in note
 
 
-def test_a_systems_human_calibrated_figures_become_mlflow_metrics():
-    from pipelines.reporting.tracking import human_calibrated_metrics
-
-    block = {"n_labels": {"A": 12, "B": 3}, "means": {"A": 0.6}, "ci95": {"A": [0.5, 0.7]},
-             "judge_bias": {"A": 0.1, "B": -0.2}, "pairwise": []}
-    stats = {"per_metric": {"CC": {"human_calibrated": block}, "QR": {}}}
-    assert human_calibrated_metrics(stats, "A") == {"CC_human_labels": 12.0, "CC_human": 0.6,
-                                                    "CC_human_ci_low": 0.5, "CC_human_ci_high": 0.7,
-                                                    "CC_judge_bias": 0.1}
-    assert human_calibrated_metrics(stats, "B") == {"CC_human_labels": 3.0, "CC_judge_bias": -0.2}
-
-
 def test_per_sample_table_names_the_questions_a_sequential_run_never_judged():
-    from pipelines.reporting.tracking import NOT_JUDGED, per_sample_table
+    from pipelines.reporting.tracking import per_sample_table
+    from tasks.runtime.judge_loop import NOT_JUDGED
 
     queries, generations, judgments = _per_sample_inputs()
     second = queries["query_id"][1]

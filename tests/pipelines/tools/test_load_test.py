@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
@@ -28,6 +27,7 @@ from pipelines.tools.load_test import (
     summarize_level,
     write_outputs,
 )
+from tests.loopback import JsonHandler, LoopbackServer
 
 # --- math ---------------------------------------------------------------------------------------------------
 
@@ -128,7 +128,7 @@ def test_pool_shuffles_deterministically_and_counts_repeats_after_it_wraps():
 
 # --- the client cap, against a counting HTTP stub -----------------------------------------------------------
 
-class _Stub(BaseHTTPRequestHandler):
+class _Stub(JsonHandler):
     """Chat completions that take `delay_s`; counts requests in flight and answers `statuses` in turn."""
 
     lock = threading.Lock()
@@ -147,28 +147,17 @@ class _Stub(BaseHTTPRequestHandler):
         time.sleep(cls.delay_s)
         body = {"choices": [{"message": {"content": '{"score": 50}'}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 7, "completion_tokens": 3}} if status == 200 else {"error": "busy"}
-        data = json.dumps(body).encode()
         with cls.lock:
             cls.in_flight -= 1
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+        self.send_json(status, body)
 
 
 @pytest.fixture
 def stub():
     handler = type("Stub", (_Stub,), {"statuses": [], "in_flight": 0, "peak": 0, "hits": 0})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield handler, f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    server = LoopbackServer(handler, "/v1")
+    yield handler, server.url
+    server.close()
 
 
 def _level(base_url: str, limit: int, level: int, n: int):

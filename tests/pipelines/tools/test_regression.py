@@ -150,7 +150,7 @@ def test_nights_written_to_files_of_other_names_compare_within_their_series(stor
     """The series is the ccrs.series tag, not the config name (`evaluate-<file stem>`): tonight's dated file
     is compared with last night's (exit 3 on a planted drop), and another system's nights in the same
     experiment (`--series staging`) are neither its baseline nor compared with it."""
-    from pipelines.tools.regression import alert_payload, sequential_baseline
+    from pipelines.tools.regression import alert_payload, baseline_scores
 
     good = _scores(np.random.default_rng(0))
     bad = _scores(np.random.default_rng(0), shift_cell=("B", "IR"), shift=-0.3)
@@ -176,7 +176,7 @@ def test_nights_written_to_files_of_other_names_compare_within_their_series(stor
     assert (report.status, report.exit_code, report.baseline_id) == ("regression", 3, first)
     assert report.regressed_cells()[0].startswith("B/IR (-0.")
     assert "(series prod; paired sign-flip test" in report.markdown
-    assert sequential_baseline(store.uri, "gate", "prod", "evaluate-outputs-2026-11-30")[0] == first
+    assert baseline_scores(store.uri, "gate", "prod", "evaluate-outputs-2026-11-30").run_id == first
     assert store.tags(second)["regression.baseline"] == first
 
 
@@ -457,63 +457,3 @@ def test_ccrs_compare_puts_the_gates_outcome_in_the_checked_runs_description(sto
     note = store.tags(second)[NOTE_TAG].split("\n\n")
     assert note[0].startswith(f"{GATE_PREFIX} **regression** against run {first}: B/IR (-0.")
     assert "regression/summary.md" in note[0] and note[1].startswith("Verdict:")
-
-
-def _human_stats(means: dict, ci95: dict) -> dict:
-    return {"per_metric": {"CC": {"human_calibrated": {"means": means, "ci95": ci95}}, "QR": {}}}
-
-
-def test_cells_both_nights_labeled_are_tested_on_the_human_scale():
-    """run 0.6 [0.5, 0.7], baseline 0.7 [0.6, 0.8]: diff -0.1, se = sqrt(2) * 0.2 / (2 * 1.96), p 0.166."""
-    from scipy import stats
-
-    from pipelines.tools.regression import human_calibrated_cells
-
-    run = _human_stats({"A": 0.6, "B": 0.5}, {"A": [0.5, 0.7], "B": [0.4, 0.6]})
-    base = _human_stats({"A": 0.7}, {"A": [0.6, 0.8]})
-    cells = human_calibrated_cells(run, base)
-    assert cells[["system", "metric"]].values.tolist() == [["A", "CC"]]  # B: no baseline labels
-    se = np.sqrt(2) * 0.2 / (2 * stats.norm.ppf(0.975))  # each interval 0.2 wide
-    assert cells["human_diff"].iloc[0] == pytest.approx(-0.1)
-    assert cells["human_p"].iloc[0] == pytest.approx(2 * stats.norm.sf(0.1 / se))
-    assert human_calibrated_cells(run, None).empty and human_calibrated_cells(None, base).empty
-
-
-def test_the_baselines_stats_are_fetched_only_for_a_night_with_human_calibrated_cells():
-    from pipelines.tools.regression import has_human_calibrated
-
-    assert has_human_calibrated(_human_stats({"A": 0.6}, {"A": [0.5, 0.7]}))
-    assert not has_human_calibrated({"per_metric": {"CC": {"means": {"A": 0.6}}, "QR": {}}})
-    assert not has_human_calibrated(None) and not has_human_calibrated({})
-
-
-def test_a_human_calibrated_cell_is_decided_by_its_human_test_with_holm_over_every_cell():
-    from pipelines.tools.regression import with_human_calibrated
-
-    table = pd.DataFrame({"system": ["A", "A"], "metric": ["CC", "QR"], "n": [30, 30], "diff": [0.01, -0.2],
-                          "p_value": [0.8, 0.001], "adjusted_p": [0.8, 0.002], "significant": [False, True],
-                          "verdict": ["same", "regression"]})
-    human = pd.DataFrame({"system": ["A"], "metric": ["CC"], "human_diff": [-0.3], "human_p": [0.01]})
-    gated = with_human_calibrated(table, human, 0.05)
-    assert gated["basis"].tolist() == ["human", "judge"]
-    assert gated["diff"].tolist() == [-0.3, -0.2] and gated["judge_diff"].tolist() == [0.01, -0.2]
-    assert gated["adjusted_p"].tolist() == pytest.approx([0.01 * 1, 0.001 * 2])
-    assert gated["verdict"].tolist() == ["regression", "regression"]
-    assert with_human_calibrated(table, human.iloc[:0], 0.05) is table
-
-
-def test_a_sequential_nights_cells_take_their_anytime_valid_decisions():
-    from pipelines.tools.regression import with_sequential_decisions
-
-    table = pd.DataFrame({"system": ["A", "A", "B"], "metric": ["CC", "QR", "CC"], "diff": [-0.1, 0.0, 0.2],
-                          "adjusted_p": [0.01, 0.9, 0.02], "verdict": ["regression", "same", "improvement"]})
-    sequential = {"baseline_run": "base", "decisions": [
-        {"metric": "CC", "a": "A", "b": "A@baseline", "decision": "open", "interval": [-0.3, 0.1]},
-        {"metric": "QR", "a": "A", "b": "A@baseline", "decision": "different", "interval": [-0.4, -0.1]},
-        {"metric": "CC", "a": "B", "b": "B@baseline", "decision": "equivalent", "interval": [-0.01, 0.01]}]}
-    gated = with_sequential_decisions(table, sequential, "base")
-    assert gated["verdict"].tolist() == ["same", "regression", "same"]
-    assert gated["sequential"].tolist() == ["open", "regressed", "within the margin"]
-    assert (gated["basis"] == "sequential").all()
-    assert with_sequential_decisions(table, sequential, "another baseline") is table
-    assert with_sequential_decisions(table, None, "base") is table

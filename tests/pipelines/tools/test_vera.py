@@ -153,9 +153,31 @@ def test_the_default_query_sets_are_the_papers_three():
     assert len(minority.texts) == 29 and all(minority.ground_truths)
     assert not set(minority.texts) & {q["body"] for q in sample}
     assert all(re.search(r"colorectal|\bcolon\b|\brectal\b", t, re.IGNORECASE) for t in minority.texts)
-    assert len(unrelated.texts) == 20 and not any(unrelated.ground_truths)
+    # the unrelated set has reference answers (data/vera-bioasq/unrelated-answers.json): recall computes
+    assert len(unrelated.texts) == 20 and all(unrelated.ground_truths)
+    assert dict(zip(unrelated.texts, unrelated.ground_truths))["What is the capital city of Australia?"] == (
+        "Canberra is the capital city of Australia.")
     capped = load_query_sets(DEFAULT_SETS, DatasetConfig(path=str(SAMPLE_DIR)), limit=2)
-    assert [len(s.texts) for s in capped] == [2, 2, 2]
+    assert [len(s.texts) for s in capped] == [2, 2, 2] and all(capped[2].ground_truths)
+
+
+def _answers_case(tmp_path, answers):
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump({"queries": ["One?", "Two?"]}))
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump({"answers": answers}))
+    path = tmp_path / "sets.yaml"
+    path.write_text(yaml.safe_dump({"sets": [{"name": "a", "run_dataset": True},
+                                             {"name": "b", "queries": "q.yaml", "answers": "a.yaml"}]}))
+    return path
+
+
+def test_reference_answers_of_a_query_list_are_its_ground_truth_and_must_match_it(tmp_path):
+    dataset = DatasetConfig(path=str(SAMPLE_DIR), limit=8)
+    sets = load_query_sets(_answers_case(tmp_path, {"Two?": "2", "One?": " 1 "}), dataset)
+    assert (sets[1].texts, sets[1].ground_truths) == (("One?", "Two?"), ("1", "2"))
+    with pytest.raises(ValueError, match=r"no answer: \['Two\?'\]; not a query of the set: \['Three\?'\]"):
+        load_query_sets(_answers_case(tmp_path, {"One?": "1", "Three?": "3"}), dataset)
+    with pytest.raises(ValueError, match="non-empty answer"):
+        load_query_sets(_answers_case(tmp_path, {"One?": "1", "Two?": ""}), dataset)
 
 
 @pytest.mark.parametrize(("sets", "message"), [
@@ -164,6 +186,8 @@ def test_the_default_query_sets_are_the_papers_three():
     ([{"name": "a", "run_dataset": True}], "at least 2"),
     ([{"name": "a", "run_dataset": True}, {"name": "a", "queries": "q.yaml"}], "unique"),
     ([{"name": "a", "run_dataset": True}, {"name": "b", "file": "q.yaml"}], "Extra inputs"),
+    ([{"name": "a", "run_dataset": True, "answers": "a.yaml"}, {"name": "b", "queries": "q.yaml"}],
+     "answers go with queries"),
 ])
 def test_a_bad_query_sets_file_is_refused_with_its_reason(tmp_path, sets, message):
     path = tmp_path / "sets.yaml"
@@ -393,10 +417,14 @@ def test_the_paper_preset_sets_n_50_and_b_500_unless_given():
         args = bootstrap_settings(parser.parse_args(["bootstrap", "scores.parquet", *flags]))
         return args.b, args.n
 
-    assert settings() == (DEFAULT_B, None)
-    assert settings("--preset", "paper") == (500, 50)
-    assert settings("--preset", "paper", "--b", "2000") == (2000, 50)
-    assert settings("--preset", "paper", "--b", str(DEFAULT_B)) == (DEFAULT_B, 50)  # given, even the default
+    from stats.vera import PAPER_SAMPLE_RATIO, SampleSize
+
+    paper_n = SampleSize(50, PAPER_SAMPLE_RATIO)
+    assert settings() == (DEFAULT_B, SampleSize())
+    assert settings("--preset", "paper") == (500, paper_n)
+    assert settings("--preset", "paper", "--b", "2000") == (2000, paper_n)
+    assert settings("--preset", "paper", "--b", str(DEFAULT_B)) == (DEFAULT_B, paper_n)  # given: the default
+    assert settings("--preset", "paper", "--n", "30") == (500, SampleSize(30))  # a given n: refused above N
 
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from judges.config import SequentialOptions
 from stats.sequential import seeded_order
-from tasks.reduce import merged_sequential
+from tasks.runtime.sequential_judging import merged_sequential
 from tasks.runtime.sequential_judging import StoppingRule, sequential_looks
 from tests.conftest import bioasq_questions
 

@@ -6,7 +6,7 @@ connection (closed without a response) or a 200 whose body is not JSON. The choi
 `random.Random(seed)` in arrival order; `outage` makes the next N calls fail whatever the rates say (a dead
 endpoint). `/models` is always forwarded, so readiness checks see the real server.
 
-    python -m infra.fault_proxy --upstream http://127.0.0.1:8000/v1 --port 8100 --http-500 0.1 --drop 0.1
+    python -m tests.fault_proxy --upstream http://127.0.0.1:8000/v1 --port 8100 --http-500 0.1 --drop 0.1
 
 `GET /_proxy/stats` returns what was injected and forwarded, as JSON.
 """

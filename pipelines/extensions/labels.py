@@ -1,0 +1,218 @@
+"""Human labels (docs/human-labels.md): marks of a run's answers that `ccrs label` writes into RUN_DIR/labels/
+(or a labels file given to `ccrs stats --labels`) calibrate the judge's statistics: PPI++ means, intervals
+and pairs on the human scale (stats/labels.py, stats/ppi.py), stats.json per_metric[M].human_calibrated.
+Declared here on the registry's hooks: its statistics contributor (the labels it reads, the reduce stage's
+key over them), its verdict section, its MLflow metrics and the labels logged beside them, its gate cells
+(both nights labeled: decided on the human scale) and its `ccrs stats` options. No config block: a run
+has labels when its folder holds them. The labeling page itself is `ccrs label` (pipelines/label_cmd.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines.extensions.registry import (
+    CommandOptions,
+    ExtensionOption,
+    GateCells,
+    GateInputs,
+    RunExtension,
+    register_extension,
+)
+from pipelines.reporting.tracking import MetricsContribution
+from pipelines.reporting.verdict import VerdictInputs, VerdictSection
+from stats.multiple import holm_adjust
+from tasks.runtime.contributions import StatisticsContext, StatisticsContributor
+from tasks.runtime.layout import LABELS_DIR, RunLayout
+
+NAME = "labels"
+HUMAN_NOTE = ("human-calibrated cells (basis `human`): both nights have human labels of the cell, so its "
+              "test is the difference of the two nights' PPI++ means (human scale, z test with the two "
+              "nights' standard errors added, conservative for paired nights); `diff`, `p_value` and the "
+              "verdict are that test's, the judge-only paired test is in `judge_diff`, `judge_p`.")
+LABEL_OPTIONS_IN_A_RUN = ("--label-scale and --predicted-by describe a --labels file; a run directory's "
+                          "labels carry their scales (labels/metrics.json)")
+LABEL_OPTIONS_ALONE = "--label-scale and --predicted-by need --labels LABELS"
+
+
+# --- the statistics
+
+def inputs(context: StatisticsContext) -> dict[str, Any]:
+    """{"labels": LabelSet} for compute_all: a `--labels` file (`ccrs stats`), else the run folder's own
+    labels/; {} without any."""
+    labels = _labels(context.run_dir, context.options.get(NAME) or {})
+    return {} if labels is None else {"labels": labels}
+
+
+def _labels(run_dir: Path | None, given: dict[str, Any]):
+    from pipelines.options import parse_predicted_by, parse_scale
+    from stats.errors import StatsInputError
+    from stats.labels import validate_labels
+    from tasks.reduce import read_labels_file, read_run_labels
+
+    if given.get("labels") is None:
+        if given.get("label_scale") or given.get("predicted_by"):
+            raise StatsInputError(LABEL_OPTIONS_IN_A_RUN if run_dir is not None else LABEL_OPTIONS_ALONE)
+        return read_run_labels(run_dir) if run_dir is not None else None
+    scale = parse_scale(given.get("label_scale"), "--label-scale")
+    predicted_by = parse_predicted_by(given.get("predicted_by") or [])
+    return validate_labels(read_labels_file(given["labels"]), scale, predicted_by)
+
+
+def fingerprint(context: StatisticsContext) -> list[str]:
+    from tasks.reduce import labels_fingerprint
+
+    return labels_fingerprint(context.run_dir) if context.run_dir is not None else []
+
+
+# --- the verdict, MLflow
+
+def section(inputs: VerdictInputs) -> str:
+    from pipelines.reporting.human_calibrated import human_calibrated_section
+
+    return human_calibrated_section(inputs.stats)
+
+
+def run_metrics(stats: dict) -> dict[str, float]:
+    """Per metric with labels: the labels, the pairs that differ on the human scale and the decisions that
+    changed from the judge alone."""
+    metrics = {}
+    for metric, block in stats["per_metric"].items():
+        if block.get("human_calibrated"):
+            pairs = block["human_calibrated"]["pairwise"]
+            metrics[f"{metric}_human_labels"] = sum(block["human_calibrated"]["n_labels"].values())
+            metrics[f"{metric}_human_pairs_different"] = sum(pair["significant"] for pair in pairs)
+            metrics[f"{metric}_human_decisions_changed"] = sum(pair["decision_changed"] for pair in pairs)
+    return metrics
+
+
+def human_calibrated_metrics(stats: dict, system: str) -> dict[str, float]:
+    """A system's human-calibrated figures as MLflow metrics: `<M>_human` (the PPI++ mean) with its CI,
+    `<M>_human_labels` and `<M>_judge_bias` (human - judge), for each metric with labels."""
+    metrics = {}
+    for metric, block in stats["per_metric"].items():
+        human = block.get("human_calibrated")
+        if not human or system not in human["n_labels"]:
+            continue
+        metrics[f"{metric}_human_labels"] = float(human["n_labels"][system])
+        if system in human["means"]:
+            metrics[f"{metric}_human"] = human["means"][system]
+            metrics[f"{metric}_human_ci_low"], metrics[f"{metric}_human_ci_high"] = human["ci95"][system]
+        if system in human["judge_bias"]:
+            metrics[f"{metric}_judge_bias"] = human["judge_bias"][system]
+    return metrics
+
+
+def artifacts(run_dir: Path) -> list[tuple[Path, str]]:
+    """The human labels behind the human-calibrated figures, under labels/."""
+    return [(RunLayout(run_dir).labels_dir, LABELS_DIR)]
+
+
+# --- the gate
+
+def has_human_calibrated(run_stats: dict | None) -> bool:
+    """Whether tonight has a human-calibrated block (only then is the baseline's stats.json fetched)."""
+    blocks = ((run_stats or {}).get("per_metric") or {}).values()
+    return any(block.get("human_calibrated") for block in blocks)
+
+
+def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> pd.DataFrame:
+    """(system, metric, human_diff, human_p) for each cell both nights estimated on the human scale (PPI++
+    means, stats.json human_calibrated): run - baseline, z test with the nights' standard errors (read
+    from their 95% intervals' widths as if normal; conservative for t or score intervals) added."""
+    from scipy import stats
+
+    # stats.json's human-calibrated 95% intervals are t or score intervals (stats/ppi.py), at least as wide
+    # as the normal one: the standard error read back from their width is never smaller, so the gate stays
+    # conservative at few labels.
+    z_95 = float(stats.norm.ppf(0.975))
+    rows = []
+    for metric, block in ((run_stats or {}).get("per_metric") or {}).items():
+        tonight = block.get("human_calibrated")
+        before = (((base_stats or {}).get("per_metric") or {}).get(metric) or {}).get("human_calibrated")
+        if not tonight or not before:
+            continue
+        for system in sorted(set(tonight["means"]) & set(before["means"])):
+            se = np.hypot(*(np.subtract(*reversed(entry["ci95"][system])) / (2 * z_95)
+                            for entry in (tonight, before)))
+            diff = tonight["means"][system] - before["means"][system]
+            p_value = float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else float(diff == 0)
+            rows.append({"system": system, "metric": metric, "human_diff": diff, "human_p": p_value})
+    return pd.DataFrame(rows, columns=["system", "metric", "human_diff", "human_p"])
+
+
+def with_human_calibrated(table: pd.DataFrame, human: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """The gate's table with every human-calibrated cell decided by its human-scale test (Holm again over
+    all cells); `basis` says which test decided a cell."""
+    if human.empty:
+        return table
+    merged = table.merge(human, on=["system", "metric"], how="left")
+    on_human = merged["human_p"].notna()
+    merged["basis"] = np.where(on_human, "human", "judge")
+    merged["judge_diff"], merged["judge_p"] = merged["diff"], merged["p_value"]
+    merged.loc[on_human, "diff"] = merged.loc[on_human, "human_diff"]
+    merged.loc[on_human, "p_value"] = merged.loc[on_human, "human_p"]
+    merged["adjusted_p"] = holm_adjust(merged["p_value"].to_numpy())
+    merged["significant"] = merged["adjusted_p"] < alpha
+    merged["verdict"] = np.where(merged["significant"],
+                                 np.where(merged["diff"] < 0, "regression", "improvement"), "same")
+    return merged.drop(columns=["human_diff", "human_p"])
+
+
+def gate(table: pd.DataFrame, inputs: GateInputs) -> pd.DataFrame:
+    if not has_human_calibrated(inputs.run_stats):
+        return table
+    return with_human_calibrated(table, human_calibrated_cells(inputs.run_stats, inputs.base_stats()),
+                                 inputs.alpha)
+
+
+# --- `ccrs stats`
+
+def metric_lines(entry: dict) -> list[str]:
+    """The console line under a metric's in `ccrs stats`."""
+    block = entry.get("human_calibrated")
+    if not block:
+        return []
+    pairs = block["pairwise"]
+    return [f"    human-calibrated ({block['human_metric']}): {sum(block['n_labels'].values())} labels, "
+            f"{sum(pair['significant'] for pair in pairs)} of {len(pairs)} pairs differ, "
+            f"{sum(pair['decision_changed'] for pair in pairs)} decisions changed from the judge alone, "
+            f"{len(block['too_few_labels'])} systems with too few labels"]
+
+
+LABELS_FILE_HELP = ("human labels (JSONL, CSV or Parquet: question_id or query_id, system, metric, label[, "
+                    "annotator])")
+OPTIONS = (
+    ExtensionOption(("--labels",), ("stats",), {
+        "type": Path, "metavar": "LABELS", "help": f"{LABELS_FILE_HELP}: adds the human-calibrated (PPI++) "
+        "statistics, docs/human-labels.md"}),
+    ExtensionOption(("--labels",), ("plan labels",), {
+        "type": Path, "metavar": "LABELS", "help": f"{LABELS_FILE_HELP}: the pilot's labels; without any "
+        "(nor the run's labels/): a table over assumed judge-human correlations"}),
+    ExtensionOption(("--label-scale",), ("stats", "plan labels"), {
+        "nargs": "+", "metavar": "MIN MAX", "help": "the labels' mark scale, mapped onto [0, 1] as --scale "
+        "maps scores (default: marks on [0, 1])"}),
+    ExtensionOption(("--predicted-by",), ("stats", "plan labels"), {
+        "action": "append", "default": [], "metavar": "HUMAN=JUDGE", "help": "labels of a human metric of "
+        "their own (e.g. acceptable=CC): the judge metric whose scores predict them (repeatable)"}),
+)
+
+
+register_extension(RunExtension(
+    name=NAME,
+    description="human labels: the judge's statistics calibrated on the human scale (PPI++)",
+    key="labels",
+    on=lambda block: False,  # no config block: the statistics read a run's labels/ where it has them
+    statistics=StatisticsContributor(NAME, inputs=inputs, unusable="human labels not used",
+                                     fingerprint=fingerprint, code=(__name__,)),
+    verdict=(VerdictSection("hypotheses", section),),
+    metrics=MetricsContribution(run_metrics, human_calibrated_metrics, artifacts),
+    gate=GateCells(gate, "human", HUMAN_NOTE),
+    options=CommandOptions(OPTIONS, metric_lines=metric_lines),
+    files=(f"{LABELS_DIR}/",),
+    names=(r"human_calibrated", r"\bLABELS_DIR\b"),
+    own=("pipelines/label_cmd.py",),
+    rank=45,
+))

@@ -1,0 +1,60 @@
+"""The human-labels extension (pipelines/extensions/labels.py): its MLflow metrics and its gate cells (both
+nights labeled: decided on the human scale)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+
+def test_a_systems_human_calibrated_figures_become_mlflow_metrics():
+    from pipelines.extensions.labels import human_calibrated_metrics
+
+    block = {"n_labels": {"A": 12, "B": 3}, "means": {"A": 0.6}, "ci95": {"A": [0.5, 0.7]},
+             "judge_bias": {"A": 0.1, "B": -0.2}, "pairwise": []}
+    stats = {"per_metric": {"CC": {"human_calibrated": block}, "QR": {}}}
+    assert human_calibrated_metrics(stats, "A") == {"CC_human_labels": 12.0, "CC_human": 0.6,
+                                                    "CC_human_ci_low": 0.5, "CC_human_ci_high": 0.7,
+                                                    "CC_judge_bias": 0.1}
+    assert human_calibrated_metrics(stats, "B") == {"CC_human_labels": 3.0, "CC_judge_bias": -0.2}
+
+
+def _human_stats(means: dict, ci95: dict) -> dict:
+    return {"per_metric": {"CC": {"human_calibrated": {"means": means, "ci95": ci95}}, "QR": {}}}
+
+
+def test_cells_both_nights_labeled_are_tested_on_the_human_scale():
+    """run 0.6 [0.5, 0.7], baseline 0.7 [0.6, 0.8]: diff -0.1, se = sqrt(2) * 0.2 / (2 * 1.96), p 0.166."""
+    from scipy import stats
+
+    from pipelines.extensions.labels import human_calibrated_cells
+
+    run = _human_stats({"A": 0.6, "B": 0.5}, {"A": [0.5, 0.7], "B": [0.4, 0.6]})
+    base = _human_stats({"A": 0.7}, {"A": [0.6, 0.8]})
+    cells = human_calibrated_cells(run, base)
+    assert cells[["system", "metric"]].values.tolist() == [["A", "CC"]]  # B: no baseline labels
+    se = np.sqrt(2) * 0.2 / (2 * stats.norm.ppf(0.975))  # each interval 0.2 wide
+    assert cells["human_diff"].iloc[0] == pytest.approx(-0.1)
+    assert cells["human_p"].iloc[0] == pytest.approx(2 * stats.norm.sf(0.1 / se))
+    assert human_calibrated_cells(run, None).empty and human_calibrated_cells(None, base).empty
+
+
+def test_the_baselines_stats_are_fetched_only_for_a_night_with_human_calibrated_cells():
+    from pipelines.extensions.labels import has_human_calibrated
+
+    assert has_human_calibrated(_human_stats({"A": 0.6}, {"A": [0.5, 0.7]}))
+    assert not has_human_calibrated({"per_metric": {"CC": {"means": {"A": 0.6}}, "QR": {}}})
+    assert not has_human_calibrated(None) and not has_human_calibrated({})
+
+
+def test_a_human_calibrated_cell_is_decided_by_its_human_test_with_holm_over_every_cell():
+    from pipelines.extensions.labels import with_human_calibrated
+
+    table = pd.DataFrame({"system": ["A", "A"], "metric": ["CC", "QR"], "n": [30, 30], "diff": [0.01, -0.2],
+                          "p_value": [0.8, 0.001], "adjusted_p": [0.8, 0.002], "significant": [False, True],
+                          "verdict": ["same", "regression"]})
+    human = pd.DataFrame({"system": ["A"], "metric": ["CC"], "human_diff": [-0.3], "human_p": [0.01]})
+    gated = with_human_calibrated(table, human, 0.05)
+    assert gated["basis"].tolist() == ["human", "judge"]
+    assert gated["diff"].tolist() == [-0.3, -0.2] and gated["judge_diff"].tolist() == [0.01, -0.2]
+    assert gated["adjusted_p"].tolist() == pytest.approx([0.01 * 1, 0.001 * 2])
+    assert gated["verdict"].tolist() == ["regression", "regression"]
+    assert with_human_calibrated(table, human.iloc[:0], 0.05) is table
