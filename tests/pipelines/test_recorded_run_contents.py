@@ -111,8 +111,11 @@ def mlflow_contents(uri: str, run_id: str, scrub, config: dict) -> dict:
         return found
 
     parent = client.get_run(run_id)
+    # logs/: the session logs of a Ray this process started, copied into every run: there only where an
+    # earlier test of the session started one
+    kept_artifacts = sorted(path for path in artifacts(None) if not path.startswith("logs/"))
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{run_id}'")
-    return {"parent": contents(parent), "artifacts": sorted(artifacts(None)),
+    return {"parent": contents(parent), "artifacts": kept_artifacts,
             "systems": {child.data.tags["system"]: contents(child)
                         for child in sorted(children, key=lambda run: run.data.tags["system"])}}
 
