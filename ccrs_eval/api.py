@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,27 +30,36 @@ class StatsResult:
 
 def compute_stats(scores: pd.DataFrame | str | Path, *, scale: tuple[float, float] | None = None,
                   hypotheses: str | Path | None = None, b: int = 10_000, seed: int = 0, alpha: float = 0.05,
-                  out_dir: str | Path | None = None, labels: pd.DataFrame | str | Path | None = None,
+                  out: str | Path | None = None, labels: pd.DataFrame | str | Path | None = None,
                   label_scale: tuple[float, float] | None = None,
-                  predicted_by: dict[str, str] | None = None) -> StatsResult:
+                  predicted_by: dict[str, str] | None = None,
+                  out_dir: str | Path | None = None) -> StatsResult:
     """The statistics of `ccrs run` (randomized Tukey HSD, bootstrap CIs, discriminative power, Holm over
     hypotheses) for scores you already have: a DataFrame (or a Parquet/CSV/JSONL path), long (query_id,
     system, metric, score) or wide (query_id, system, one column per metric); `scale=(1, 5)` maps marks
     onto [0, 1]. `labels`: human labels (a DataFrame or a JSONL/CSV/Parquet path: question_id, system, metric,
     label[, annotator]) on `label_scale`, for the human-calibrated (PPI++) statistics in
     stats["per_metric"][M]["human_calibrated"]; `predicted_by={"acceptable": "CC"}` for labels of a human
-    metric of their own. Raises stats.errors.StatsInputError (one line) on bad scores or labels."""
+    metric of their own. `out`: the output folder, as `ccrs stats --out` (`out_dir` is its old name, one
+    release, with a DeprecationWarning). Raises stats.errors.StatsInputError (one line) on bad scores or
+    labels."""
     from pipelines.extensions import verdict_sections
     from pipelines.reporting.report import reduce_user_scores
     from stats.labels import validate_labels
-    from tasks.reduce import read_labels_file, read_scores_file
+    from tasks.reduce import read_scores_file
+    from tasks.runtime.labels import read_labels_file
 
     checked_labels = None
     if labels is not None:
         table = labels if isinstance(labels, pd.DataFrame) else read_labels_file(labels)
         checked_labels = validate_labels(table, label_scale, predicted_by)
     frame = scores if isinstance(scores, pd.DataFrame) else read_scores_file(scores)
-    folder = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="ccrs-stats-"))
+    if out_dir is not None:
+        warnings.warn("compute_stats(out_dir=) is deprecated, use out= (the old name goes in the next "
+                      "release)",
+                      DeprecationWarning, stacklevel=2)
+        out = out if out is not None else out_dir
+    folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="ccrs-stats-"))
     title = Path(scores).name if isinstance(scores, (str, Path)) else "your scores"
     result, _, verdict = reduce_user_scores(frame, folder, scale=scale, hypotheses_path=hypotheses, b=b,
                                             seed=seed, alpha=alpha, title=title, sections=verdict_sections(),

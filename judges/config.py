@@ -8,7 +8,6 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from judges import templates
-from stats.sequential import DEFAULT_TARGET
 
 
 class _Strict(BaseModel):
@@ -266,11 +265,11 @@ class RepeatOptions(_Strict):
 
 
 class PreflightOptions(_Strict):
-    """`judge.preflight`: the calibration gate (docs/judge-trust.md "Calibration gate", tasks/calibration.py).
-    Before the judge stage the run's own judge answers GroUSE unit tests; its overall pass rate (the mean
-    over the six GroUSE metrics, under `protocol`) below `min_pass_rate` stops the run (`on_fail: stop`,
-    exit code 6, before any request of the judge stage) or goes into the verdict as a warning (`warn`).
-    Absent or null: no gate."""
+    """`judge.preflight`: the calibration gate (docs/judge-trust.md "Calibration gate", tasks/calibration.py),
+    the block its run extension declares (pipelines/extensions/preflight.py). Before the judge stage the
+    run's own judge answers GroUSE unit tests; its overall pass rate (the mean over the six GroUSE metrics,
+    under `protocol`) below `min_pass_rate` stops the run (`on_fail: stop`, exit code 6, before any request
+    of the judge stage) or goes into the verdict as a warning (`warn`). Absent or null: no gate."""
 
     tests: str = Field(default="builtin", description="builtin: the shipped BioASQ unit tests "
                        "(data/grouse-bioasq/test.jsonl, 112 tests); else a GroUSE-format JSON-lines file")
@@ -297,28 +296,6 @@ class EndpointSystemConfig(_Strict):
                              "or with a 5xx/429 status")
     headers: dict[str, str] = Field(default_factory=dict, description="header name -> name of the "
                                     "environment variable (or secrets file entry) holding its value")
-
-
-class SequentialOptions(_Strict):
-    """`judge.sequential`: judge the questions in a seeded random order, in looks of `look_every` questions,
-    and stop once every (metric, system pair) is settled by anytime-valid confidence sequences
-    (stats/sequential.py, docs/sequential.md)."""
-
-    look_every: int = Field(default=50, ge=1, description="questions judged between two looks")
-    margin: float = Field(default=0.02, gt=0.0, lt=1.0, description="a pair whose interval of the mean "
-                          "difference lies inside [-margin, margin] is equivalent within the margin")
-    alpha: float = Field(default=0.05, gt=0.0, lt=1.0, description="family-wise error rate of every "
-                         "decision of the run, at every look at once")
-    min_questions: int = Field(default=0, ge=0, description="never stop before this many questions")
-    max_questions: int | None = Field(default=None, ge=1, description="judge at most this many questions "
-                                      "(pairs still open then stay open)")
-    metrics: list[str] | None = Field(default=None, description="the metrics whose pairs must be settled "
-                                      "(default: every judged metric)")
-    seed: int = Field(default=0, ge=0, description="seed of the questions' random order")
-    target: Literal["population", "questions"] = Field(
-        default=DEFAULT_TARGET, description="population: the decisions are about the means over the "
-        "population of questions the run's are drawn from (as the HSD's); questions: about these N questions "
-        "only (sampling without replacement: settles sooner, says nothing beyond them)")
 
 
 IF_ACCEPTED = "if_accepted"  # judge.structured_output: decided by the endpoint's answer to one probe
@@ -354,8 +331,9 @@ class JudgeConfig(_Strict):
     # repeats: keyed per unit instead (judges/caching.py: a sampled repeat's mode, index and temperature,
     # a perturbed one's chunk order through its texts), so k = 1 keys stay as they were and raising k
     # reuses the repeats already judged
-    # preflight: the gate's own settings (its unit tests are keyed like any judgment, by their texts)
-    not_in_judgment = frozenset({"base_url", "api_key_env", "cache", "repeats", "preflight", "sequential"})
+    # (a run extension's block under `judge.`, judge.preflight or judge.sequential, is no field here: the
+    # run config holds it, pipelines/config.py, and no judgment reads it)
+    not_in_judgment = frozenset({"base_url", "api_key_env", "cache", "repeats"})
     model: str = "smollm2-135m-instruct"
     base_url: str | None = Field(default=None, description="the judge's own OpenAI-compatible /v1 URL; None: "
                                  "the run's endpoint (the Serve app, or serving.base_url), as the readers'")
@@ -381,11 +359,6 @@ class JudgeConfig(_Strict):
     gqm: GqmOptions = GqmOptions()
     repeats: RepeatOptions = Field(default_factory=RepeatOptions, description="each judgment asked k times "
                                    "(mode sample or perturb): the judge's own noise, measured")
-    preflight: PreflightOptions | None = Field(default=None, description="the calibration gate before the "
-                                               "judge stage (GroUSE unit tests); null: none")
-    sequential: SequentialOptions | None = Field(default=None, description="judge questions in a seeded "
-                                                 "random order and stop once every comparison is settled "
-                                                 "(docs/sequential.md); null: judge every question")
 
     @model_validator(mode="before")
     @classmethod

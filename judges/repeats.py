@@ -15,6 +15,8 @@ asked k times, as k units that differ only in their `Repeat` (judges/suite.py).
 
 `plan_units` is what the judge stage calls instead of `suite.plan` (for k = 1 it is `suite.plan`);
 `planned_judge_units` (it, with the judge's own repeats) what the calibration gate and the cost plan count;
+`stage_repeats`, `unrepeated_settings` and `repeats_label` what the judge session tells the judge stage
+(tasks/runtime/judge_session.py: the stage names no repeats);
 `client_for` the client a unit asks through, `repeated_judgments` copies the records of a
 sample that is not sent (an empty response, a failed generation) once per repeat.
 """
@@ -73,6 +75,24 @@ def plan_units(suite: JudgeSuite, sample: Sample, judge: Any, seed: int, count: 
         return [_sampled(suite, unit, seed, r, temperature) for unit in units for r in range(repeats.k)]
     by_repeat = [_perturbed(suite, sample, judge, seed, count, units, r) for r in range(repeats.k)]
     return [repeat[i] for i in range(len(units)) for repeat in by_repeat]
+
+
+def stage_repeats(judge: Any) -> RepeatOptions | None:
+    """The judge's `judge.repeats` as the judge stage asks them (None: k = 1, each unit once)."""
+    return judge.repeats if judge.repeats.repeated else None
+
+
+def unrepeated_settings(judge: Any) -> frozenset[str]:
+    """The judge settings a judge stage's key leaves out for repeats: `repeats` at k = 1 (a run without
+    repeats keeps the key it always had)."""
+    return frozenset() if judge.repeats.repeated else frozenset({"repeats"})
+
+
+def repeats_label(repeats: RepeatOptions) -> str:
+    """How a stage's judgments were repeated, for its summary and the verdict: `3 x sample (temperature
+    0.7)`, `3 x perturb (chunk order)`."""
+    how = (f"temperature {repeats.sampling_temperature:g}" if repeats.mode == "sample" else "chunk order")
+    return f"{repeats.k} x {repeats.mode} ({how})"
 
 
 def planned_judge_units(suite: JudgeSuite, sample: Sample, judge: Any, seed: int, count: Count) -> list[Unit]:

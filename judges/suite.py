@@ -16,17 +16,16 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import pkgutil
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
 from judges import templates
 from judges.client import ChatRequest, ChatResult, CompletionResult, LLMClient, LLMRequestError, TokenLogprob
+from infra.plugins import package_modules
 
 Count = Callable[[str], int]
 
@@ -426,12 +425,9 @@ def unregister_suite(name: str) -> None:
     _SUITES.pop(name, None)
 
 
-@cache
 def suite_modules() -> tuple[str, ...]:
     """The modules of judges/ that define a suite, found on disk: a new suite module needs no list."""
-    folder = Path(__file__).parent
-    return tuple(f"{__package__}.{module.name}" for module in pkgutil.iter_modules([str(folder)])
-                 if not module.ispkg and _DEFINES_SUITE.search((folder / f"{module.name}.py").read_text()))
+    return package_modules(__package__, Path(__file__).parent, _DEFINES_SUITE)
 
 
 def suites() -> dict[str, JudgeSuite]:

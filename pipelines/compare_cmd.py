@@ -1,5 +1,5 @@
 """`ccrs compare`: the nightly gate, a run checked against an accepted baseline run of the same experiment
-(pipelines/tools/regression.py, docs/nightly.md).
+(pipelines/tools/gate/, docs/nightly.md).
 
 Per-query scores of both runs are paired on (query, system, metric); each system x metric difference is
 tested with a paired randomization (sign-flip) test, Holm-adjusted over all cells; systems only one run
@@ -19,10 +19,10 @@ from pipelines import options
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--run", default="latest", help="run id to check, or 'latest' (default)")
-    options.add_gate(parser)
-    options.add_config(parser)
-    options.add_tracking(parser)
+    options.add(parser, name, "--run")
+    options.add_gate(parser, name)
+    options.add_config(parser, name)
+    options.add_tracking(parser, command=name)
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit with the status' code (3 regression, 4 failure rate, 5 incomparable)")
     parser.add_argument("--accept", action="store_true", help="move the baseline on purpose: tag --run "
@@ -39,8 +39,10 @@ def console_log(args: argparse.Namespace) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     from pipelines.config import ConfigError, load_config
-    from pipelines.tools.regression import (RegressionError, describe_gate, gate, gate_options, mark_baseline,
-                                            notify_target, report_outcome)
+    from pipelines.tools.gate import gate
+    from pipelines.tools.gate.alert import describe_gate, gate_options, notify_target, report_outcome
+    from pipelines.tools.gate.decide import RegressionError
+    from pipelines.tools.gate.fetch import mark_baseline
 
     try:
         config = load_config(args.config)

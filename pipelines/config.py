@@ -28,7 +28,7 @@ from judges.config import (
     ReaderConfig,
 )
 from judges.suite import get_suite, suites
-from pipelines.extensions.registry import config_blocks
+from pipelines.extensions.registry import config_blocks, validate_blocks
 from pipelines.resources import (  # noqa: F401 - the paths, imported from here by the commands
     BUILTIN_UNIT_TESTS,
     REPO_ROOT,
@@ -101,38 +101,51 @@ class RunConfig(_Strict):
                                   description="GQM goal tree reported into the MLflow run; null turns it off")
     probes: ProbesConfig | None = Field(default=None, description="judge bias probes after the judge stage "
                                         "(docs/probes.md); null (the default): none")
-    # the top-level blocks of run extensions that declare one (pipelines/extensions/): {key: block}
+    # the blocks of run extensions that declare one the config has no field for (pipelines/extensions/):
+    # {dotted key: block}
     _extension_blocks: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod
     def _registered_extension_blocks(cls, data: Any, handler) -> "RunConfig":
-        """A registered run extension's top-level block (one RunConfig has no field for), validated by the
-        model it declares; any other unknown key is refused as ever (extra="forbid")."""
-        blocks = {}
+        """A registered run extension's block that the config has no field for, at its top level or inside
+        one of its blocks (`judge.sequential`), validated by the model it declares, its errors placed at its
+        key as a field's are; any other unknown key is refused as ever (extra="forbid")."""
+        blocks, errors = {}, []
         if isinstance(data, dict):
-            declared = {key: model for key, model in config_blocks().items() if key not in cls.model_fields}
-            data = dict(data)
-            for key in declared.keys() & data.keys():
-                value = data.pop(key)
+            for key, model in _unfielded_blocks().items():
+                data, value = _popped(data, key)
+                if value is _ABSENT or value is None:  # off: as absent (no block of its own has a default)
+                    continue
                 try:
-                    blocks[key] = None if value is None else declared[key].model_validate(value)
+                    blocks[key] = model.model_validate(value)
                 except ValidationError as exc:
-                    raise ValueError(f"{key}: {exc}") from exc
-        config = handler(data)
+                    errors += _located(exc, key.split("."))
+        try:
+            config = handler(data)
+        except ValidationError as exc:
+            if not errors:
+                raise
+            errors += _located(exc, [])
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
         if blocks:
             config._extension_blocks = blocks
         return config
 
     @model_serializer(mode="wrap")
     def _with_extension_blocks(self, handler, info: SerializationInfo) -> dict[str, Any]:
+        """The blocks with the config's own; one inside a block is there off too (null), as the block's own
+        optional fields are."""
         data = handler(self)
-        for key, block in self._extension_blocks.items():
-            data[key] = None if block is None else block.model_dump(mode=info.mode)
+        for key in _unfielded_blocks():
+            block = self._extension_blocks.get(key)
+            if key in self._extension_blocks or "." in key:
+                _put(data, key, None if block is None else block.model_dump(mode=info.mode))
         return data
 
     def extension_block(self, key: str) -> Any:
-        """The top-level block `key` of a registered run extension (None where the config has none)."""
+        """The block `key` (dotted) of a registered run extension (None where the config has none)."""
         return self._extension_blocks.get(key)
 
     @model_validator(mode="after")
@@ -152,15 +165,8 @@ class RunConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _sequential_metrics_judged(self) -> "RunConfig":
-        sequential = self.judge.sequential
-        if sequential is None or sequential.metrics is None:
-            return self
-        judged = [metric for name in self.judges for metric in get_suite(name).selected_metrics(self.judge)]
-        wrong = [metric for metric in sequential.metrics if metric not in judged]
-        if wrong or not sequential.metrics:
-            raise ValueError(f"judge.sequential.metrics {wrong or '[]'}: name metrics this run judges, "
-                             f"from {judged}")
+    def _extension_blocks_fit_the_run(self) -> "RunConfig":
+        validate_blocks(self)
         return self
 
     @model_validator(mode="after")
@@ -168,16 +174,6 @@ class RunConfig(_Strict):
         """Each selected suite checks the judge settings it reads (prompt version, layout, templates)."""
         for name in self.judges:
             get_suite(name).check_config(self.judge)
-        return self
-
-    @model_validator(mode="after")
-    def _preflight_tests_load(self) -> "RunConfig":
-        """The calibration gate's unit tests load before any work (a bad line is named here, not after
-        hours of retrieval and generation)."""
-        if self.judge.preflight is not None:
-            from tasks.calibration import load_preflight_tests
-
-            load_preflight_tests(unit_tests_path(self.judge.preflight.tests))
         return self
 
     @model_validator(mode="after")
@@ -221,6 +217,53 @@ class RunConfig(_Strict):
         return path if path.is_absolute() else (base or Path.cwd()) / path
 
 
+_ABSENT = object()  # a block the config does not give
+
+
+def _unfielded_blocks() -> dict[str, type[BaseModel]]:
+    """{dotted key: model} of the extensions' blocks that RunConfig has no field for: at its top level, or
+    inside a block of it that has no such field (`judge.sequential`)."""
+    return {key: model for key, model in config_blocks().items() if not _is_field(RunConfig, key.split("."))}
+
+
+def _is_field(model: type[BaseModel], path: list[str]) -> bool:
+    field = model.model_fields.get(path[0])
+    if field is None:
+        return False
+    inner = field.annotation
+    return len(path) == 1 or (isinstance(inner, type) and issubclass(inner, BaseModel)
+                              and _is_field(inner, path[1:]))
+
+
+def _popped(data: dict, key: str) -> tuple[dict, Any]:
+    """`data` without the block at dotted `key` (copied where it changes) and the block (_ABSENT: none)."""
+    head, _, rest = key.partition(".")
+    if head not in data:
+        return data, _ABSENT
+    if not rest:
+        data = dict(data)
+        return data, data.pop(head)
+    if not isinstance(data[head], dict):
+        return data, _ABSENT
+    inner, value = _popped(data[head], rest)
+    return {**data, head: inner}, value
+
+
+def _put(data: dict, key: str, value: Any) -> None:
+    *parents, leaf = key.split(".")
+    for name in parents:
+        data = data.get(name)
+        if not isinstance(data, dict):
+            return  # the parent left out of the dump (include/exclude)
+    data[leaf] = value
+
+
+def _located(exc: ValidationError, at: list[str]) -> list[dict]:
+    """`exc`'s errors as line errors placed under the key `at`."""
+    return [{"type": error["type"], "loc": (*at, *error["loc"]), "input": error["input"],
+             **({"ctx": error["ctx"]} if "ctx" in error else {})} for error in exc.errors()]
+
+
 def judge_overrides(config: str | Path | None, judge_base_url: str | None,
                     scoring: str | None = None) -> dict[str, Any]:
     """The judge settings a command's options decide (`ccrs run`, `evaluate`, `nightly`, the Python API):
@@ -262,23 +305,6 @@ class _BlockOn:
 
 
 BLOCK_ON = _BlockOn()
-
-
-def judge_sequential_overrides(sequential) -> dict:
-    """judge.sequential as dotted overrides: True turns it on (the config's block, else its defaults), a dict
-    also sets its fields (`{"margin": 0.05}`), False turns a config's block off, None leaves the config as it
-    is. Behind `--sequential [--margin M] [--look-every N]` and `ccrs_eval.evaluate(sequential=...)`."""
-    if sequential is None:
-        return {}
-    if sequential is False:
-        return {"judge.sequential": None}
-    if sequential is True:
-        return {"judge.sequential": BLOCK_ON}
-    if not isinstance(sequential, dict):
-        raise ConfigError(f"sequential: expected True, False, None or a dict of judge.sequential fields, "
-                          f"got {sequential!r}")
-    fields = {f"judge.sequential.{key}": value for key, value in sequential.items()}
-    return {"judge.sequential": BLOCK_ON} | fields
 
 
 def _set_dotted(tree: dict, dotted: str, value) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from infra.process import configure_process
-from pipelines.config import (RESOURCE_ROOT, ConfigError, RunConfig, judge_overrides,
-                              judge_sequential_overrides, load_config)
+from pipelines.config import RESOURCE_ROOT, ConfigError, RunConfig, load_config
+from pipelines.options import EVALUATE_OPTIONS, SHARED, overrides_of
 
 OUTPUTS_NAME = "evaluate-{stem}"  # the run's name (and run folder runs/<name>) when no --run-dir is given
 
@@ -52,53 +53,57 @@ class EvaluationResult:
                 f"run_dir={str(self.run_dir)!r}, mlflow_run_id={self.mlflow_run_id!r})")
 
 
-def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: list[str] | None = None,
-                       config: str | Path | None = None, llm_base_url: str | None = None,
-                       judge_base_url: str | None = None, judge_model: str | None = None,
-                       run_dir: str | Path | None = None, limit: int | None = None,
-                       experiment: str | None = None, hypotheses: str | Path | None = None,
-                       scoring: str | None = None, tracking_uri: str | None = None,
-                       sequential: bool | dict[str, Any] | None = None, series: str | None = None,
-                       system: str | None = None, overrides: dict[str, Any] | None = None):
+def option_names() -> tuple[str, ...]:
+    """The keyword arguments `evaluate()` takes for options: the destinations of `ccrs evaluate`'s options
+    (pipelines/options.py EVALUATE_OPTIONS) and of the run extensions' options of `evaluate`."""
+    from pipelines.extensions import command_options
+
+    return (*(SHARED[flag].dest for flag in EVALUATE_OPTIONS), *(option.dest for option in
+                                                                command_options("evaluate")))
+
+
+def checked_options(given: dict[str, Any]) -> dict[str, Any]:
+    """Every option name with its value (None where not given); a name `ccrs evaluate` has no option for is a
+    TypeError naming the ones it has. `run_dir` is the old name of `out` (one release, with a warning)."""
+    given = dict(given)
+    if "run_dir" in given:
+        warnings.warn("evaluate(run_dir=) is deprecated, use out= (the old name goes in the next release)",
+                      DeprecationWarning, stacklevel=3)
+        old = given.pop("run_dir")
+        given["out"] = old if given.get("out") is None else given["out"]
+    names = option_names()
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise TypeError(f"evaluate() got unexpected keyword arguments {unknown}; its options: "
+                        f"{', '.join(names)}")
+    return {name: given.get(name) for name in names}
+
+
+def prepare_evaluation(data: Any, **given: Any):
     """(RunConfig, Outputs), checked: the outputs' columns and rows, the config, that every selected metric
-    has its inputs, and that the hypotheses name the outputs' systems. The hypotheses: `hypotheses`, else
-    those of the given `config` (the default config names none). One system is a run like any other: its
-    verdict has means and CIs, and says that the HSD and hypotheses need two or more. `series`:
-    mlflow.series (default: the experiment); `system`: the name of the outputs' one system."""
+    has its inputs, and that the hypotheses name the outputs' systems. `given`: the options of `ccrs
+    evaluate` by destination (option_names), mapped onto the run config as the command maps them. The
+    hypotheses: `hypotheses`, else those of the given `config` (the default config names none). One system
+    is a run like any other: its verdict has means and CIs, and says that the HSD and hypotheses need two or
+    more."""
     from judges.suite import get_suite
     from tasks.outputs import OutputsError, check_metric_inputs, read_outputs
 
+    values = checked_options(given)
+    data, stem, found = _outputs_named(data, values)
     try:
-        outputs = read_outputs(data, limit)
+        outputs = read_outputs(data, values["limit"])
     except OutputsError as exc:
         raise EvaluationInputError(str(exc)) from exc
-    if system is not None:
-        outputs = _named_system(outputs, system)
-    name = OUTPUTS_NAME.format(stem=_stem(data))
-    extra = overrides  # the caller's dotted overrides (e.g. `--sequential`'s), applied last
-    overrides: dict[str, Any] = {"name": name, "dataset.path": _dataset_label(data), "dataset.limit": limit}
-    if judges:
-        overrides["judges"] = list(judges)
-    if metrics:
-        overrides["judge.ccrs.metrics"] = list(metrics)
-    if llm_base_url:
-        overrides["serving"] = {"profile": "external", "base_url": llm_base_url.rstrip("/")}
-    if judge_base_url:
-        overrides["judge.base_url"] = judge_base_url.rstrip("/")
-    if judge_model:
-        overrides["judge.model"] = judge_model
-    overrides.update(judge_overrides(config, judge_base_url, scoring))
-    if experiment:
-        overrides["mlflow.experiment"] = experiment
-    if tracking_uri:
-        overrides["mlflow.tracking_uri"] = tracking_uri
-    if series is not None:
-        overrides["mlflow.series"] = series
-    if hypotheses is not None:
-        overrides["stats.hypotheses"] = str(Path(hypotheses).resolve())
-    overrides["run_dir"] = str(Path(run_dir).resolve()) if run_dir else "runs/{name}"
+    if values["system"] is not None:
+        outputs = _named_system(outputs, values["system"])
+    name = OUTPUTS_NAME.format(stem=stem)
+    overrides: dict[str, Any] = {"name": name, "dataset.path": _dataset_label(data, stem),
+                                 "dataset.limit": None,
+                                 "run_dir": "runs/{name}"}
     try:
-        run_config = load_config(config, overrides | judge_sequential_overrides(sequential) | (extra or {}))
+        overrides |= overrides_of(values, EVALUATE_OPTIONS, "evaluate") | found
+        run_config = load_config(values["config"], overrides)
     except ConfigError as exc:
         raise EvaluationInputError(" ".join(str(exc).split())) from exc
     suites = {name: get_suite(name) for name in run_config.judges}
@@ -110,6 +115,26 @@ def prepare_evaluation(data: Any, *, judges: list[str] | None = None, metrics: l
         raise EvaluationInputError(str(exc)) from exc
     _check_hypotheses(run_config, outputs.systems, [m.name for metrics in selected.values() for m in metrics])
     return run_config, outputs
+
+
+def _outputs_named(data: Any, values: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
+    """(the outputs, their name, config overrides recording them): `data`, or what an extension's options
+    name instead (`--traces`: pipelines/extensions/)."""
+    from pipelines.extensions import command_overrides, sourced_outputs
+
+    try:
+        command_overrides(values, "evaluate")  # options that do not go together, before any is read
+        sourced = sourced_outputs(values, "evaluate")
+    except ValueError as exc:  # a source's one-line errors (ConfigError, TraceInputError, ...)
+        raise EvaluationInputError(" ".join(str(exc).split())) from exc
+    if sourced is not None and data is not None:
+        raise EvaluationInputError(f"give outputs files or {sourced.name.split('-')[0]} options, not both")
+    if sourced is not None:
+        return sourced.data, sourced.name, sourced.overrides
+    if data is None:
+        raise EvaluationInputError("no outputs given: name outputs files (JSONL, CSV, Parquet), or traces "
+                                   "(--traces EXPERIMENT, docs/traces.md)")
+    return data, _stem(data), {}
 
 
 def _named_system(outputs, system: str):
@@ -138,29 +163,31 @@ def _check_hypotheses(config: RunConfig, systems: list[str], metrics: list[str])
         raise EvaluationInputError(f"{exc} (stats.hypotheses: {config.stats.hypotheses})") from exc
 
 
-def evaluate(data: Any, judges: list[str] | None = None, config: str | Path | None = None,
-             llm_base_url: str | None = None, run_dir: str | Path | None = None, limit: int | None = None,
+def evaluate(data: Any = None, judges: list[str] | None = None, config: str | Path | None = None,
+             llm_base_url: str | None = None, out: str | Path | None = None, limit: int | None = None,
              *, metrics: list[str] | None = None, judge_base_url: str | None = None,
-             judge_model: str | None = None, experiment: str | None = None,
-             hypotheses: str | Path | None = None, from_stage: str | None = None,
-             scoring: str | None = None, sequential: bool | dict[str, Any] | None = None,
-             series: str | None = None, system: str | None = None, verbose: bool = False) -> EvaluationResult:
+             judge_model: str | None = None, experiment: str | None = None, tracking_uri: str | None = None,
+             hypotheses: str | Path | None = None, from_stage: str | None = None, scoring: str | None = None,
+             series: str | None = None, system: str | None = None, verbose: bool = False,
+             **extension_options: Any) -> EvaluationResult:
     """Judge the answers in `data` (a path, a list of paths, a DataFrame or a list of dicts; one row = one
     system's answer to one question), compute the statistics, write the verdict and log one MLflow run.
-    `scoring`: judge.scoring (integer or expected); with `judge_base_url` and no `config` the judge gets
-    integer marks and structured output only where the endpoint accepts OpenAI's response_format.
-    `sequential`: judge.sequential (True, or a dict of its fields such as `{"margin": 0.05}`; False turns a
-    config's block off; docs/sequential.md). `series`: the run's nightly series (tag ccrs.series, default
-    the experiment; `ccrs compare` finds a baseline among its runs); `system`: the name of the one system the
-    outputs hold (default: their `system` column, else the file's stem). Third-party log records go to <run
-    dir>/logs/console.log unless `verbose`."""
+    The keyword arguments are `ccrs evaluate`'s options by name, with their meanings (`ccrs evaluate --help`):
+    `out` the run folder (default runs/evaluate-<stem>), `scoring` judge.scoring (integer or expected; with
+    `judge_base_url` and no `config` the judge gets integer marks and structured output only where the
+    endpoint accepts OpenAI's response_format), `series` the run's nightly series (tag ccrs.series),
+    `system` the name of the outputs' one system; `extension_options` those the run extensions add, e.g.
+    `sequential=True, margin=0.05, look_every=3` (or `sequential={"margin": 0.05}`; False turns a config's
+    block off; docs/sequential.md). Third-party log records go to <run dir>/logs/console.log unless
+    `verbose`."""
     started_at = time.time()
     configure_process()  # the Python API's door: the process settings `ccrs` makes at its start
-    run_config, outputs = prepare_evaluation(
-        data, judges=judges, metrics=metrics, config=config, llm_base_url=llm_base_url,
-        judge_base_url=judge_base_url, judge_model=judge_model, run_dir=run_dir, limit=limit,
-        experiment=experiment, hypotheses=hypotheses, scoring=scoring, sequential=sequential, series=series,
-        system=system)
+    named = dict(judges=judges, config=config, llm_base_url=llm_base_url, out=out, limit=limit,
+                 metrics=metrics,
+                 judge_base_url=judge_base_url, judge_model=judge_model, experiment=experiment,
+                 tracking_uri=tracking_uri, hypotheses=hypotheses, from_stage=from_stage, scoring=scoring,
+                 series=series, system=system)
+    run_config, outputs = prepare_evaluation(data, **named, **extension_options)
     from infra.console import quiet_console
     from pipelines.pipeline import run_evaluation
     from tasks.runtime.layout import RunLayout
@@ -192,10 +219,12 @@ def _stem(data: Any) -> str:
     return "dataframe" if isinstance(data, pd.DataFrame) else "records"
 
 
-def _dataset_label(data: Any) -> str:
-    """What the MLflow dataset input names as its source: the (first) outputs file, else the kind of data."""
+def _dataset_label(data: Any, stem: str) -> str:
+    """What the MLflow dataset input names as its source: the (first) outputs file, else the kind of data
+    (and the name of outputs an extension read, e.g. traces-<experiment>)."""
     if isinstance(data, (str, Path)):
         return str(Path(data).resolve())
     if isinstance(data, (list, tuple)) and data and isinstance(data[0], (str, Path)):
         return str(Path(data[0]).resolve())
-    return "in-memory " + ("DataFrame" if isinstance(data, pd.DataFrame) else "records")
+    kind = "in-memory " + ("DataFrame" if isinstance(data, pd.DataFrame) else "records")
+    return kind if stem in ("dataframe", "records") else f"{stem} ({kind})"

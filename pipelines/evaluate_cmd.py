@@ -1,5 +1,6 @@
 """`ccrs evaluate FILE [FILE ...]`: judge the answers your own RAG systems produced, with the judge stage,
-statistics, verdict, GQM report and MLflow logging of `ccrs run` (no retrieval, no generation).
+statistics, verdict, run extensions (pipelines/extensions/) and MLflow logging of `ccrs run` (no retrieval,
+no generation).
 
 Exit codes: 0 the verdict is printed; 2 bad input or options (one line, before any work); 1 a failure
 during the run (finished stages are kept, a rerun resumes); 4 no judgment has a score (every one failed:
@@ -24,23 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "evaluate") -> No
         "by CC, ID, AC and IR,\na reference answer by AC and IR (`ccrs metrics` lists every metric's "
         "inputs). Without a system column\neach file is one system, named by its stem (or --system NAME). "
         "Without a question id, a hash of the question text is used.")
-    parser.add_argument("files", nargs="+", type=Path, help="outputs files (.jsonl, .csv, .parquet)")
-    options.add_config(parser)
-    parser.add_argument("--run-dir", help="where stage outputs go (default: runs/evaluate-<first file's "
-                        "stem>)")
-    parser.add_argument("--judges", type=options.comma_list, help="comma-separated judge suites, replacing "
-                        "the config's `judges` (see `ccrs metrics`), e.g. ccrs,grouse")
-    parser.add_argument("--metrics", type=options.comma_list, help="comma-separated CCRS metrics, replacing "
-                        "judge.ccrs.metrics (e.g. QR for outputs without contexts or reference)")
-    parser.add_argument("--limit", type=int, help="evaluate only the first N questions")
-    options.add_tracking(parser)
-    options.add_series(parser)
-    options.add_endpoint(parser)
-    options.add_judge(parser)
-    parser.add_argument("--hypotheses", type=Path, help="pre-registered hypotheses about your systems (YAML, "
-                        "see configs/hypotheses; default: those of --config, none without it)")
-    parser.add_argument("--from-stage", choices=("judge", "reduce", "track"),
-                        help="recompute this stage and all later ones")
+    parser.add_argument("files", nargs="*", type=Path, help="outputs files (.jsonl, .csv, .parquet); or an "
+                        "extension's source instead (--traces EXPERIMENT: docs/traces.md)")
+    for flag in options.EVALUATE_OPTIONS:  # the names and meanings ccrs_eval.evaluate() takes too
+        extra = {"choices": ("judge", "reduce", "track")} if flag == "--from-stage" else {}
+        action = options.SHARED[flag].add(parser, name, **extra)
+        if flag == "--out":
+            options.add_alias(parser, "--run-dir", action)
     options.add_extensions(parser, "evaluate")
 
 
@@ -80,18 +71,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace):
-    from pipelines.config import ConfigError
-    from pipelines.evaluate import EvaluationInputError, prepare_evaluation
+    from pipelines.evaluate import option_names, prepare_evaluation
 
     if not hasattr(args, "_prepared"):
-        try:
-            extended = options.extension_overrides(args, "evaluate")
-        except ConfigError as exc:
-            raise EvaluationInputError(str(exc)) from exc
-        args._prepared = prepare_evaluation(
-            args.files, judges=args.judges, metrics=args.metrics, config=args.config,
-            llm_base_url=args.llm_base_url, judge_base_url=args.judge_base_url, judge_model=args.judge_model,
-            run_dir=args.run_dir, limit=args.limit, experiment=args.experiment, hypotheses=args.hypotheses,
-            scoring=args.scoring, tracking_uri=args.tracking_uri, series=args.series, system=args.system,
-            overrides=extended)
+        given = {name: getattr(args, name) for name in option_names() if hasattr(args, name)}
+        args._prepared = prepare_evaluation(args.files or None, **given)
     return args._prepared

@@ -27,28 +27,26 @@ DEFAULT_OUT = Path("runs") / "gqm" / "testset"
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "gqm") -> None:
-    from pipelines.tools.gqm_testset import QUESTION_TYPES, Sampling
+    from pipelines.reporting.gqm_types import QUESTION_TYPES
+    from pipelines.tools.gqm import Sampling
 
     sub = parser.add_subparsers(dest="gqm_command", required=True)
     testset = sub.add_parser("testset", help="questions of the thesis' six types (Table 5.1) from a corpus, "
                              "by the run's LLM, as a dataset `ccrs run --dataset` reads")
-    options.add_config(testset)
-    testset.add_argument("--corpus", metavar="PATH", help="a dataset (BioASQ JSON, rag-mini-bioasq) or a "
-                         "folder of *.txt / *.md files, one passage each (default: the config's dataset)")
+    command = "gqm testset"
+    options.add_config(testset, command)
+    options.add(testset, command, "--corpus")
     testset.add_argument("--per-type", type=int, default=5, metavar="N",
                          help="questions of each type (default 5: the thesis' 30 over six types)")
     testset.add_argument("--types", nargs="+", choices=list(QUESTION_TYPES), default=list(QUESTION_TYPES),
                          help="question types (default: all six)")
     testset.add_argument("--temperature", type=float, default=Sampling.temperature, metavar="T",
                          help=f"sampling temperature of the generator (default {Sampling.temperature})")
-    testset.add_argument("--max-tokens", type=int, default=Sampling.max_tokens, metavar="N",
-                         help=f"reply budget per question (default {Sampling.max_tokens})")
-    testset.add_argument("--seed", type=int, default=options.DEFAULT_SEED, metavar="N",
-                         help=f"passage draw and request seeds (default {options.DEFAULT_SEED})")
-    options.add_endpoint(testset)
-    options.add_judge(testset, scoring=False)
-    testset.add_argument("--out", type=Path, metavar="DIR", default=DEFAULT_OUT,
-                         help=f"output folder, a dataset folder (default {DEFAULT_OUT})")
+    options.add(testset, command, "--max-tokens", default=(Sampling.max_tokens, str(Sampling.max_tokens)))
+    options.add(testset, command, "--seed")
+    options.add_endpoint(testset, command=command)
+    options.add_judge(testset, scoring=False, command=command)
+    options.add_out(testset, command, "a dataset folder", default=Path(DEFAULT_OUT))
 
 
 def console_log(args: argparse.Namespace) -> Path:
@@ -65,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
 
 def testset(args: argparse.Namespace) -> int:
     from judges.client import LLMClient
-    from pipelines.tools import gqm_testset as tool
+    from pipelines.tools import gqm as tool
     from pipelines.tools.endpoint import judge_client, judge_endpoint
 
     if args.per_type < 1 or args.max_tokens < 1 or args.temperature < 0:

@@ -1,13 +1,14 @@
 """`ccrs label RUN_DIR`: a local page to label the run's answers by hand, one question at a time, every
 system's answer side by side and blind (docs/human-labels.md).
 
-    ccrs label RUN_DIR [--metric M] [--scale LOW HIGH] [--predicted-by JUDGE_METRIC] [--describe TEXT]
+    ccrs label RUN_DIR [--metric M] [--label-scale LOW HIGH] [--predicted-by M=JUDGE] [--describe TEXT]
                        [--annotator NAME] [--seed S] [--host 127.0.0.1] [--port 0] [--token TOKEN]
     ccrs label RUN_DIR --agreement
 
 The metric: a judge metric the run scored (default: the first judged one; its scale and construct from its
-declaration), or a human metric of its own (`--metric acceptable --scale 0 1 --predicted-by CC
---describe "..."`). Prints the page's URL in one line and serves until Ctrl-C. The URL carries the server's
+declaration), or a human metric of its own (`--metric acceptable --label-scale 0 1 --predicted-by
+acceptable=CC --describe "..."`). Prints the page's URL in one line and serves until Ctrl-C. The URL carries
+the server's
 secret (`?token=...`, fresh per start unless `--token` gives one): the page and every API call need it, and
 requests from another origin, or naming another host, are refused. `--host 0.0.0.0` (or a LAN address)
 lets annotators on other machines open the printed URL; the start line says so. Labels are appended to
@@ -28,22 +29,13 @@ from pipelines.options import UsageError
 def add_arguments(parser: argparse.ArgumentParser, name: str = "label") -> None:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR",
                         help="a run folder (`ccrs run`, `ccrs evaluate`)")
-    parser.add_argument("--metric", metavar="M", help="the metric to label: a judge metric the run scored "
-                        "(default: its first judged metric) or a human metric of its own (with --scale and "
-                        "--predicted-by)")
-    parser.add_argument("--scale", nargs=2, type=float, metavar=("LOW", "HIGH"),
-                        help="a human metric's mark scale (a judge metric's is its declared one)")
-    parser.add_argument("--predicted-by", metavar="JUDGE_METRIC",
-                        help="the judge metric of the run's scores that a human metric's labels calibrate")
+    options.add(parser, name, "--metric")
+    options.add_extensions(parser, name)  # --label-scale, --predicted-by HUMAN=JUDGE (the labels extension)
+    options.add_alias(parser, "--scale", next(a for a in parser._actions if a.dest == "label_scale"))
     parser.add_argument("--describe", metavar="TEXT", help="a human metric's construct, shown on the page")
     parser.add_argument("--annotator", metavar="NAME", default="",
                         help="the annotator name the page starts with (the page remembers the last one)")
-    parser.add_argument("--seed", type=int, default=options.DEFAULT_SEED, metavar="S",
-                        help="the seed of the question order and of the answers' blind order "
-                        f"(default {options.DEFAULT_SEED}; labels/order.json keeps its own seed)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1; "
-                        "0.0.0.0 or a LAN address: annotators on other machines open the printed URL)")
-    parser.add_argument("--port", type=int, default=0, help="port (default 0: a free one, printed)")
+    options.add(parser, name, "--seed", "--host", "--port")
     parser.add_argument("--token", metavar="TOKEN",
                         help="the page's secret (16+ characters of A-Z a-z 0-9 _ -), e.g. to restart with "
                         "the URL the annotators hold (default: a fresh random one; printed in the URL only)")
@@ -51,8 +43,37 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "label") -> None:
                         help="print the annotators' agreement per labeled metric (no page)")
 
 
+def labeled_metric(args: argparse.Namespace) -> str | None:
+    """The one --metric the page labels (None: the run's first judged metric)."""
+    if args.metric and len(args.metric) > 1:
+        raise UsageError(f"--metric: the page labels one metric, got {', '.join(args.metric)}")
+    return args.metric[0] if args.metric else None
+
+
+def predicted_by(args: argparse.Namespace) -> str | None:
+    """The judge metric of --predicted-by HUMAN=JUDGE for the --metric labeled (HUMAN must be it). The old
+    form `--predicted-by JUDGE` works one release, with a note."""
+    from infra.console import say
+
+    if not args.predicted_by:
+        return None
+    if len(args.predicted_by) > 1:
+        raise UsageError("--predicted-by: the page labels one metric, give one HUMAN=JUDGE")
+    (value,), metric = args.predicted_by, labeled_metric(args)
+    if "=" not in value:
+        say(f"ccrs label: --predicted-by {value} is deprecated, use --predicted-by {metric}={value} (the old "
+            "form goes in the next release)", err=True)
+        return value
+    ((human, judge),) = options.parse_predicted_by([value]).items()
+    if human != metric:
+        raise UsageError(f"--predicted-by {value}: names {human}, but the page labels --metric {metric}")
+    return judge
+
+
 def main(args: argparse.Namespace) -> int:
-    return options.exit_2_on_usage_error("label", lambda: _label(args), OSError)
+    from stats.errors import StatsInputError
+
+    return options.exit_2_on_usage_error("label", lambda: _label(args), OSError, StatsInputError)
 
 
 def _label(args: argparse.Namespace) -> int:
@@ -69,7 +90,8 @@ def serve(layout, args: argparse.Namespace) -> int:
     from pipelines.tools import labeling
 
     token = labeling.checked_token(args.token)  # before anything is written
-    metric = labeling.resolve_metric(layout, args.metric, args.scale, args.predicted_by, args.describe)
+    scale = options.parse_scale(args.label_scale, "--label-scale")
+    metric = labeling.resolve_metric(layout, labeled_metric(args), scale, predicted_by(args), args.describe)
     questions = labeling.load_questions(layout)
     if not questions:
         raise UsageError(f"{layout.queries} holds no question")

@@ -25,18 +25,16 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "load-test") -> N
     parser.add_argument("--levels", type=_levels, default=[1, 2, 4, 8],
                         help="offered concurrency levels (caller threads), comma separated (default 1,2,4,8)")
     parser.add_argument("--requests", type=int, default=32, help="requests per level (default 32)")
-    options.add_endpoint(parser)
-    options.add_judge(parser, model_aliases=("--model",))
-    options.add_out(parser, "load-test")
-    options.add_config(parser)
-    parser.add_argument("--max-concurrency", type=int, help="the client limit under test "
-                        "(default: client.max_concurrency of the config)")
+    options.add_endpoint(parser, command=name)
+    options.add_judge(parser, model_aliases=("--model",), command=name)
+    options.add_out(parser, name)
+    options.add_config(parser, name)
+    options.add(parser, name, "--max-concurrency")  # the client limit under test
     parser.add_argument("--compare-unlimited", action="store_true",
                         help="also run every level with the client limit raised to the level")
     parser.add_argument("--warmup", type=int, default=1,
                         help="warm-up requests before the levels (default 1)")
-    parser.add_argument("--dataset", metavar="PATH", help="BioASQ JSON file/folder or rag-mini-bioasq "
-                        "folder (default: the config's dataset.path)")
+    options.add_dataset(parser, name, limit=False)
     parser.add_argument("--chunks-per-sample", type=int, default=5, help="gold snippets per judge context")
 
 
@@ -59,7 +57,7 @@ def console_log(args: argparse.Namespace) -> Path:
 def main(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from pipelines.tools.load_test import LoadTestConfig, LoadTestError, run_load_test, write_outputs
+    from pipelines.tools.load import LoadTestConfig, LoadTestError, run_load_test, write_outputs
 
     try:
         config = _run_config(args)

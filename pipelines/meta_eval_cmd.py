@@ -26,31 +26,32 @@ from typing import NamedTuple
 
 from infra.console import say
 from pipelines import options
+from pipelines.options import UsageError
 from pipelines.config import BUILTIN_UNIT_TESTS as DEFAULT_TESTS
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> None:
     parser.add_argument("--tests", type=Path, default=DEFAULT_TESTS,
                         help="unit tests, GroUSE JSON lines (default data/grouse-bioasq/test.jsonl)")
-    parser.add_argument("--judge", choices=["grouse", "ccrs", "both"], default="grouse",
-                        help="grouse: unit-test conditions; ccrs: paired CCRS calibration; both")
+    judges = options.add(parser, name, "--judges", default=(["grouse"], "grouse: its unit-test conditions; "
+                         "ccrs: the paired CCRS calibration; grouse,ccrs: both"))[0]
+    options.add_alias(parser, "--judge", judges)
     options.add_endpoint(parser, aliases=("--base-url",))
     options.add_judge(parser, model_aliases=("--model",), scoring=False)
-    parser.add_argument("--port", type=int, default=8000, help="port of the local Serve app")
-    parser.add_argument("--limit", type=int, help="only the first N tests")
+    options.add(parser, name, "--port")
+    options.add(parser, name, "--limit", lands=False)
     parser.add_argument("--sets", nargs="+", help="only these test sets (metadata.set; without it set1, "
                         "set2, ... by question, in file order)")
     options.add_out(parser, "meta-eval")
-    parser.add_argument("--max-concurrency", type=int, default=16)
+    options.add(parser, name, "--max-concurrency", default=(16, "16"))
     parser.add_argument("--settings", choices=sorted(SETTINGS),
                         help="the judge's GroUSE settings by name: " + "; ".join(
                             f"{name}: {describe(values)}, {values.why}" for name, values in SETTINGS.items())
                         + " (default: cpu for the local CPU model, paper for an endpoint given); the four "
                         "options below each replace one")
     parser.add_argument("--max-reasks", type=int, help="re-asks of an invalid reply (default: --settings')")
-    parser.add_argument("--max-tokens", type=int,
-                        help="reply budget of a GroUSE relevancy/completeness/usefulness call (default: "
-                        "--settings')")
+    options.add(parser, name, "--max-tokens", default=(None, "--settings'; a GroUSE faithfulness call has "
+                "--faithfulness-max-tokens"))
     parser.add_argument("--faithfulness-max-tokens", type=int,
                         help="reply budget of a GroUSE faithfulness call (default: --settings')")
     parser.add_argument("--context-window", type=int,
@@ -70,14 +71,23 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "meta-eval") -> N
                         help="all-calls (default): every GroUSE metric asked on every test, as in the "
                         "paper's unit-test figures, and the pipeline's pass rates read off the same replies; "
                         "pipeline: only the calls a run makes (a skipped call's ==None condition holds)")
-    parser.add_argument("--seed", type=int, default=options.DEFAULT_SEED, metavar="N",
-                        help=f"the judge's sampling seed (default {options.DEFAULT_SEED})")
+    options.add(parser, name, "--seed")
     from pipelines.tools.meta_eval import EXPERIMENT
 
     options.add_tracking(parser, EXPERIMENT, optional=True)
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--agreement", nargs=2, type=Path, metavar=("RESULTS_A", "RESULTS_B"),
-                        help="only compute agreement between two results.json files (no judge calls)")
+    options.add(parser, name, "--no-progress")
+    agreement = parser.add_argument("--agreement-of", nargs=2, type=Path, metavar=("RESULTS_A", "RESULTS_B"),
+                                    help="only compute agreement between two results.json files (no judge "
+                                    "calls)")
+    options.add_alias(parser, "--agreement", agreement)
+
+
+def suites_judged(judges: list[str]) -> str:
+    """--judges as the meta-evaluation it asks for: grouse, ccrs or both (`--judge both`, the old form)."""
+    chosen = {"grouse", "ccrs"} if judges == ["both"] else set(judges)
+    if not chosen or chosen - {"grouse", "ccrs"}:
+        raise UsageError(f"--judges: meta-eval tests the grouse and ccrs judges, got {','.join(judges)}")
+    return "both" if len(chosen) == 2 else chosen.pop()
 
 
 class Settings(NamedTuple):
@@ -131,12 +141,17 @@ def settings_line(args: argparse.Namespace) -> str:
 def console_log(args: argparse.Namespace) -> Path | None:
     from infra.console import log_file_in
 
-    return None if args.agreement else log_file_in(args.out)
+    return None if args.agreement_of else log_file_in(args.out)
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.agreement:
+    if args.agreement_of:
         return _agreement(args)
+    try:
+        suites_judged(args.judges)
+    except UsageError as exc:
+        say(f"ccrs meta-eval: error: {exc}", err=True)
+        return 2
     from judges.grouse_unit_tests import UnitTestFormatError, load_unit_tests
 
     try:
@@ -204,8 +219,9 @@ def _run(args, grouse, tests, base_url, model, local):
                         structured_output=values.structured_output, context_window=window, cache=False,
                         grouse=grouse)
     client = judge_client_config(judge, ClientConfig(max_concurrency=args.max_concurrency, seed=args.seed))
-    bar = _bar(len(tests) * len(METRIC_ORDER), args.no_progress or args.judge == "ccrs")
-    result = run_meta_eval(tests, str(args.tests), args.judge, judge, client, base_url, bar, args.protocol)
+    which = suites_judged(args.judges)
+    bar = _bar(len(tests) * len(METRIC_ORDER), args.no_progress or which == "ccrs")
+    result = run_meta_eval(tests, str(args.tests), which, judge, client, base_url, bar, args.protocol)
     bar.close()
     return result, write_outputs(result, tests, args.out)
 
@@ -292,7 +308,8 @@ def _log(args, grouse, result, paths) -> int:
     from pipelines.reporting.tracking import TrackingError
 
     uri = options.tracking_uri(args)
-    params = {"tests": str(args.tests), "n_tests": result.n_tests, "judge": args.judge, "model": result.model,
+    params = {"tests": str(args.tests), "n_tests": result.n_tests, "judge": suites_judged(args.judges),
+              "model": result.model,
               "base_url": args.judge_base_url or args.llm_base_url or "local-cpu",
               "prompt_version": grouse.prompt_version,
               "max_reasks": resolved_settings(args).max_reasks, "settings": settings_name(args),
@@ -313,7 +330,7 @@ def _agreement(args) -> int:
     from pipelines.tools.meta_eval import agreement_between
 
     try:
-        result = agreement_between(*args.agreement)
+        result = agreement_between(*args.agreement_of)
     except (OSError, ValueError, KeyError) as exc:
         say(f"ccrs meta-eval: error: {exc}", err=True)
         return 2

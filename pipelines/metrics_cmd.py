@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from pipelines import options
+
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "metrics") -> None:
     parser.add_argument("--suite", action="append", default=None, help="only this suite (repeatable)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    options.add(parser, name, "--json")
 
 
 def metric_rows(suite_names: list[str] | None = None) -> list[dict]:

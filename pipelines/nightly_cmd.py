@@ -6,7 +6,7 @@ logged as its own MLflow run (tag ccrs.nightly), then the gate (`ccrs compare` a
 run of the same series: `--series`, default the experiment), then an alert on every status but pass. A
 crash is logged to MLflow as a FAILED run with its error and exits 1; a setup error exits 2 (logged too
 when the tracking store answers).
-Exit codes: pipelines/tools/regression.py STATUSES."""
+Exit codes: pipelines/tools/gate/decide.py statuses()."""
 from __future__ import annotations
 
 import argparse
@@ -22,17 +22,16 @@ SERIES_RUN_DIR = "runs/nightly-{series}"  # a night of outputs' run folder: one 
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "nightly") -> None:
-    options.add_config(parser)
+    options.add_config(parser, name)
     parser.add_argument("--outputs", nargs="+", type=Path, metavar="FILE", help="evaluate these outputs "
                         "files of your own systems (as `ccrs evaluate`) instead of running the pipeline")
-    parser.add_argument("--run-dir", help="where stage outputs go (default: the config's run_dir; for "
-                        "--outputs runs/nightly-<series>)")
-    options.add_endpoint(parser)
-    options.add_tracking(parser)
-    options.add_series(parser)
-    options.add_judge(parser)
-    options.add_extensions(parser, "nightly")
-    options.add_gate(parser)
+    options.add_out(parser, name, aliases=("--run-dir",))
+    options.add_endpoint(parser, command=name)
+    options.add_tracking(parser, command=name)
+    options.add_series(parser, name)
+    options.add_judge(parser, command=name)
+    options.add_extensions(parser, name)
+    options.add_gate(parser, name)
 
 
 def console_log(args: argparse.Namespace) -> Path | None:
@@ -56,8 +55,9 @@ def main(args: argparse.Namespace) -> int:
 
 def night(args: argparse.Namespace) -> int:
     """The night, leaving the Ray it joined or started as it is (main shuts it down)."""
-    from pipelines.tools.regression import (RegressionError, RegressionReport, describe_gate, gate,
-                                            gate_options, notify_target, report_outcome)
+    from pipelines.tools.gate import gate
+    from pipelines.tools.gate.alert import describe_gate, gate_options, notify_target, report_outcome
+    from pipelines.tools.gate.decide import RegressionError, RegressionReport
 
     started, started_at = time.perf_counter(), time.time()
     try:
@@ -65,12 +65,12 @@ def night(args: argparse.Namespace) -> int:
         config, outputs = _prepare(args)
     except Exception as exc:  # noqa: BLE001 - any setup problem is exit 2, one line, and an alert
         return _failed_night("setup_error", f"{type(exc).__name__}: {exc}", args, None, _safe_notify(args))
-    from tasks.calibration import JudgeCalibrationStop
+    from tasks.runtime.stops import RunStopped
 
     try:
         result = _run_night(config, outputs, started_at, options.tracking_uri(args, config), args.baseline)
-    except JudgeCalibrationStop as exc:  # judge.preflight: the judge failed its unit tests, exit 6
-        return _failed_night("judge_calibration", str(exc), args, config, notify_url, exc.run_id)
+    except RunStopped as exc:  # a run extension stopped the run before judging: its status and exit code
+        return _failed_night(exc.status, str(exc), args, config, notify_url, exc.run_id)
     except Exception as exc:  # noqa: BLE001 - a crash: logged as a FAILED run, alerted, exit 1
         status = "setup_error" if _is_setup_error(exc) else "crash"
         return _failed_night(status, f"{type(exc).__name__}: {exc}", args, config, notify_url)
@@ -95,22 +95,16 @@ def _prepare(args: argparse.Namespace):
 
 def _config_and_outputs(args: argparse.Namespace):
     from pipelines.config import load_config
-    from pipelines.evaluate import prepare_evaluation
+    from pipelines.evaluate import option_names, prepare_evaluation
+    from pipelines.extensions import outputs_named
 
-    if args.outputs:
-        config, outputs = prepare_evaluation(
-            args.outputs, config=args.config, llm_base_url=args.llm_base_url,
-            judge_base_url=args.judge_base_url, judge_model=args.judge_model, run_dir=args.run_dir,
-            experiment=args.experiment, scoring=args.scoring, tracking_uri=args.tracking_uri,
-            series=args.series, system=args.system, overrides=options.extension_overrides(args, "nightly"))
-        return (config if args.run_dir else _in_series_folder(config)), outputs
+    given = {name: getattr(args, name) for name in option_names() if hasattr(args, name)}
+    if args.outputs or outputs_named(args, "nightly"):
+        config, outputs = prepare_evaluation(args.outputs or None, **given)
+        return (config if args.out else _in_series_folder(config)), outputs
     if args.system is not None:
         raise ValueError("--system names the system of --outputs; a config's systems are named by the config")
-    overrides = (options.config_overrides(args) | options.experiment_override(args)
-                 | options.series_override(args))
-    if args.run_dir:
-        overrides["run_dir"] = str(Path(args.run_dir).resolve())
-    return load_config(args.config, overrides), None
+    return load_config(args.config, options.config_overrides(args, "nightly")), None
 
 
 def _in_series_folder(config):
@@ -138,7 +132,7 @@ def _baseline(config, tracking_uri: str, baseline: str):
     lines = baseline_lines(config)
     if not lines:
         return None
-    from pipelines.tools.regression import baseline_scores
+    from pipelines.tools.gate.fetch import baseline_scores
 
     found = baseline_scores(tracking_uri, config.mlflow.experiment, config.mlflow.resolved_series(),
                             config.name, baseline)
@@ -158,7 +152,9 @@ def _failed_night(status: str, error: str, args, config, notify_url: str | None,
                   logged_run: str | None = None) -> int:
     """One line on the terminal, a FAILED MLflow run holding the error (where the store answers; `logged_run`:
     the one the pipeline logged already, tagged here), the alert; the exit code of `status`."""
-    from pipelines.tools.regression import SERIES_TAG, RegressionReport, alert_payload, notify
+    from pipelines.tools.gate.alert import alert_payload, notify
+    from pipelines.tools.gate.decide import RegressionReport
+    from pipelines.tools.gate.fetch import SERIES_TAG
     from pipelines.reporting.tracking import log_failed_run
 
     say(f"ccrs nightly: {status}: {error}", err=True)
@@ -196,7 +192,7 @@ def _console_log_file(config) -> Path | None:
 
 
 def _safe_notify(args: argparse.Namespace) -> str | None:
-    from pipelines.tools.regression import notify_target
+    from pipelines.tools.gate.alert import notify_target
 
     try:
         return notify_target(args.notify)

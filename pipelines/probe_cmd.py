@@ -42,14 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "probe") -> None:
     parser.add_argument("--kind", dest="kinds", action="extend", nargs="+", choices=list(PROBES),
                         required=not alias, default=["injection"] if alias else None,
                         help="probe kinds, one or more (--kind verbosity order, or --kind repeated)")
-    options.add_config(parser)
-    options.add_dataset(parser, "the first N questions with an ideal answer")
+    options.add_config(parser, name)
+    options.add_dataset(parser, name)
     parser.add_argument("--templates", nargs="+", choices=sorted(TEMPLATES), default=list(TEMPLATES),
                         help="injection: templates (default: all)")
     parser.add_argument("--placements", nargs="+", choices=PLACEMENTS, default=list(PLACEMENTS),
                         help="injection: where the injection goes (default: both)")
-    parser.add_argument("--metrics", nargs="+", choices=list(get_suite("ccrs").metrics),
-                        help="CCRS metrics (default: the config's)")
+    options.add(parser, name, "--metrics", choices=list(get_suite("ccrs").metrics))
     parser.add_argument("--max-chunks", type=int, default=5, help="gold snippets per question used as "
                         "context (default 5)")
     parser.add_argument("--sentences", type=int, default=defaults.sentences,
@@ -57,12 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "probe") -> None:
     parser.add_argument("--tolerance", type=float, default=defaults.tolerance,
                         help=f"flag a shift with |shift| above this, 0-1 scale (default "
                         f"{defaults.tolerance})")
-    options.add_bootstrap(parser, "bootstrap resamples per CI")
-    options.add_endpoint(parser)
-    options.add_judge(parser)
-    options.add_out(parser, "probes")
-    options.add_tracking(parser, EXPERIMENT, optional=True)
-    parser.add_argument("--no-progress", action="store_true")
+    options.add_bootstrap(parser, name)
+    options.add_endpoint(parser, command=name)
+    options.add_judge(parser, command=name)
+    options.add_out(parser, name, default=Path("runs/probes"))
+    options.add_tracking(parser, EXPERIMENT, optional=True, command=name)
+    options.add(parser, name, "--no-progress")
 
 
 def console_log(args: argparse.Namespace) -> Path:

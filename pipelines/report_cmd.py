@@ -10,23 +10,22 @@ from pipelines import options
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "report") -> None:
-    parser.add_argument("run_dir", help="run directory written by `ccrs run`")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (`ccrs run`, `ccrs evaluate`)")
     parser.add_argument("--goals", default=None, metavar="thesis|hybrid|FILE",
                         help="GQM goal tree: `thesis` (the thesis' metrics only, configs/gqm/thesis-goals"
                              ".yaml), `hybrid` (the default: every suite's metrics, configs/gqm/ccrs-hybrid-"
                              "goals.yaml) or a YAML file")
-    options.add_out(parser, None, "gqm_report.json and the plots", inside_run="RUN_DIR/gqm")
-    parser.add_argument("--tracking-uri", metavar="URI", default=None, help="MLflow tracking URI (with "
-                        "--run-id)")
-    parser.add_argument("--run-id", default=None, help="MLflow run to log gqm/ artifacts and metrics into")
+    options.add_out(parser, name, "gqm_report.json and the plots", shown="RUN_DIR/gqm")
+    options.add(parser, name, "--tracking-uri")
+    options.add_alias(parser, "--run-id", options.add(parser, name, "--run")[0])
 
 
 def main(args: argparse.Namespace) -> int:
     from pipelines.tools.gqm_report import write_report
     from pipelines.reporting.gqm import GQMConfigError, log_to_mlflow, tree_lines
 
-    if bool(args.tracking_uri) != bool(args.run_id):
-        print("error: --tracking-uri and --run-id go together", file=sys.stderr)
+    if bool(args.tracking_uri) != bool(args.run):
+        print("error: --tracking-uri and --run go together", file=sys.stderr)
         return 2
     try:
         report, files = write_report(args.run_dir, args.goals, args.out)
@@ -42,8 +41,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"not applicable to {entry['system']}: {', '.join(entry['metrics'])} ({entry['reason']})")
     if report["missing_metrics"]:
         print(f"metrics of the goal tree not in this run: {', '.join(report['missing_metrics'])}")
-    if args.run_id:
-        log_to_mlflow(report, files, args.tracking_uri, args.run_id)
-        print(f"logged {len(files)} artifacts under gqm/ of MLflow run {args.run_id}")
+    if args.run:
+        log_to_mlflow(report, files, args.tracking_uri, args.run)
+        print(f"logged {len(files)} artifacts under gqm/ of MLflow run {args.run}")
     print(json.dumps({"written": [str(p) for p in files]}))
     return 0

@@ -10,12 +10,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from infra.console import say
+from pipelines import options
 from retrievers.config import (
     ChunkingConfig, DatasetConfig, EmbedderConfig, IndexConfig, RetrievalConfig, RetrievalSpec,
 )
-
-DEFAULT_RUN_DIR = "runs/retrieval"
-
 
 class RetrievalCommandConfig(BaseModel):
     """The retrieval part of a run config (same keys as the full run config's)."""
@@ -30,24 +28,18 @@ class RetrievalCommandConfig(BaseModel):
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--config", type=Path, metavar="YAML", help="run config YAML (its dataset, chunking, "
-                        "embedder, index and retrieval blocks), or a YAML of only those blocks "
-                        "(default: each block's defaults)")
-    parser.add_argument("--dataset", help="dataset path (BioASQ JSON file/folder or rag-mini-bioasq folder)")
-    parser.add_argument("--limit", type=int, help="use only the first N questions (the corpus stays whole)")
-    parser.add_argument(
-        "--run-dir", type=Path, default=Path(DEFAULT_RUN_DIR), help=f"default: {DEFAULT_RUN_DIR}"
-    )
-    parser.add_argument("--force", action="store_true", help="recompute every stage")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    options.add_config(parser, name)
+    options.add_dataset(parser, name)
+    options.add_out(parser, name, aliases=("--run-dir",))
+    options.add(parser, name, "--force", "--no-progress")
     if name == "retrieve":
-        parser.add_argument("--top-k", type=int, help="chunks per question (paper: 20)")
+        options.add(parser, name, "--top-k")
 
 
 def console_log(args: argparse.Namespace) -> Path:
     from tasks.runtime.layout import RunLayout
 
-    return RunLayout(args.run_dir).console_log
+    return RunLayout(args.out).console_log
 
 
 def load_command_config(path: Path | None) -> RetrievalCommandConfig:
@@ -128,11 +120,11 @@ def _run(args: argparse.Namespace, config: RetrievalCommandConfig) -> int:
     spec = RetrievalSpec.of(config)
     progress = not args.no_progress
     if args.command == "index":
-        built = build_retrieval_index(args.run_dir, spec, force=args.force, progress=progress)
+        built = build_retrieval_index(args.out, spec, force=args.force, progress=progress)
         _print_stages(built.stages)
         say(f"indexed: {built.counts}")
         return 0
-    outputs = run_retrieval(args.run_dir, spec, force=args.force, progress=progress)
+    outputs = run_retrieval(args.out, spec, force=args.force, progress=progress)
     _print_stages(outputs.stages)
     say(f"counts: {outputs.counts}")
     say(f"retrieved: {outputs.retrieved_path}")

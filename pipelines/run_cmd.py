@@ -15,17 +15,15 @@ from pipelines.tools.run_outcome import adhoc_tags, outcome_code, print_cost_pla
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    options.add_config(parser)
-    options.add_dataset(parser)
-    parser.add_argument("--run-dir", help="where stage outputs go (default: runs/<name>)")
-    parser.add_argument("--judges", type=options.comma_list, help="comma-separated judge suites to run, "
-                        "replacing the config's `judges` (see `ccrs metrics`), e.g. "
-                        "ccrs,grouse,vera,ragchecker")
-    parser.add_argument("--from-stage", choices=STAGES, help="recompute this stage and all later ones")
-    options.add_endpoint(parser)
-    options.add_judge(parser)
-    options.add_extensions(parser, "run")
-    options.add_tracking(parser)
+    options.add_config(parser, name)
+    options.add_dataset(parser, name)
+    options.add_out(parser, name, aliases=("--run-dir",))
+    options.add(parser, name, "--judges")
+    options.add(parser, name, "--from-stage", choices=STAGES)
+    options.add_endpoint(parser, command=name)
+    options.add_judge(parser, command=name)
+    options.add_extensions(parser, name)
+    options.add_tracking(parser, command=name)
     parser.add_argument("--keep-serving", action="store_true", help="leave the Serve app up after the run")
     parser.add_argument("--check-config", action="store_true", help="validate the config and exit")
 
@@ -74,12 +72,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    overrides = options.config_overrides(args) | options.experiment_override(args)
-    if args.judges:
-        overrides["judges"] = args.judges
-    if args.run_dir:
-        overrides["run_dir"] = str(Path(args.run_dir).resolve())
-    return overrides
+    return options.config_overrides(args, "run")
 
 
 __all__ = ["add_arguments", "main", "RunConfig", "REPO_ROOT"]

@@ -19,12 +19,12 @@ from pipelines import options
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("action", choices=["up", "down", "status"])
     parser.add_argument("--profile", choices=["cpu", "cluster", "external"], default="cpu")
-    options.add_config(parser, default="infra/serve_configs/<profile>.yaml; a run config serves its "
-                       "serving: block")
-    parser.add_argument("--host", help="bind address of the HTTP proxy (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="HTTP port (default 8000)")
-    parser.add_argument("--ready-timeout", type=float, dest="ready_timeout_s")
-    options.add_endpoint(parser, aliases=("--base-url",))
+    options.add_config(parser, name)
+    options.add(parser, name, "--host", default=(None, "the config's serving.host, 127.0.0.1"))
+    options.add(parser, name, "--port")
+    parser.add_argument("--ready-timeout", type=float, dest="ready_timeout_s", metavar="SECONDS",
+                        help="how long `up` waits for the app to answer")
+    options.add_endpoint(parser, aliases=("--base-url",), command=name)
 
 
 def console_log(args: argparse.Namespace) -> Path | None:

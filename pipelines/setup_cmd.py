@@ -4,9 +4,11 @@ from __future__ import annotations
 import argparse
 import time
 
+from pipelines import options
+
 
 def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--force", action="store_true", help="reconvert even when the cache is ready")
+    options.add(parser, name, "--force")
 
 
 def main(args: argparse.Namespace) -> int:

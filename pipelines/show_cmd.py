@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pipelines import options
+
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "show") -> None:
     parser.add_argument("run", help="a run directory (e.g. runs/ccrs-cpu-demo) or an MLflow run id")
-    parser.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI for a run id "
-                        "(default: $MLFLOW_TRACKING_URI, else sqlite:///./mlflow.db)")
-    parser.add_argument("--markdown", action="store_true", help="print the Markdown source instead of "
-                        "rendered tables")
+    options.add(parser, name, "--tracking-uri", "--markdown")
 
 
 def console_log(args: argparse.Namespace) -> Path | None:

@@ -21,18 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "stats") -> None:
         "noise, docs/judge-trust.md). Or a run directory: its judge stages' scores, and its human labels "
         "(RUN_DIR/labels, `ccrs label`) unless --labels is given"
     )
-    options.add_out(parser, "stats", "stats.json, tables/, plots/, summary.md")
-    parser.add_argument("--scale", nargs="+", metavar="MIN MAX", help="the scores' scale, mapped onto [0, 1] "
-                        "(e.g. --scale 1 5 or --scale 1-5 for a Likert mark, --scale 0 100); default: the "
-                        "scores are already on [0, 1]")
-    parser.add_argument(
-        "--hypotheses", type=Path, default=None, help="hypotheses YAML (see configs/hypotheses)"
-    )
-    options.add_bootstrap(parser, "HSD iterations and bootstrap resamples")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--markdown", action="store_true", help="print the verdict's Markdown source")
-    options.add_extensions(parser, "stats")
+    options.add_out(parser, name, "stats.json, tables/, plots/, summary.md")
+    options.add(parser, name, "--scale", "--hypotheses", "--b", "--seed", "--alpha", "--no-progress",
+                "--markdown")
+    options.add_extensions(parser, name)
 
 
 def main(args: argparse.Namespace) -> int:

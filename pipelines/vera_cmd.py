@@ -54,15 +54,17 @@ from pathlib import Path
 from infra.console import say
 from pipelines import options
 from pipelines.options import UsageError
+from pipelines.resources import RESOURCE_ROOT
 from stats.vera import PAPER_SAMPLE_RATIO, SampleSize
 
-# llm: VERA's LLM metrics (the paper's, pipelines.tools.vera.llm_topicality_report);
-# cosine: our embedding variant (pipelines.tools.vera.topicality_report)
+# llm: VERA's LLM metrics (the paper's, pipelines/tools/vera/query_sets.py);
+# cosine: our embedding variant (pipelines/tools/vera/topicality.py topicality_report)
 TOPICALITY_METHODS = ("llm", "cosine")
 # Settings by name. paper: everything the VERA paper fixes that runs here: its prompts (no statement cap,
 # one generated question a call), the top 5 passages (section 5.1), bootstrap samples of 50 and 500
 # resamples (section 5.2), drawn at its ratio n/N = 50/200 where a set has fewer than 50 observations.
-# The reader's temperature 0 and top_p 0.01 are every VERA reader's (pipelines/tools/vera.py vera_reader);
+# The reader's temperature 0 and top_p 0.01 are every VERA reader's (pipelines/tools/vera/query_sets.py
+# vera_reader);
 # the paper's Claude judges, Titan embedder and ms-marco cross-encoder are not reachable here.
 PRESETS = {"paper": {"n": 50, "b": 500, "sample_ratio": PAPER_SAMPLE_RATIO, "prompt_version": "paper",
                      "top_k": 5}}
@@ -79,8 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
                            "metrics per condition (paper section 5.1, Tables 1-2)")
     _score_arguments(score)
     bootstrap.add_argument("scores")
-    for p in (score, bootstrap, topicality, qrels):
-        options.add_bootstrap(p, "bootstrap resamples B")
+    for command, p in (("vera score", score), ("vera bootstrap", bootstrap), ("vera topicality", topicality),
+                       ("vera qrels", qrels)):
+        options.add_bootstrap(p, command)
         p.add_argument("--n", type=int, default=None,
                        help="bootstrap sample size n (default: all observations; above them: refused)")
         p.add_argument("--preset", choices=sorted(PRESETS), default=None,
@@ -88,22 +91,23 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
                             "B = 500 (section 5.2), n drawn as the paper's n/N = 50/200 where a set has "
                             "fewer than 50 observations (noted); --b, --n, --top-k and "
                             "--vera-prompt-version still win")
-    for p in (bootstrap, topicality, qrels):
-        options.add_out(p, "vera", "<command>.json, and <command>_scores.parquet of the judged scores")
-    for p in (topicality, qrels):
-        _set_arguments(p)
+    for command, p in (("vera bootstrap", bootstrap), ("vera topicality", topicality), ("vera qrels", qrels)):
+        options.add_out(p, command, "<command>.json, and <command>_scores.parquet of the judged scores",
+                        default=Path("runs/vera"))
+    for command, p in (("vera topicality", topicality), ("vera qrels", qrels)):
+        _set_arguments(p, command)
     _topicality_arguments(topicality)
     _qrels_arguments(qrels)
 
 
 def _score_arguments(score: argparse.ArgumentParser) -> None:
-    score.add_argument("run_dir")
-    options.add_config(score, default="the run's own RUN_DIR/config.json")
-    options.add_endpoint(score, aliases=("--base-url",))
-    options.add_judge(score, model_aliases=("--model",), scoring=False)
-    score.add_argument("--limit", type=int, default=None, help="first N queries only")
-    score.add_argument("--top-k", type=int, default=None,
-                       help="chunks per context (default: the config's retrieval.top_k, the readers' own)")
+    command = "vera score"
+    score.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (`ccrs run`, `ccrs evaluate`)")
+    options.add_config(score, command)
+    options.add_endpoint(score, aliases=("--base-url",), command=command)
+    options.add_judge(score, model_aliases=("--model",), scoring=False, command=command)
+    options.add(score, command, "--limit", lands=False)
+    options.add(score, command, "--top-k")
     add_vera_models(score)
 
 
@@ -149,26 +153,29 @@ def prompts_named(judge) -> str:
 
 
 
-def _set_arguments(p: argparse.ArgumentParser) -> None:
+def _set_arguments(p: argparse.ArgumentParser, command: str) -> None:
     """What topicality and qrels share: the config's reader, judge and client, an endpoint, judged scores."""
-    options.add_config(p)
-    options.add_endpoint(p, aliases=("--base-url",))
-    options.add_judge(p, model_aliases=("--model",), scoring=False)
+    options.add_config(p, command)
+    options.add_endpoint(p, aliases=("--base-url",), command=command)
+    options.add_judge(p, model_aliases=("--model",), scoring=False, command=command)
     p.add_argument("--reader-model", default=None,
                    help="reader model (default: the config's first LLM reader, else the judge model)")
     p.add_argument("--reader-max-tokens", type=int, default=None,
                    help="reader reply budget (default: that reader's max_tokens, else 512)")
     p.add_argument("--scores", default=None, help="judged scores of an earlier run (no LLM call)")
-    p.add_argument("--k", type=int, default=5, help="passages per context (the paper's top 5)")
+    options.add_alias(p, "--k", options.add(p, command, "--top-k")[0])
     add_vera_models(p)
 
 
 def _topicality_arguments(topicality: argparse.ArgumentParser) -> None:
-    topicality.add_argument("--run-dir", default=None, help="run directory holding (or to hold) the index "
-                            "stages (default: the config's run_dir)")
-    options.add_dataset(topicality, "queries per set: the first N")
-    topicality.add_argument("--sets", default=None, help="query sets YAML (default "
-                            "configs/vera/topicality-sets.yaml)")
+    topicality.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a run folder whose retrievers and "
+                            "index stages are used (built there when missing; default: the config's run_dir)")
+    topicality.add_argument("--run-dir", action=options.DeprecatedAlias, dest="old_run_dir",
+                            new="RUN_DIR (an argument)")
+    options.add_dataset(topicality, "vera topicality")
+    sets = topicality.add_argument("--query-sets", metavar="YAML", help="query sets YAML (default "
+                                   "configs/vera/topicality-sets.yaml)")
+    options.add_alias(topicality, "--sets", sets)
     topicality.add_argument("--method", choices=TOPICALITY_METHODS, default="llm",
                             help="llm: VERA's LLM metrics (the paper's); cosine: mean top-k cosine of the "
                                  "dense retrievers (no LLM)")
@@ -178,13 +185,11 @@ def _qrels_arguments(qrels: argparse.ArgumentParser) -> None:
     qrels.add_argument("--qrels", required=True, help="TREC qrels file: query_id iteration doc_id grade")
     qrels.add_argument("--queries", default=None, help="queries: TSV (id, text[, ground truth]) or a "
                        "dataset path (default data/bioasq-sample)")
-    qrels.add_argument("--corpus", default=None, help="passages: TSV (id, text) or a dataset path (default "
-                       "data/bioasq-sample)")
+    options.add(qrels, "vera qrels", "--corpus", default=(None, "data/bioasq-sample"))
     qrels.add_argument("--unit", default="pair",
                        help="pair: one context per judged query-passage pair (the paper's); query: per "
                             "query its first k passages of the grade")
-    qrels.add_argument("--limit", type=int, default=None,
-                       help="contexts per condition (drawn at random, seeded by --seed)")
+    options.add_alias(qrels, "--limit", options.add(qrels, "vera qrels", "--sample")[0])
     qrels.add_argument("--relevant-grade", type=int, default=None,
                        help="grade of a perfectly relevant passage (default: the file's highest)")
 
@@ -396,15 +401,18 @@ def topicality(args: argparse.Namespace, vera_tool) -> dict:
     if args.method == "llm":
         needs_endpoint(args, "topicality --method llm (the paper's: VERA LLM metrics)")
     config = run_config(args)
-    run_dir = Path(args.run_dir) if args.run_dir else config.resolved_run_dir()
+    given_dir = args.run_dir or getattr(args, "old_run_dir", None)
+    run_dir = Path(given_dir) if given_dir else config.resolved_run_dir()
     try:
-        sets = vera_tool.load_query_sets(args.sets or vera_tool.DEFAULT_SETS, config.dataset, args.limit)
+        sets = vera_tool.load_query_sets(args.query_sets or vera_tool.DEFAULT_SETS, config.dataset,
+                                         args.limit)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     args.n.for_observations(min(len(s.texts) for s in sets))  # an n the sets cannot give: refused now
     texts = [text for query_set in sets for text in query_set.texts]
-    meta = {"method": args.method, "k": args.k, "repository": config.dataset.path, "run_dir": str(run_dir)}
-    say(f"topicality: {', '.join(f'{s.name} ({len(s.texts)})' for s in sets)} queries, top {args.k} of "
+    meta = {"method": args.method, "k": args.top_k, "repository": config.dataset.path,
+            "run_dir": str(run_dir)}
+    say(f"topicality: {', '.join(f'{s.name} ({len(s.texts)})' for s in sets)} queries, top {args.top_k} of "
         f"{', '.join(config.retrieval.retrievers)} over {config.dataset.path}", err=True)
     if args.method == "cosine":
         from retrievers.methods import retrieval_method
@@ -415,10 +423,10 @@ def topicality(args: argparse.Namespace, vera_tool) -> dict:
                              f"retrievers are {config.retrieval.retrievers}")
         config = config.model_copy(update={"retrieval": config.retrieval.model_copy(
             update={"retrievers": dense})})
-        hits = vera_tool.run_retriever_hits(config, run_dir, texts, args.k, progress=True)
+        hits = vera_tool.run_retriever_hits(config, run_dir, texts, args.top_k, progress=True)
         return vera_tool.topicality_report(vera_tool.hit_score_frame(sets, hits), *stats, sets=sets, **meta)
     reader, judge = reader_and_judge(args, config, vera_tool)
-    hits = vera_tool.run_retriever_hits(config, run_dir, texts, args.k, progress=True)
+    hits = vera_tool.run_retriever_hits(config, run_dir, texts, args.top_k, progress=True)
     asks = vera_tool.topicality_asks(sets, hits)
     scores, failed = answered_and_judged(args, asks, reader, config)
     meta.update(provenance(reader, judge, failed))
@@ -458,13 +466,13 @@ def qrels(args: argparse.Namespace, vera_tool) -> dict:
         return vera_tool.qrels_report(pd.read_parquet(args.scores), *stats, scores_file=args.scores)
     needs_endpoint(args, "qrels")
     config = run_config(args)
-    sample = str(vera_tool.RESOURCE_ROOT / "data" / "bioasq-sample")
+    sample = str(RESOURCE_ROOT / "data" / "bioasq-sample")
     from retrievers.trec import load_qrels_texts, read_qrels
 
     try:
         judgments = read_qrels(args.qrels)
         queries, corpus = load_qrels_texts(args.queries or sample, args.corpus or sample, judgments)
-        built = vera_tool.qrels_asks(judgments, queries, corpus, args.unit, args.k, args.limit,
+        built = vera_tool.qrels_asks(judgments, queries, corpus, args.unit, args.top_k, args.sample,
                                      args.relevant_grade, args.seed)
     except (OSError, ValueError) as exc:
         raise UsageError(str(exc)) from None
@@ -474,7 +482,7 @@ def qrels(args: argparse.Namespace, vera_tool) -> dict:
     say(f"qrels: {len(built.asks)} contexts (unit {args.unit}, relevant grade {built.relevant_grade})"
         + (f"; judgments dropped: {built.dropped}" if built.dropped else ""), err=True)
     scores, failed = answered_and_judged(args, built.asks, reader, config)
-    meta = {"qrels": args.qrels, "unit": args.unit, "k": args.k if args.unit == "query" else 1,
+    meta = {"qrels": args.qrels, "unit": args.unit, "k": args.top_k if args.unit == "query" else 1,
             "relevant_grade": built.relevant_grade, "dropped_judgments": built.dropped,
             **provenance(reader, judge, failed)}
     keep_scores(scores, args, "qrels", meta)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -51,15 +52,15 @@ _VALUES_PER_CHUNK = 4 * 2**20  # resampled scores held at once by the bootstrap 
 
 
 @dataclass(frozen=True)
-class VarianceComponents:
-    """Mean squares, degrees of freedom and ANOVA estimates (possibly negative) in COMPONENTS order."""
+class AnovaEstimates:
+    """Mean squares, degrees of freedom and ANOVA estimates (untruncated, possibly negative) of a design's
+    `components`, in that order: what the crossed and the single-system designs share."""
 
-    mean_squares: np.ndarray  # (4,)
-    df: np.ndarray  # (4,)
-    estimates: np.ndarray  # (4,) untruncated
-    n_questions: int
-    n_systems: int
-    n_repeats: int
+    components: ClassVar[tuple[str, ...]]
+    signal: ClassVar[str]  # the component whose share of a repeat-averaged score's variance is rho
+    mean_squares: np.ndarray
+    df: np.ndarray
+    estimates: np.ndarray
 
     @property
     def variances(self) -> np.ndarray:
@@ -68,11 +69,27 @@ class VarianceComponents:
 
     @property
     def truncated(self) -> tuple[str, ...]:
-        return tuple(name for name, value in zip(COMPONENTS, self.estimates) if value < 0.0)
+        """The components whose estimate fell below 0 (their variance is taken as 0)."""
+        return tuple(name for name, value in zip(self.components, self.estimates) if value < 0.0)
 
     def reliability(self, n_repeats: int | None = None) -> float:
-        """rho for the mean of n_repeats judgments (default: the pilot's own n_r)."""
-        return float(reliability(self.variances, n_repeats or self.n_repeats))
+        """rho for the mean of n_repeats judgments (default: the pilot's own n_r, each design's field
+        `n_repeats`): the `signal` component's share of that mean's variance, signal + residual / n_repeats
+        (the residual is each design's last component)."""
+        variances = self.variances
+        signal = variances[..., self.components.index(self.signal)]
+        return float(repeat_mean_reliability(signal, variances[..., -1], n_repeats or self.n_repeats))
+
+
+@dataclass(frozen=True)
+class VarianceComponents(AnovaEstimates):
+    """The crossed design's AnovaEstimates, four of each in COMPONENTS order."""
+
+    components: ClassVar[tuple[str, ...]] = COMPONENTS
+    signal: ClassVar[str] = "system_x_question"
+    n_questions: int
+    n_systems: int
+    n_repeats: int
 
     @property
     def residual_share(self) -> float:
@@ -134,7 +151,13 @@ def reliability(variances: np.ndarray, n_repeats: int) -> np.ndarray:
     """var_sq / (var_sq + var_e / n_repeats) over the last axis of (..., 4) truncated components; 1 where
     the judge has no noise."""
     variances = np.asarray(variances, dtype=np.float64)
-    signal, noise = variances[..., _SQ], variances[..., _RESIDUAL] / n_repeats
+    return repeat_mean_reliability(variances[..., _SQ], variances[..., _RESIDUAL], n_repeats)
+
+
+def repeat_mean_reliability(signal: np.ndarray, residual: np.ndarray, n_repeats: int) -> np.ndarray:
+    """signal / (signal + residual / n_repeats): the share of a repeat-averaged score's variance that is
+    not the judge's noise; 1 where the judge has no noise."""
+    noise = residual / n_repeats
     total = signal + noise
     return np.where(noise > 0.0, signal / np.where(total > 0.0, total, 1.0), 1.0)
 
@@ -344,14 +367,13 @@ SINGLE_SYSTEM_COMPONENTS = ("question", "residual")
 
 
 @dataclass(frozen=True)
-class SingleSystemNoise:
+class SingleSystemNoise(AnovaEstimates):
     """Judge noise of one system's (n_questions, n_repeats) scores: mean squares, degrees of freedom and
     estimates (untruncated) of SINGLE_SYSTEM_COMPONENTS, and the two-level bootstrap's percentile CIs of
     the system mean, the (truncated) components and rho."""
 
-    mean_squares: np.ndarray  # (2,)
-    df: np.ndarray  # (2,)
-    estimates: np.ndarray  # (2,)
+    components: ClassVar[tuple[str, ...]] = SINGLE_SYSTEM_COMPONENTS
+    signal: ClassVar[str] = "question"
     n_questions: int
     n_repeats: int
     mean_low: float
@@ -362,18 +384,8 @@ class SingleSystemNoise:
     reliability_high: float
 
     @property
-    def variances(self) -> np.ndarray:
-        return np.maximum(self.estimates, 0.0)
-
-    @property
-    def truncated(self) -> tuple[str, ...]:
-        return tuple(name for name, value in zip(SINGLE_SYSTEM_COMPONENTS, self.estimates) if value < 0.0)
-
-    def reliability(self, n_repeats: int | None = None) -> float:
-        return float(_question_reliability(self.variances, n_repeats or self.n_repeats))
-
-    @property
     def residual_share(self) -> float:
+        """The judge's noise as a share of a single judgment's variance (question + residual)."""
         question, residual = self.variances
         return float(residual / (question + residual)) if question + residual > 0.0 else 0.0
 
@@ -435,6 +447,4 @@ def _question_reliability(variances: np.ndarray, n_repeats: int) -> np.ndarray:
     """var_q / (var_q + var_e / n_repeats) over the last axis of (..., 2) truncated components; 1 where the
     judge has no noise."""
     variances = np.asarray(variances, dtype=np.float64)
-    signal, noise = variances[..., 0], variances[..., 1] / n_repeats
-    total = signal + noise
-    return np.where(noise > 0.0, signal / np.where(total > 0.0, total, 1.0), 1.0)
+    return repeat_mean_reliability(variances[..., 0], variances[..., 1], n_repeats)

@@ -106,7 +106,11 @@ def hsd_power(delta: float, n: int, difference_variance: float, k: int, alpha: f
         return 1.0 if delta != 0.0 else alpha
     pooled = difference_variance if pooled_variance is None else pooled_variance
     critical *= np.sqrt(pooled / difference_variance)
-    noncentrality = abs(delta) / np.sqrt(difference_variance / n)
+    return two_sided_t_power(critical, df, abs(delta) / np.sqrt(difference_variance / n))
+
+
+def two_sided_t_power(critical: float, df: float, noncentrality: float) -> float:
+    """P(|T| > critical) for T noncentral t with `df` degrees of freedom and `noncentrality`."""
     upper = stats.nct.sf(critical, df, noncentrality)
     lower = stats.nct.cdf(-critical, df, noncentrality)
     # scipy's noncentral t returns NaN far in its tails; there the tail is 0 (or the upper one is 1)

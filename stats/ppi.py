@@ -447,14 +447,15 @@ def _check_alpha(alpha: float) -> None:
 
 
 def _finite_1d(values, name: str) -> np.ndarray:
-    return _finite(values, name, 1, "1-D")
+    return finite_array(values, name, 1, "1-D")
 
 
 def _finite_2d(values, name: str) -> np.ndarray:
-    return _finite(values, name, 2, "2-D (data sets, answers)")
+    return finite_array(values, name, 2, "2-D (data sets, answers)")
 
 
-def _finite(values, name: str, ndim: int, shape: str) -> np.ndarray:
+def finite_array(values, name: str, ndim: int, shape: str) -> np.ndarray:
+    """`values` as a float array of `ndim` dimensions with no NaN or infinite value (else StatsInputError)."""
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != ndim:
         raise StatsInputError(f"{name} must be {shape}, got shape {array.shape}")

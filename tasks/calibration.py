@@ -1,6 +1,6 @@
 """A judge's calibration on GroUSE unit tests (GroUSE paper, section 4.2), and the calibration gate of a run.
 
-The checking core serves `ccrs meta-eval` (pipelines/tools/meta_eval.py) and the gate alike: every test goes
+The checking core serves `ccrs meta-eval` (pipelines/tools/meta_eval/) and the gate alike: every test goes
 through a GroUSE `JudgeSession` (tasks/runtime/judge_session.py), each expected condition is checked on the
 judge's
 raw mark, pass rates per metric and overall, the failure modes of the paper's Table 6, the pass/fail matrix.
@@ -35,6 +35,7 @@ from judges.templates import PROMPTS_ROOT
 from tasks.runtime.judge_session import JudgeSession, judge_counter, load_samples
 from tasks.runtime.layout import PREFLIGHT_STAGE, RunLayout
 from tasks.runtime.stage import code_version, file_fingerprint, read_manifest, run_stage, stage_key
+from tasks.runtime.stops import RunStopped
 
 # all-calls: every metric asked on every test (the paper's unit-test figures, its hatched squares included);
 # pipeline: what a run records (Figure 4's gates: a skipped call is not asked, and `==None` then holds).
@@ -152,13 +153,13 @@ def failing_cases(outcomes: list[TestOutcome], tests: list[UnitTest]) -> list[di
 
 # --- the calibration gate of a run --------------------------------------------------------------------------
 
-class JudgeCalibrationStop(RuntimeError):
+class JudgeCalibrationStop(RunStopped):
     """The gate stopped the run (`on_fail: stop`): the message is the one line to print; `run_id` the
     MLflow run that records it (None where the store could not be reached)."""
 
-    def __init__(self, line: str, run_id: str | None = None):
-        super().__init__(line)
-        self.run_id = run_id
+    status = "judge_calibration"
+    exit_code = STOP_EXIT_CODE
+    headline = "the judge failed its calibration unit tests (judge.preflight): the run stopped before judging"
 
 
 @dataclass(frozen=True)

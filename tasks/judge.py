@@ -3,8 +3,8 @@
 The suite (judges/suite.py) plans units of work per (query, system) sample; this stage does the rest the
 same way for every suite: the judgment cache is consulted first, then this stage's checkpoint (a resumed
 run), the rest is fanned out from Ray tasks against the judge endpoint, saved shard by shard, and the
-stage refuses to land unless there is exactly one row per (query, system, metric), or with
-`judge.repeats.k` > 1 one per (query, system, metric, repeat) (judges/repeats.py).
+stage refuses to land unless there is exactly one row per (query, system, metric), or where the judge
+session asks each unit k > 1 times one per (query, system, metric, repeat) (judges/repeats.py).
 Outputs in `RunLayout.judge_dir(suite)`: judgments.parquet (every judgment, failures with raw text and
 reason) and scores.parquet (long format, successful judgments only: a failed one is absent, never a NaN
 or a 0); both have an integer `repeat` column (0..k-1) when k > 1, and only then.
@@ -20,14 +20,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from judges.client import LLMClient, response_format_refusal
-from judges.config import IF_ACCEPTED, ClientConfig, JudgeConfig, RepeatOptions
+from judges.config import IF_ACCEPTED, ClientConfig, JudgeConfig
 from judges.suite import Judgment, JudgeSuite, get_suite
 from judges.templates import PROMPTS_ROOT
 from tasks.runtime.fanout import FanOutReport, on_driver_node, progress_bar
 from tasks.runtime.judge_session import (
-    JUDGE_ENDPOINT_FIELDS,
     JudgeSession,
-    RayFanOut,
+    keyed_judge_settings,
     load_samples,
     suspicious_texts,
 )
@@ -262,7 +261,7 @@ def run_judging(
         on_driver_node(store.split_inputs, {"queries": queries_path, "retrieved": retrieved_path,
                                             "generations": generations_path}, batches, top_k)
         batch_judge = _BatchJudge(suite, judge, client, base_url, top_k, identity, store)
-        bar = _judgments_bar(generations_path, suite, judge) if progress else None
+        bar = _judgments_bar(generations_path, batch_judge.session) if progress else None
         summaries = []
         for b in range(len(batches)):
             summaries.append(batch_judge(b, bar))
@@ -278,6 +277,8 @@ def run_judging(
             write_judgments(judgments_frame([], metric_order=suite.selected_metrics(judge)), out_dir)
         summary = merge_summaries(summaries)
         summary.update(policy.record(out_dir, len(_judged_order(batches, done - 1)) if done else 0))
+        if done < len(batches):  # stopped early: why the questions left have no judgment
+            summary["not_judged"] = policy.not_judged
         return {**summary, "batches": done, "seconds": round(time.perf_counter() - started, 2)}
 
     return judging_outputs(suite_name, run_stage(run_dir, stage, key, compute, force=force))
@@ -296,9 +297,8 @@ class _BatchJudge:
     store: BatchStore
 
     def __post_init__(self) -> None:
-        self.repeats = self.judge.repeats if self.judge.repeats.repeated else None
-        self.session = JudgeSession(self.suite, self.judge, self.client, RayFanOut(self.base_url),
-                                    self.identity, repeats=self.repeats)
+        self.session = JudgeSession.for_stage(self.suite, self.judge, self.client, self.base_url,
+                                              self.identity)
         self.metrics = self.session.metrics()
 
     def __call__(self, batch: int, bar) -> dict[str, Any]:
@@ -311,13 +311,12 @@ class _BatchJudge:
         judgments, stats = self.session.judge_samples(samples, bar, self.store.checkpoint(batch))
         judgments += self.session.failed_generations(failed)
         frame = judgments_frame(judgments, suspicious_texts(samples), self.metrics)
-        check_complete(frame, inputs["generations"], self.metrics, self.judge.repeats.k)
+        check_complete(frame, inputs["generations"], self.metrics, self.session.copies)
         if bar is not None:
-            bar.update(len(failed) * len(self.metrics) * self.judge.repeats.k)
+            bar.update(len(failed) * len(self.metrics) * self.session.copies)
         summary = judging_summary(frame, stats, time.perf_counter() - started, self.suite.name,
                                   self.suite.prompt_version(self.judge), self.judge.model)
-        if self.repeats is not None:
-            summary["repeats"] = repeats_label(self.repeats)
+        summary.update(self.session.summary_entries())
         self.store.write_part(batch, frame, summary)
         return summary
 
@@ -333,18 +332,12 @@ class _BatchJudge:
         return summary
 
 
-def _judgments_bar(generations_path: Path, suite: JudgeSuite, judge: JudgeConfig):
-    """One bar for the stage, in judgments (rows x metrics), moving as each judgment comes back."""
+def _judgments_bar(generations_path: Path, session: JudgeSession):
+    """One bar for the stage, in judgments (rows x metrics x the session's copies of each), moving as each
+    judgment comes back."""
     rows = pq.ParquetFile(generations_path).metadata.num_rows
-    return progress_bar(rows * len(suite.selected_metrics(judge)) * judge.repeats.k, f"judge {suite.name}",
+    return progress_bar(rows * len(session.metrics()) * session.copies, f"judge {session.suite.name}",
                         "judgment")
-
-
-def repeats_label(repeats: RepeatOptions) -> str:
-    """How a stage's judgments were repeated, for its summary and the verdict: `3 x sample (temperature
-    0.7)`, `3 x perturb (chunk order)`."""
-    how = (f"temperature {repeats.sampling_temperature:g}" if repeats.mode == "sample" else "chunk order")
-    return f"{repeats.k} x {repeats.mode} ({how})"
 
 
 def _judged_order(batches: list[list[str]], last: int) -> list[str]:
@@ -358,13 +351,7 @@ def judging_key(suite_name: str, inputs: tuple[Path, Path, Path], judge: JudgeCo
     top-k, the code, what the endpoint reports serving (`identity`) and what the stage's loop policy
     declares (`policy_settings`, JudgeLoopPolicy.key_settings). Where the judge is reached (base_url, its
     key) does not change a judgment."""
-    # k = 1 is a run without repeats: the key it always had
-    unrepeated = set() if judge.repeats.repeated else {"repeats"}
-    # the other settings outside a judgment (the judge's other stages, its loop) enter only as the policy
-    # declares them: a run without one keeps the key it always had
-    elsewhere = judge.not_in_judgment - {"cache", "repeats"}
-    config = {"judge": judge.model_dump(mode="json", exclude=JUDGE_ENDPOINT_FIELDS | unrepeated | elsewhere),
-              "seed": client.seed, "top_k": top_k}
+    config = {"judge": keyed_judge_settings(judge), "seed": client.seed, "top_k": top_k}
     if identity:
         config["endpoint"] = identity
     config = merged_settings(config, policy_settings or {})

@@ -33,6 +33,9 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "question_id": ("question_id", "id"),
     "exact_answers": ("exact_answers",),
     "system": ("system",),
+    # the answer's id in the user's own system (a trace or request id): carried onto generations.parquet, so
+    # what judged it can be written back where it came from (docs/traces.md)
+    "answer_id": ("answer_id", "trace_id", "request_id"),
 }
 REQUIRED_FIELDS = ("question", "answer")
 # the judge input (Metric.inputs) that each optional field provides
@@ -187,6 +190,8 @@ def _canonical(frame: pd.DataFrame, label: str, stem: str | None) -> tuple[pd.Da
                         if columns["reference"] else [""] * len(frame))
     out["exact_answers"] = ([_exact(v, label, i) for i, v in enumerate(frame[columns["exact_answers"]])]
                             if columns["exact_answers"] else [[]] * len(frame))
+    if columns["answer_id"]:
+        out["answer_id"] = _key_values(frame[columns["answer_id"]], label, "answer_id")
     out["source"] = Path(label).name if stem is not None else label
     _reject_repeats(out, label)
     return out, columns["contexts"] is not None, columns["reference"] is not None
@@ -314,15 +319,18 @@ def queries_frame(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def generations_frame(rows: pd.DataFrame) -> pd.DataFrame:
-    """The generate stage's columns (tasks/generate.py), each answer an `ok` row with its own contexts."""
+    """The generate stage's columns (tasks/generate.py), each answer an `ok` row with its own contexts (and
+    its `answer_id` where the outputs give one)."""
     ids = [[f"{system}/{qid}/{rank}" for rank in range(1, len(contexts) + 1)]
            for system, qid, contexts in zip(rows["system"], rows["question_id"], rows["contexts"])]
+    given = "answer_id" in rows and rows["answer_id"].notna().any()
+    answer_ids = {"answer_id": rows["answer_id"]} if given else {}
     return pd.DataFrame({
         "query_id": rows["question_id"], "system": rows["system"], "retriever": OWN_RETRIEVAL,
         "reader": rows["source"], "prompt": None, "response_raw": rows["answer"], "answer": rows["answer"],
         "tagged": True, "n_chunks_used": [len(c) for c in rows["contexts"]], "n_chunks_truncated": 0,
         "chunk_ids": ids, "prompt_tokens": 0, "completion_tokens": 0, "status": "ok", "error": None,
-        "contexts": rows["contexts"],
+        "contexts": rows["contexts"], **answer_ids,
     }).sort_values(["system", "query_id"]).reset_index(drop=True)
 
 

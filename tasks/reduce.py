@@ -9,7 +9,6 @@ reads and writes nothing), and a hypotheses YAML file (a top-level `hypotheses:`
 typed records."""
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -23,7 +22,6 @@ from stats.analysis import compute_all, unscored_result
 from stats.errors import StatsInputError
 from stats.hsd import Direction
 from stats.hypotheses import Hypothesis, HypothesisSet
-from stats.labels import LabelSet, validate_labels, validate_skips
 from stats.multiple import Combine
 from stats.scores import REPEAT_COLUMN, validate_scores
 from tasks.runtime.contributions import (
@@ -35,6 +33,7 @@ from tasks.runtime.contributions import (
 )
 from tasks.runtime.layout import STATS_FILE, RunLayout
 from tasks.runtime.stage import StageResult, code_version, file_fingerprint, run_stage, stage_key
+from tasks.runtime.tables import read_table
 
 UNSCORED_NOTE = ("no judgment has a score (every one failed: failures.json, the judgments' reasons and raw "
                  "replies): no statistics, no hypotheses tested")
@@ -74,7 +73,8 @@ def run_reduce(
             result = contributed_statistics(contributors, context, scores, hypotheses=hypotheses, b=b,
                                             seed=seed, alpha=alpha, metric_order=list(metric_order),
                                             metric_suites=membership)
-        result.update(contributed_blocks(contributors, context))
+        settings = {"b": b, "seed": seed, "alpha": alpha}
+        result.update(contributed_blocks(contributors, replace(context, scores=scores, settings=settings)))
         written = write_stats(result, out_dir)
         return {
             "n_queries": result["n_queries"],
@@ -89,8 +89,9 @@ def run_reduce(
 
 def contributed_statistics(contributors: Sequence[StatisticsContributor], context: StatisticsContext,
                            scores: pd.DataFrame, **options) -> dict:
-    """compute_all with what the contributors add to it (a run's human labels); inputs that cannot be used
-    (a bad file, a system the scores lack) leave the core statistics whole, with a note that says why."""
+    """compute_all with what the contributors add to it (read from the run's files or the command's
+    options); inputs that cannot be used (a bad file, a system the scores lack) leave the core statistics
+    whole, with a note that says why."""
     inputs = contributed_inputs(contributors, context)
     failed, result = inputs.failed, None
     if inputs.kwargs:
@@ -121,32 +122,7 @@ def _hypotheses_text(path: str | None) -> str | None:
 
 
 def read_scores_file(path: str | Path) -> pd.DataFrame:
-    return _read_table(path, "scores")
-
-
-def read_labels_file(path: str | Path) -> pd.DataFrame:
-    """Human labels (`ccrs label`'s labels.jsonl, or the user's CSV/JSONL/Parquet), unchecked: see
-    stats.labels.validate_labels."""
-    return _read_table(path, "labels")
-
-
-def _read_table(path: str | Path, what: str) -> pd.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise StatsInputError(f"{what} file not found: {path}")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        if suffix in (".csv", ".tsv"):
-            # Read everything as text so that a non-numeric score is reported, not silently coerced.
-            return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", dtype=str, keep_default_na=False)
-        if suffix == ".jsonl":
-            return pd.read_json(path, lines=True, dtype=False)
-    except (OSError, ValueError) as error:
-        raise StatsInputError(f"cannot read {what} file {path}: {error}") from error
-    raise StatsInputError(f"{what} file must be Parquet (.parquet), CSV (.csv) or JSONL (.jsonl), got "
-                          f"{path.name}")
+    return read_table(path, "scores")
 
 
 def load_scores(path: str | Path) -> pd.DataFrame:
@@ -237,52 +213,3 @@ def load_hypotheses(path: str | Path) -> HypothesisSet:
             for item in error.errors()
         )
         raise StatsInputError(f"hypotheses file {path} is invalid: {problems}") from error
-
-
-ANSWER_DIGEST = "answer_sha1"  # a label's fingerprint of the answer it marks (`ccrs label` writes it)
-
-
-def answer_digest(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
-
-
-def read_run_labels(run_dir: Path) -> LabelSet | None:
-    """The human labels of a run (RUN_DIR/labels/, written by `ccrs label`), None where it has none: the
-    marks with each metric's scale and judge metric from labels/metrics.json, and the questions skipped
-    (labels/skips.jsonl). A label whose answer has changed since it was given (a night rerun in the same
-    folder) is left out and counted (`stale`)."""
-    layout = RunLayout(run_dir)
-    if not layout.labels_file.is_file():
-        return None
-    try:
-        declared = json.loads(layout.labels_metrics.read_text()) if layout.labels_metrics.is_file() else {}
-    except (OSError, ValueError) as error:
-        raise StatsInputError(f"cannot read {layout.labels_metrics}: {error}") from error
-    scales = {metric: tuple(entry["scale"]) for metric, entry in declared.items()}
-    predicted_by = {metric: entry.get("predicted_by", metric) for metric, entry in declared.items()}
-    frame, stale = _current_labels(read_labels_file(layout.labels_file), layout)
-    labels = validate_labels(frame, scales or None, predicted_by)
-    skipped = layout.labels_skips.is_file() and layout.labels_skips.stat().st_size > 0
-    skips = _read_table(layout.labels_skips, "skips") if skipped else pd.DataFrame()
-    return replace(labels, stale=stale, skips=validate_skips(skips))
-
-
-def _current_labels(frame: pd.DataFrame, layout: RunLayout) -> tuple[pd.DataFrame, int]:
-    """The labels of the answers the run holds now (those without a fingerprint are kept)."""
-    if ANSWER_DIGEST not in frame.columns or not layout.generations.is_file():
-        return frame, 0
-    answers = pd.read_parquet(layout.generations, columns=["query_id", "system", "answer"])
-    now = {(str(q), str(s)): answer_digest(a if isinstance(a, str) else "")  # a failed generation: None
-           for q, s, a in answers.itertuples(index=False)}
-    key = "question_id" if "question_id" in frame.columns else "query_id"
-    digest = frame[ANSWER_DIGEST]
-    current = [d is None or d != d or now.get((str(q), str(s))) == d
-               for q, s, d in zip(frame[key], frame["system"], digest)]
-    return frame[current].drop(columns=[ANSWER_DIGEST]), int(len(frame) - sum(current))
-
-
-def labels_fingerprint(run_dir: Path) -> list:
-    """What the reduce stage's key covers of a run's labels (nothing when it has none)."""
-    layout = RunLayout(run_dir)
-    files = (layout.labels_file, layout.labels_metrics, layout.labels_skips)
-    return [file_fingerprint(path) for path in files if path.is_file()]

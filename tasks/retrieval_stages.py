@@ -497,7 +497,7 @@ def retrieve_texts(run_dir: Path, spec: RetrievalSpec, texts: list[str], top_k: 
     """A run's own retrievers on query texts of the caller's (not the dataset's questions): the index
     stages as the run builds them (finished ones reused), the queries embedded by the run's embedder when
     a method needs vectors, then each configured method's top-k per text, by method name. VERA topicality
-    (pipelines/tools/vera.py) retrieves its query sets through it."""
+    (pipelines/tools/vera/topicality.py) retrieves its query sets through it."""
     if not texts:
         raise ValueError("retrieve_texts: no query texts")
     built = build_retrieval_index(run_dir, spec, progress=progress)

@@ -284,7 +284,8 @@ def test_no_private_names_across_packages():
 # (the paths the run config and the calibration gate both read are pipelines/resources.py; the GQM question
 # types the test-set tool and the report share are the report's). The run extensions are plug-ins: above
 # the tools and the config they use, while the core reads them through their registry, low in the order
-# (the registry imports each extension module by name, no import statement).
+# (the registry imports each extension module by name, no import statement). The tools' packages (the gate,
+# planning, labeling, load testing, the paper tools) sit in the tools layer, each importing its own modules.
 Layers = tuple[tuple[str, tuple[str, ...]], ...]  # (name, module patterns), top first
 PIPELINES_LAYERS: Layers = (
     ("commands", ("pipelines", "pipelines.cli", "pipelines.*_cmd")),
@@ -295,6 +296,7 @@ PIPELINES_LAYERS: Layers = (
     ("options", ("pipelines.options",)),
     ("config", ("pipelines.config",)),
     ("extension registry", ("pipelines.extensions", "pipelines.extensions.registry")),
+    ("option schema", ("pipelines.option_schema",)),  # imports nothing of the project
     ("reporting", ("pipelines.reporting", "pipelines.reporting.*")),
     ("resources", ("pipelines.resources",)),
 )
@@ -344,6 +346,43 @@ def benchmark_test_imports(root: Path = REPO) -> list[str]:
 def test_no_benchmark_imports_the_tests():
     violations = benchmark_test_imports()
     assert not violations, _report("benchmark importing tests/", violations)
+
+
+# pipelines/tools/ holds the cores of the commands that are not stages, one job a module: none grows past
+# TOOL_MODULE_LINES; a tool that would is a package of its own, one module a job (the gate, planning, ...).
+TOOL_MODULE_LINES = 400
+TOOLS = "pipelines/tools"
+
+
+def oversized_modules(root: Path = REPO, folder: str = TOOLS, limit: int = TOOL_MODULE_LINES) -> list[str]:
+    sizes = {path: len(path.read_text().splitlines()) for path in sorted((root / folder).rglob("*.py"))
+             if "__pycache__" not in path.parts}
+    return [f"{path.relative_to(root)}: {lines} lines (at most {limit})" for path, lines in sizes.items()
+            if lines > limit]
+
+
+def test_no_tool_module_is_over_400_lines():
+    violations = oversized_modules()
+    assert not violations, _report("oversized tool module", violations)
+
+
+# The nightly gate decides apart from what it fetches and how it says it (as MLflow's
+# models/evaluation/validation.py keeps its threshold check apart from the fetch): its decide module is pure,
+# importing neither MLflow nor the webhook client nor the gate's other parts.
+GATE_DECIDE = "pipelines.tools.gate.decide"
+GATE_DECIDE_MAY_NOT = frozenset({"mlflow", "httpx", "pipelines.tools.gate", "pipelines.tools.gate.fetch",
+                                 "pipelines.tools.gate.alert"})
+
+
+def impure_gate_imports(imports: list[Import], module: str = GATE_DECIDE) -> list[str]:
+    return [f"{imp.where}: {imp.statement}" for imp in imports if imp.importer == module
+            and (imp.target in GATE_DECIDE_MAY_NOT or top(imp.target) in GATE_DECIDE_MAY_NOT)]
+
+
+def test_the_gate_decides_with_no_mlflow_and_no_fetch():
+    assert GATE_DECIDE in project_modules()
+    violations = impure_gate_imports(all_imports(packages=("pipelines",)))
+    assert not violations, _report("gate decision importing its fetch or alert", violations)
 
 
 # The Ray stages of tasks/: each reads its inputs from files (RunLayout) and none imports another; what
@@ -587,6 +626,17 @@ def test_checker_finds_upward_imports_in_pipelines_and_benchmarks_importing_test
         "pipelines.tools.gate of the layer tools above it (from pipelines.tools.gate import decide)"]
     assert benchmark_test_imports(root) == [
         "benchmarks/bench_x.py:2: from tests.conftest import sample_field"]
+
+
+def test_checker_finds_oversized_tool_modules_and_an_impure_gate_decision(tmp_path):
+    files = {"pipelines/tools/small.py": "x = 1\n" * 3, "pipelines/tools/big/part.py": "x = 1\n" * 5,
+             "pipelines/tools/gate/decide.py": "import numpy\nfrom mlflow.tracking import MlflowClient\n"
+                                               "def f():\n    from pipelines.tools.gate import fetch\n"}
+    root = _write_project(tmp_path, files)
+    assert oversized_modules(root, limit=4) == ["pipelines/tools/big/part.py: 5 lines (at most 4)"]
+    assert impure_gate_imports(all_imports(root, ("pipelines",))) == [
+        "pipelines/tools/gate/decide.py:2: from mlflow.tracking import MlflowClient",
+        "pipelines/tools/gate/decide.py:4: from pipelines.tools.gate import fetch"]
 
 
 # --- one flag name for the LLM endpoint across commands ---------------------------------------------------

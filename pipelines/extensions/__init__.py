@@ -1,5 +1,6 @@
 """Run extensions: the optional parts of a run (the calibration gate, judge repeats, the bias probes, the
-GQM report, sequential judging, human labels), one module each, declared in the registry of
+GQM report, sequential judging, human labels, unpaired comparisons, production traces), one module each,
+declared in the registry of
 pipelines/extensions/registry.py."""
 from pipelines.extensions.registry import (
     WHEN,
@@ -13,11 +14,13 @@ from pipelines.extensions.registry import (
     MlflowPayload,
     PlannedCalls,
     RunExtension,
+    SourcedOutputs,
     StageContext,
     add_command_options,
     baseline_lines,
     check_before_work,
     command_hooks,
+    command_options,
     command_overrides,
     command_values,
     config_blocks,
@@ -28,10 +31,12 @@ from pipelines.extensions.registry import (
     judge_loop_line,
     judge_loop_policy,
     metrics_contributions,
+    outputs_named,
     planned_calls,
     register_extension,
     run_stages,
     run_tags,
+    sourced_outputs,
     statistics_contributors,
     track_payloads,
     unregister_extension,
@@ -40,10 +45,13 @@ from pipelines.extensions.registry import (
 
 __all__ = [
     "WHEN", "CommandOptions", "ExtensionOption", "ExtensionStage", "GateCells", "GateInputs", "JudgeLoop",
-    "JudgeLoopContext", "MlflowPayload", "PlannedCalls", "RunExtension", "StageContext",
+    "JudgeLoopContext", "MlflowPayload", "PlannedCalls", "RunExtension", "SourcedOutputs", "StageContext",
     "add_command_options",
-    "baseline_lines", "check_before_work", "command_hooks", "command_overrides", "command_values",
+    "baseline_lines", "check_before_work", "command_hooks", "command_options", "command_overrides",
+    "command_values",
     "config_blocks", "config_paths", "enabled", "extensions", "gate_cells", "judge_loop_line",
-    "judge_loop_policy", "metrics_contributions", "planned_calls", "register_extension", "run_stages",
-    "run_tags", "statistics_contributors", "track_payloads", "unregister_extension", "verdict_sections",
+    "judge_loop_policy", "metrics_contributions", "outputs_named", "planned_calls", "register_extension",
+    "run_stages",
+    "run_tags", "sourced_outputs", "statistics_contributors", "track_payloads", "unregister_extension",
+    "verdict_sections",
 ]

@@ -21,6 +21,7 @@ from pipelines.extensions.registry import (
     RunExtension,
     register_extension,
 )
+from pipelines.option_schema import ANY_COMMAND, Option
 from pipelines.reporting.tracking import MetricsContribution
 from pipelines.reporting.verdict import VerdictInputs, VerdictSection
 from stats.multiple import holm_adjust
@@ -50,7 +51,7 @@ def _labels(run_dir: Path | None, given: dict[str, Any]):
     from pipelines.options import parse_predicted_by, parse_scale
     from stats.errors import StatsInputError
     from stats.labels import validate_labels
-    from tasks.reduce import read_labels_file, read_run_labels
+    from tasks.runtime.labels import read_labels_file, read_run_labels
 
     if given.get("labels") is None:
         if given.get("label_scale") or given.get("predicted_by"):
@@ -62,7 +63,7 @@ def _labels(run_dir: Path | None, given: dict[str, Any]):
 
 
 def fingerprint(context: StatisticsContext) -> list[str]:
-    from tasks.reduce import labels_fingerprint
+    from tasks.runtime.labels import labels_fingerprint
 
     return labels_fingerprint(context.run_dir) if context.run_dir is not None else []
 
@@ -182,21 +183,22 @@ def metric_lines(entry: dict) -> list[str]:
             f"{len(block['too_few_labels'])} systems with too few labels"]
 
 
-LABELS_FILE_HELP = ("human labels (JSONL, CSV or Parquet: question_id or query_id, system, metric, label[, "
-                    "annotator])")
 OPTIONS = (
-    ExtensionOption(("--labels",), ("stats",), {
-        "type": Path, "metavar": "LABELS", "help": f"{LABELS_FILE_HELP}: adds the human-calibrated (PPI++) "
-        "statistics, docs/human-labels.md"}),
-    ExtensionOption(("--labels",), ("plan labels",), {
-        "type": Path, "metavar": "LABELS", "help": f"{LABELS_FILE_HELP}: the pilot's labels; without any "
-        "(nor the run's labels/): a table over assumed judge-human correlations"}),
-    ExtensionOption(("--label-scale",), ("stats", "plan labels"), {
-        "nargs": "+", "metavar": "MIN MAX", "help": "the labels' mark scale, mapped onto [0, 1] as --scale "
-        "maps scores (default: marks on [0, 1])"}),
-    ExtensionOption(("--predicted-by",), ("stats", "plan labels"), {
-        "action": "append", "default": [], "metavar": "HUMAN=JUDGE", "help": "labels of a human metric of "
-        "their own (e.g. acceptable=CC): the judge metric whose scores predict them (repeatable)"}),
+    ExtensionOption(Option(
+        "--labels", "human labels (JSONL, CSV or Parquet: question_id or query_id, system, metric, label[, "
+        "annotator]): `stats` adds the human-calibrated (PPI++) statistics, `plan labels` plans from the "
+        "pilot's (docs/human-labels.md)", {"type": Path, "metavar": "LABELS"},
+        {ANY_COMMAND: (None, "the run folder's labels/, where it has them")}), ("stats", "plan labels")),
+    ExtensionOption(Option(
+        "--label-scale", "the labels' mark scale, mapped onto [0, 1] as --scale maps scores: MIN MAX or "
+        "MIN-MAX", {"nargs": "+", "metavar": "MIN MAX"},
+        {ANY_COMMAND: (None, "marks on [0, 1]"), "label": (None, "a judge metric's declared scale")},
+        aliases=()), ("stats", "plan labels", "label")),
+    ExtensionOption(Option(
+        "--predicted-by", "HUMAN=JUDGE: the labels of a human metric of their own (e.g. acceptable=CC) and "
+        "the judge metric whose scores predict them (repeatable)",
+        {"action": "append", "metavar": "HUMAN=JUDGE"},
+        {ANY_COMMAND: ([], None)}), ("stats", "plan labels", "label")),
 )
 
 
@@ -212,7 +214,8 @@ register_extension(RunExtension(
     gate=GateCells(gate, "human", HUMAN_NOTE),
     options=CommandOptions(OPTIONS, metric_lines=metric_lines),
     files=(f"{LABELS_DIR}/",),
-    names=(r"human_calibrated", r"\bLABELS_DIR\b"),
+    names=(r"human_calibrated", r"\bLABELS_DIR\b", r"\bread_run_labels\b", r"\bread_labels_file\b",
+           r"\blabels_fingerprint\b", r"\bANSWER_DIGEST\b", r"tasks\.runtime\.labels"),
     own=("pipelines/label_cmd.py",),
     rank=45,
 ))

@@ -19,10 +19,11 @@ from pipelines.extensions.registry import (
 )
 from pipelines.reporting.verdict import VerdictInputs, VerdictSection
 from pipelines.resources import unit_tests_path
-from tasks.runtime.layout import PREFLIGHT_STAGE
+from tasks.runtime.layout import PREFLIGHT_STAGE, RunLayout
 
 if TYPE_CHECKING:
     from pipelines.reporting.track import TrackContext
+    from tasks.runtime.stops import RunStopped
 
 # tasks.calibration is imported where it is used: loading a run config loads this declaration
 
@@ -33,7 +34,7 @@ def run_gate(context: StageContext) -> None:
     from tasks.calibration import JudgeCalibrationStop, planned_judge_calls, run_preflight
 
     config = context.config
-    options = config.judge.preflight
+    options = PREFLIGHT.block(config)
     preflight = context.run_with_judge(run_preflight, options, unit_tests_path(options.tests),
                                        draw=plot_matrix)
     say(preflight.measured())
@@ -46,7 +47,8 @@ def run_gate(context: StageContext) -> None:
     except Exception:  # noqa: BLE001 - the count is for the line; the stop stands without it
         planned = None
     line = preflight.line(planned)
-    raise JudgeCalibrationStop(line, _log_stopped(context, preflight, line))
+    where = f"the judge's unit-test results are in {RunLayout(context.run_dir).preflight_dir}"
+    raise JudgeCalibrationStop(line, _log_stopped(context, preflight, line), where)
 
 
 def _log_stopped(context: StageContext, preflight, line: str) -> str | None:
@@ -69,7 +71,7 @@ def planned(config) -> PlannedCalls:
     replies at their budgets; paid once per judge model + prompt version, whatever the run's questions."""
     from tasks.calibration import load_preflight_tests, preflight_requests
 
-    options = config.judge.preflight
+    options = PREFLIGHT.block(config)
     requests = preflight_requests(load_preflight_tests(unit_tests_path(options.tests)), config.judge,
                                   config.client.seed)
     bound = " at most (its gates skip some)" if options.protocol == "pipeline" else ""
@@ -97,16 +99,34 @@ def log_to_mlflow(context: TrackContext, options: PreflightOptions) -> None:
     log_preflight(context.run_dir, options, context.tracking_uri, context.run_id)
 
 
-register_extension(RunExtension(
+def stopped_run() -> type[RunStopped]:
+    """What a stop of the gate is: status judge_calibration, exit code 6 (tasks.calibration)."""
+    from tasks.calibration import JudgeCalibrationStop
+
+    return JudgeCalibrationStop
+
+
+def tests_load(config) -> None:
+    """The gate's unit tests load when the config does (a bad line is named then, not after hours of
+    retrieval and generation)."""
+    from tasks.calibration import load_preflight_tests
+
+    load_preflight_tests(unit_tests_path(PREFLIGHT.block(config).tests))
+
+
+PREFLIGHT = register_extension(RunExtension(
     name="preflight",
     description="the calibration gate: the run's judge on GroUSE unit tests before the judge stages",
     key="judge.preflight",
     model=PreflightOptions,
+    validate=tests_load,
     stage=ExtensionStage("before_judge", run_gate, PREFLIGHT_STAGE, ("tasks.calibration",
                                                                        "pipelines.reporting.calibration")),
     plan=planned,
     verdict=(VerdictSection("header", verdict_section),),
     mlflow=MlflowPayload(log_to_mlflow, ("pipelines.reporting.calibration",)),
-    names=(r"judge\.preflight", r"\bpreflight\b", r"\bcalibration_gate\b", r"tasks\.calibration"),
+    stops=stopped_run,
+    names=(r"judge\.preflight", r"\bpreflight\b", r"\bcalibration_gate\b", r"tasks\.calibration",
+           r"\bJudgeCalibrationStop\b", r"\bSTOP_EXIT_CODE\b", r"\bjudge_calibration\b"),
     rank=10,
 ))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from pipelines.option_schema import Option
 
 if TYPE_CHECKING:
     import argparse
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from pipelines.reporting.verdict import VerdictSection
     from tasks.runtime.contributions import StatisticsContributor
     from tasks.runtime.judge_loop import Baseline, JudgeLoopPolicy
+    from tasks.runtime.stops import RunStopped
 
 When = Literal["before_judge", "after_judge", "after_reduce"]
 WHEN: tuple[When, ...] = ("before_judge", "after_judge", "after_reduce")
@@ -118,12 +121,18 @@ class JudgeLoop:
 @dataclass(frozen=True)
 class GateInputs:
     """What a gate cell kind reads: the night's stats.json (None where the run logged none), the baseline's
-    (fetched only when asked: `base_stats()`), the baseline run's id and the gate's alpha."""
+    (fetched only when asked: `base_stats()`), the baseline run's id and the gate's alpha; and, for a kind
+    that tests cells itself, both nights' scores (one per question, system, metric: query_id, system,
+    metric, score) with the gate's iterations `b` and `seed`."""
 
     run_stats: dict | None
     base_stats: Callable[[], dict | None]
     base_id: str
     alpha: float
+    run_scores: pd.DataFrame | None = None
+    base_scores: pd.DataFrame | None = None
+    b: int = 10_000
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -139,16 +148,27 @@ class GateCells:
 
 @dataclass(frozen=True)
 class ExtensionOption:
-    """A command option an extension adds: `flags` and argparse's keyword arguments (`type`, `help`, ...) on
-    each command of `commands` (`run`, `evaluate`, `nightly`, `stats`, ...)."""
+    """A command option an extension adds: its declaration (pipelines/option_schema.py `Option`: name, kind,
+    one meaning, its default on each command, old spellings) on each command of `commands` (`run`,
+    `evaluate`, `nightly`, `stats`, `plan power`, ...)."""
 
-    flags: tuple[str, ...]
+    option: Option
     commands: tuple[str, ...]
-    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dest(self) -> str:
-        return self.settings.get("dest") or self.flags[0].lstrip("-").replace("-", "_")
+        return self.option.dest
+
+
+@dataclass(frozen=True)
+class SourcedOutputs:
+    """Outputs an extension's options name instead of files (`ccrs evaluate`, `ccrs nightly`): `data` in the
+    outputs format (tasks/outputs.py; a DataFrame), the run's `name`, and dotted config `overrides` that
+    record what was read."""
+
+    data: Any
+    name: str
+    overrides: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,7 +178,10 @@ class CommandOptions:
     options of `command` by dest); in `ccrs stats` the values reach its statistics contributor
     (StatisticsContext.options), `check(args)` is made before any work, `stats_verdict(args, scores,
     verdict)` may add to the verdict and `metric_lines(entry)` gives its console lines under a metric's; in
-    `ccrs plan power`, `power_plan(args, pilot, plan)` gives the entries it adds to the plan."""
+    `ccrs plan power`, `power_plan(args, pilot, plan)` gives the entries it adds to the plan; in `ccrs
+    evaluate` and `ccrs nightly` (and `ccrs_eval.evaluate()`), `outputs(values, command)` gives the outputs
+    its options name instead of files (SourcedOutputs; None where they name none; `values`: every option of
+    the command by dest; a ValueError, one line, where they name nothing usable)."""
 
     options: tuple[ExtensionOption, ...]
     overrides: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
@@ -166,6 +189,7 @@ class CommandOptions:
     stats_verdict: Callable[[argparse.Namespace, pd.DataFrame, str], str] | None = None
     metric_lines: Callable[[dict], list[str]] | None = None
     power_plan: Callable[[argparse.Namespace, pd.DataFrame, dict], dict] | None = None
+    outputs: Callable[[dict[str, Any], str], SourcedOutputs | None] | None = None
 
 
 def _given(block: Any) -> bool:
@@ -177,19 +201,23 @@ class RunExtension:
     """One optional part of a run.
 
     `key`: where its block lives in a run config (dotted, as the user writes it: `judge.preflight`,
-    `probes`); `model`: the block's pydantic model (a top-level key that RunConfig has no field for becomes
-    a block of its own, validated by it); `on(block)`: whether the block turns it on (default: the block is
-    given). Everything else is optional: `stage`; `plan(config)`, the one count of the judge calls it adds;
-    `verdict`, its sections; `mlflow`, its payload; `tags(config)`, MLflow tags every run carries, on or
-    off (what `ccrs compare` reads); `paths`, keys of its block holding a file path (resolved like dataset
-    paths); `check(config)`, made before any work; `rank`, its place among the extensions.
+    `probes`); `model`: the block's pydantic model (a key the run config has no field for, at its top level
+    or in a block of it such as `judge.`, becomes a block of its own, validated by it); `on(block)`: whether
+    the block turns it on (default: the block is given). Everything else is optional: `stage`;
+    `plan(config)`, the one count of the judge calls it adds; `verdict`, its sections; `mlflow`, its
+    payload; `tags(config)`, MLflow tags every run carries, on or off (what `ccrs compare` reads); `paths`,
+    keys of its block holding a file path (resolved like dataset paths); `validate(config)`, its block
+    checked against the rest of the config when a config is loaded (a ValueError refuses it);
+    `check(config)`, made before any work; `rank`, its place among the extensions.
 
     The hooks where a feature lives: `judge_loop`, the judge stages' loop of a run that turns it on;
     `statistics`, its part of stats.json (every run and `ccrs stats`, on or off: it reads what it finds);
     `metrics`, what it logs of stats.json on the run's MLflow run and its systems' runs; `gate`, the gate
     cells it decides; `options`, its command options; `baseline(found)`: a night that turns it on reads the
     baseline's scores (Baseline), and this console line says what it does with the run id found (None on
-    the first night); `files`, its
+    the first night); `stops()`: the exception its stage raises to stop a run before judging (a subclass of
+    tasks.runtime.stops.RunStopped: the status, exit code and alert headline; a function, so that declaring
+    it imports nothing), which the gate's statuses list; `files`, its
     run-layout folders and files (relative to the run folder); `names`, patterns of the words that are its
     own (its config key, its functions), which the core may not use, and `own`, the product files where
     they belong besides its module (its command) (tests/pipelines/test_extension_recipe.py)."""
@@ -206,6 +234,7 @@ class RunExtension:
     tags: Callable[[Any], dict[str, str]] | None = None
     paths: tuple[str, ...] = ()
     check: Callable[[Any], None] | None = None
+    validate: Callable[[Any], None] | None = None
     rank: int = 100
     judge_loop: JudgeLoop | None = None
     statistics: StatisticsContributor | None = None
@@ -213,6 +242,7 @@ class RunExtension:
     gate: GateCells | None = None
     options: CommandOptions | None = None
     baseline: Callable[[str | None], str] | None = None
+    stops: Callable[[], type[RunStopped]] | None = None
     files: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
     own: tuple[str, ...] = ()
@@ -224,7 +254,11 @@ class RunExtension:
         for name in self.key.split("."):
             value = _member(value, name)
             if value is None:
-                return None
+                break
+        if value is None and "." in self.key and hasattr(config, "extension_block"):
+            value = config.extension_block(self.key)  # a RunConfig: a block inside one of its blocks
+        if value is None:
+            return None
         return self.model.model_validate(value) if isinstance(value, dict) and self.model else value
 
     def enabled(self, config: Any) -> bool:
@@ -277,10 +311,17 @@ def enabled(config: Any) -> list[RunExtension]:
 # --- what the pipeline, the cost plan, the verdict and the track stage read -----------------------------
 
 def config_blocks() -> dict[str, type[BaseModel]]:
-    """{top-level key: block model} of the extensions that declare a block at the top of a run config
-    (RunConfig accepts those of them it has no field for)."""
+    """{dotted key: block model} of the extensions that declare a block model (RunConfig accepts those of
+    them it has no field for: at its top level, or inside one of its blocks, `judge.sequential`)."""
     return {extension.key: extension.model for extension in extensions().values()
-            if "." not in extension.key and extension.model is not None}
+            if extension.model is not None}
+
+
+def validate_blocks(config: Any) -> None:
+    """Every enabled extension's checks of its block against the rest of a run config being loaded."""
+    for extension in enabled(config):
+        if extension.validate is not None:
+            extension.validate(config)
 
 
 def config_paths() -> tuple[str, ...]:
@@ -387,6 +428,11 @@ def gate_cells() -> tuple[GateCells, ...]:
     return tuple(extension.gate for extension in extensions().values() if extension.gate)
 
 
+def run_stops() -> tuple[type[RunStopped], ...]:
+    """The exceptions with which extensions stop a run before judging (each its status and exit code)."""
+    return tuple(extension.stops() for extension in extensions().values() if extension.stops)
+
+
 def baseline_lines(config: Any) -> list[Callable[[str | None], str]]:
     """The console lines of the enabled extensions that read the baseline's scores (empty: none does)."""
     return [extension.baseline for extension in enabled(config) if extension.baseline is not None]
@@ -398,22 +444,51 @@ def command_hooks(command: str) -> list[CommandOptions]:
             and any(command in option.commands for option in extension.options.options)]
 
 
+def sourced_outputs(args: argparse.Namespace | Mapping[str, Any], command: str) -> SourcedOutputs | None:
+    """The outputs an extension's options of `command` name instead of files (None: none named)."""
+    given = dict(args if isinstance(args, Mapping) else vars(args))
+    found = [sourced for hook in command_hooks(command) if hook.outputs is not None
+             if (sourced := hook.outputs(given, command)) is not None]
+    if len(found) > 1:
+        names = ", ".join(sourced.name for sourced in found)
+        raise ValueError(f"the options name {len(found)} sources of outputs ({names}); "
+                         "give one")
+    return found[0] if found else None
+
+
+def outputs_named(args: argparse.Namespace | Mapping[str, Any], command: str) -> bool:
+    """Whether an extension's options of `command` in `args` name outputs (its config block is given),
+    without reading them."""
+    values = command_values(args, command)
+    return any(extension.options.outputs is not None and extension.options.overrides is not None
+               and values.get(name) and extension.options.overrides(values[name], command)
+               for name, extension in extensions().items() if extension.options)
+
+
 def add_command_options(parser: argparse.ArgumentParser, command: str) -> None:
     """Every extension's options of `command` on its parser."""
     for extension in extensions().values():
         for option in extension.options.options if extension.options else ():
             if command in option.commands:
-                parser.add_argument(*option.flags, **option.settings)
+                option.option.add(parser, command)
 
 
-def command_values(args: argparse.Namespace, command: str) -> dict[str, dict[str, Any]]:
-    """{extension: {dest: value}} of the extensions' options of `command` in `args`."""
-    return {extension.name: {option.dest: getattr(args, option.dest) for option in extension.options.options
-                             if command in option.commands and hasattr(args, option.dest)}
+def command_values(args: argparse.Namespace | Mapping[str, Any], command: str) -> dict[str, dict[str, Any]]:
+    """{extension: {dest: value}} of the extensions' options of `command` in `args` (a Namespace, or the
+    Python API's keyword arguments)."""
+    given = args if isinstance(args, Mapping) else vars(args)
+    return {extension.name: {option.dest: given[option.dest] for option in extension.options.options
+                             if command in option.commands and option.dest in given}
             for extension in extensions().values() if extension.options}
 
 
-def command_overrides(args: argparse.Namespace, command: str) -> dict[str, Any]:
+def command_options(command: str) -> list[ExtensionOption]:
+    """The extensions' options of `command` (`ccrs_eval.evaluate()` takes those of `evaluate`)."""
+    return [option for extension in extensions().values() if extension.options
+            for option in extension.options.options if command in option.commands]
+
+
+def command_overrides(args: argparse.Namespace | Mapping[str, Any], command: str) -> dict[str, Any]:
     """The dotted config overrides of the extensions' options of `command` in `args` (ConfigError where
     they do not go together)."""
     overrides: dict[str, Any] = {}

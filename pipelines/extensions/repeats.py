@@ -25,7 +25,7 @@ def planned(config) -> PlannedCalls:
 
 def tags(config) -> dict[str, str]:
     """`ccrs.judge_repeats`, which `ccrs compare` holds equal between compared runs: 1 without repeats."""
-    from tasks.judge import repeats_label
+    from judges.repeats import repeats_label
 
     repeats = config.judge.repeats
     return {"ccrs.judge_repeats": repeats_label(repeats) if repeats.repeated else "1"}

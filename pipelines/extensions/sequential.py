@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from judges.config import SequentialOptions
+from pipelines.config import BLOCK_ON
+from pipelines.option_schema import ANY_COMMAND, Option
 from pipelines.extensions.registry import (
     CommandOptions,
     ExtensionOption,
@@ -29,7 +30,12 @@ from pipelines.reporting.verdict import VerdictInputs, VerdictSection
 from stats.sequential import DEFAULT_TARGET, TARGETS
 from tasks.runtime.contributions import StatisticsContext, StatisticsContributor
 from tasks.runtime.layout import JUDGE_PREFIX
-from tasks.runtime.sequential_judging import SEQUENTIAL_FILE, SequentialJudging, merged_sequential
+from tasks.runtime.sequential_judging import (
+    SEQUENTIAL_FILE,
+    SequentialJudging,
+    SequentialOptions,
+    merged_sequential,
+)
 from tasks.runtime.stage import file_fingerprint
 
 SEQUENTIAL_NOTE = ("sequential cells (basis `sequential`): the night was judged with judge.sequential and "
@@ -44,9 +50,22 @@ RUN_COMMANDS = ("run", "evaluate", "nightly")
 def policy(context: JudgeLoopContext) -> SequentialJudging:
     from judges.suite import get_suite
 
-    judge = context.config.judge
-    metrics = get_suite(context.suite).selected_metrics(judge)
-    return SequentialJudging(judge.sequential, metrics, context.family, context.baseline)
+    metrics = get_suite(context.suite).selected_metrics(context.config.judge)
+    return SequentialJudging(SEQUENTIAL.block(context.config), metrics, context.family, context.baseline)
+
+
+def metrics_judged(config: Any) -> None:
+    """judge.sequential.metrics names metrics the run judges (checked when a config is loaded)."""
+    from judges.suite import get_suite
+
+    chosen = SEQUENTIAL.block(config).metrics
+    if chosen is None:
+        return
+    judged = [metric for name in config.judges for metric in get_suite(name).selected_metrics(config.judge)]
+    wrong = [metric for metric in chosen if metric not in judged]
+    if wrong or not chosen:
+        raise ValueError(f"judge.sequential.metrics {wrong or '[]'}: name metrics this run judges, "
+                         f"from {judged}")
 
 
 def settled_line(summary: dict) -> str:
@@ -133,15 +152,23 @@ def gate(table: pd.DataFrame, inputs: GateInputs) -> pd.DataFrame:
 # --- the command options
 
 def overrides(values: dict[str, Any], command: str) -> dict[str, Any]:
-    """`--sequential [--margin M] [--look-every N]` as dotted overrides of judge.sequential."""
-    from pipelines.config import ConfigError, judge_sequential_overrides
+    """`--sequential [--margin M] [--look-every N]` (or `ccrs_eval.evaluate(sequential=...)`) as dotted
+    overrides of judge.sequential: True turns it on (the config's block, else its defaults), a dict of its
+    fields also sets them (`{"margin": 0.05}`), False turns a config's block off, None leaves the config."""
+    from pipelines.config import ConfigError
 
-    if not values.get("sequential"):
-        if values.get("margin") is not None or values.get("look_every") is not None:
+    sequential = values.get("sequential")
+    given = {field: values[field] for field in ("margin", "look_every") if values.get(field) is not None}
+    if sequential is None or sequential is False:
+        if given:
             raise ConfigError("--margin and --look-every need --sequential")
-        return {}
-    given = {"margin": values.get("margin"), "look_every": values.get("look_every")}
-    return judge_sequential_overrides({field: value for field, value in given.items() if value is not None})
+        return {} if sequential is None else {"judge.sequential": None}
+    if isinstance(sequential, dict):
+        given = {**sequential, **given}
+    elif sequential is not True:
+        raise ConfigError(f"sequential: expected True, False, None or a dict of judge.sequential fields, got "
+                          f"{sequential!r}")
+    return {"judge.sequential": BLOCK_ON} | {f"judge.sequential.{key}": value for key, value in given.items()}
 
 
 def check_stats(args: argparse.Namespace) -> None:
@@ -158,60 +185,62 @@ def stats_verdict(args: argparse.Namespace, frame: pd.DataFrame, verdict: str) -
 
 
 def power_plan(args: argparse.Namespace, pilot: pd.DataFrame, plan: dict) -> dict:
-    """`ccrs plan power --sequential-margin M`: a sequential run of the planned questions, simulated."""
+    """`ccrs plan power --sequential --margin M`: a sequential run of the planned questions, simulated."""
     from judges.suite import metric_order
-    from pipelines.tools.power_plan import sequential_plan
+    from pipelines.tools.planning.power import sequential_plan
+    from stats.errors import StatsInputError
 
-    if args.sequential_margin is None:
+    if not args.sequential and args.margin is None:
         return {}
-    return {"sequential": sequential_plan(pilot, plan, args.sequential_margin, args.look_every,
+    if args.margin is None:
+        raise StatsInputError("--sequential needs --margin M on `plan power`: the margin the simulated runs "
+                              "decide equivalence with")
+    return {"sequential": sequential_plan(pilot, plan, args.margin, args.look_every,
                                           args.sequential_replicates, metric_order())}
 
 
-def _option(flags: tuple[str, ...], commands: tuple[str, ...], **settings) -> ExtensionOption:
-    return ExtensionOption(flags, commands, settings)
-
-
+SEQUENTIAL_COMMANDS = (*RUN_COMMANDS, "stats", "plan power")
 OPTIONS = (
-    _option(("--sequential",), RUN_COMMANDS, action="store_true", help="judge questions in a seeded random "
-            "order and stop once every comparison is settled (judge.sequential: the config's block, else its "
-            "defaults; docs/sequential.md)"),
-    _option(("--margin",), RUN_COMMANDS, type=float, metavar="M", help="with --sequential: pairs whose "
-            "interval lies in [-M, M] are equivalent (judge.sequential.margin)"),
-    _option(("--look-every",), RUN_COMMANDS, type=int, metavar="N", help="with --sequential: questions "
-            "judged between two looks (judge.sequential.look_every)"),
-    _option(("--sequential",), ("stats",), action="store_true", help="also replay the scores as a "
-            "sequential run: questions in the seeded random order (--seed), a look every --look-every "
-            "questions, stopping once every pair is different or equivalent within --margin (anytime-valid "
-            "at --alpha; docs/sequential.md)"),
-    _option(("--margin",), ("stats",), type=float, metavar="M", help="with --sequential: the equivalence "
-            "margin on the [0, 1] score scale (e.g. 0.02)"),
-    _option(("--look-every",), ("stats",), type=int, metavar="L",
-            help="with --sequential: questions per look"),
-    _option(("--min-questions",), ("stats",), type=int, metavar="N", help="with --sequential: no stop before "
-            "N questions (default 0)"),
-    _option(("--max-questions",), ("stats",), type=int, metavar="N", help="with --sequential: stop after N "
-            "questions at the latest (default: all)"),
-    _option(("--sequential-margin",), ("plan power",), type=float, metavar="M", help="also simulate a "
-            "sequential run (judge.sequential, docs/sequential.md) of the planned questions with this "
-            "margin: the questions and judge calls it is expected to need"),
-    _option(("--look-every",), ("plan power",), type=int, metavar="L", help="with --sequential-margin: "
-            "questions per look (default: a twentieth of the planned questions)"),
-    _option(("--sequential-replicates",), ("plan power",), type=int, default=50, metavar="R",
-            help="with --sequential-margin: simulated sequential runs (default 50)"),
-    _option(("--target",), ("stats",), choices=TARGETS, help="with --sequential: decide about the population "
-            "of questions the scores' are drawn from (population, as the HSD), or about these questions only "
-            f"(questions: sampling without replacement); default {DEFAULT_TARGET}"),
+    ExtensionOption(Option(
+        "--sequential", "sequential judging (judge.sequential, docs/sequential.md): questions in a seeded "
+        "random "
+        "order, stopping once every comparison is settled; `stats` replays the scores so, `plan power` "
+        "simulates it on the planned questions", {"action": "store_true", "default": None}),
+        SEQUENTIAL_COMMANDS),
+    ExtensionOption(Option(
+        "--margin", "with --sequential: pairs whose interval lies in [-M, M] on the [0, 1] score scale are "
+        "equivalent (judge.sequential.margin)", {"type": float, "metavar": "M"},
+        aliases={"plan power": ("--sequential-margin",)}), SEQUENTIAL_COMMANDS),
+    ExtensionOption(Option(
+        "--look-every", "with --sequential: questions judged between two looks (judge.sequential.look_every)",
+        {"type": int, "metavar": "N"}, {"plan power": (None, "a twentieth of the planned questions")}),
+        SEQUENTIAL_COMMANDS),
+    ExtensionOption(Option(
+        "--min-questions", "with --sequential: no stop before N questions", {"type": int, "metavar": "N"},
+        {ANY_COMMAND: (None, "0")}), ("stats",)),
+    ExtensionOption(Option(
+        "--max-questions", "with --sequential: stop after N questions at the latest",
+        {"type": int, "metavar": "N"},
+        {ANY_COMMAND: (None, "all")}), ("stats",)),
+    ExtensionOption(Option(
+        "--sequential-replicates", "with --sequential: simulated sequential runs",
+        {"type": int, "metavar": "R"},
+        {ANY_COMMAND: (50, "50")}), ("plan power",)),
+    ExtensionOption(Option(
+        "--target", "with --sequential: decide about the population of questions the scores are drawn from "
+        "(population, as the HSD), or about these questions only (questions: sampling without replacement)",
+        {"choices": TARGETS}, {ANY_COMMAND: (None, DEFAULT_TARGET)}), ("stats",)),
 )
 
 
-register_extension(RunExtension(
+SEQUENTIAL = register_extension(RunExtension(
     name="sequential",
     description="sequential judging: questions in a seeded random order, the judge stages stop once every "
                 "comparison is settled",
     key="judge.sequential",
     model=SequentialOptions,
     on=lambda options: options is not None,
+    validate=metrics_judged,
     judge_loop=JudgeLoop(policy, settled_line),
     statistics=StatisticsContributor("sequential", key="sequential", block=block, fingerprint=fingerprint,
                                      code=(__name__, "tasks.runtime.sequential_judging")),

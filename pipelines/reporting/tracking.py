@@ -185,7 +185,8 @@ def log_pipeline_run(
             _log_dataset(mlflow, queries_path, config)
             _log_artifacts(mlflow, stats_dir, generations_path, judgments, config)
             log_comparison_table(mlflow, stats)
-            mlflow.log_table(data=per_sample_table(pd.read_parquet(queries_path), generations, judgments),
+            mlflow.log_table(data=per_sample_table(pd.read_parquet(queries_path), generations, judgments,
+                                                   not_judged_reason(stage_summaries)),
                              artifact_file=PER_SAMPLE_TABLE_ARTIFACT)
             summary_url = None
             if summary_path is not None and summary_path.exists():
@@ -403,8 +404,14 @@ def log_comparison_table(mlflow, stats: dict) -> None:
 
 
 
+def not_judged_reason(stage_summaries: dict) -> str:
+    """Why a question has no judgment: what the loop policy of a judge stage that stopped early said."""
+    said = [(summary or {}).get("not_judged") for summary in stage_summaries.values()]
+    return next((reason for reason in said if reason), NOT_JUDGED)
+
+
 def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
-                     judgments: pd.DataFrame) -> pd.DataFrame:
+                     judgments: pd.DataFrame, not_judged: str = NOT_JUDGED) -> pd.DataFrame:
     """One row per (question, system): the question, the system's answer and retrieved chunk ids, every
     judged metric's score (a column each, empty where the judgment failed; judged more than once, the mean of
     its scored repeats), the judge's raw replies and what failed (each repeat's, labelled `metric[r]`).
@@ -424,7 +431,7 @@ def per_sample_table(queries: pd.DataFrame, generations: pd.DataFrame,
     table = table.merge(notes.reset_index(), on=keys, how="left")
     unjudged = table["judge_raw"].isna()  # the judge loop stopped before the question (never sent)
     table["judge_raw"] = table["judge_raw"].fillna("")
-    table["judge_failures"] = table["judge_failures"].fillna("").mask(unjudged, NOT_JUDGED)
+    table["judge_failures"] = table["judge_failures"].fillna("").mask(unjudged, not_judged)
     generation_failed = table["status"] != "ok"
     table["failures"] = [
         "; ".join(part for part in (f"generation {status}: {error}" if failed else "", judged) if part)

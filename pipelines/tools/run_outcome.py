@@ -16,23 +16,22 @@ def adhoc_tags(args: argparse.Namespace) -> dict[str, str]:
 
 def run_guarded(command: str, layout, work) -> tuple[int, object | None]:
     """(0, result) of `work()`; an expected failure is one line and (1, None), a judge endpoint that cannot
-    serve the config's scoring (2, None), a run the calibration gate stopped (`judge.preflight`, 6: its
-    line); Ray is shut down either way."""
+    serve the config's scoring (2, None), a run an extension stopped before judging (its exit code and
+    line, tasks/runtime/stops.py); Ray is shut down either way."""
     from infra.console import say
     from infra.ray_runtime import shutdown_ray
     from judges.scoring import ScoringUnsupportedError
-    from tasks.calibration import STOP_EXIT_CODE, JudgeCalibrationStop
+    from tasks.runtime.stops import RunStopped
 
     try:
         return 0, work()
     except ScoringUnsupportedError as exc:
         say(f"{command}: {exc}", err=True)
         return 2, None
-    except JudgeCalibrationStop as exc:
+    except RunStopped as exc:
         say(f"{command}: {exc}", err=True)
-        say(f"the judge's unit-test results are in {layout.preflight_dir}; finished stages are kept in "
-            f"{layout.root}", err=True)
-        return STOP_EXIT_CODE, None
+        say(f"{exc.where + '; ' if exc.where else ''}finished stages are kept in {layout.root}", err=True)
+        return exc.exit_code, None
     except _expected_errors() as exc:
         say(f"{command}: {type(exc).__name__}: {exc}", err=True)
         say(f"finished stages are kept in {layout.root}; rerunning resumes from there", err=True)
@@ -63,9 +62,9 @@ def report_result(result, layout, started: float) -> None:
 def outcome_code(command: str, layout) -> int:
     """0; for a run in which no judgment has a score (every one failed), whose verdict printed above is the
     failure table, the most common reasons and the judge's replies: one line and the nightly gate's
-    failure-rate code (pipelines/tools/regression.py STATUSES)."""
+    failure-rate code (pipelines/tools/gate/decide.py STATUSES)."""
     from infra.console import say
-    from pipelines.tools.regression import STATUSES
+    from pipelines.tools.gate.decide import STATUSES
     from pipelines.reporting.failures import unscored_run_line
 
     line = unscored_run_line(layout.root)
@@ -79,7 +78,8 @@ def print_cost_plan(config: RunConfig) -> None:
     """What the run will cost (`ccrs plan cost`), printed before a cluster run starts; a plan that cannot
     be made here (e.g. the dataset lives on the cluster only) is a note, never a reason not to run."""
     from infra.console import say
-    from pipelines.tools.cost_plan import cost_plan, render
+    from pipelines.tools.planning.cost import cost_plan
+    from pipelines.tools.planning.cost_render import render
 
     try:
         say(render(cost_plan(config)) + "\n")

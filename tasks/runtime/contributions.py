@@ -21,11 +21,14 @@ from typing import Any
 class StatisticsContext:
     """What a contributor reads: the run folder (None for scores outside a run, `ccrs stats FILE`), the
     judge stages' scores files and the command's options ({extension: {dest: value}}, `ccrs stats`; {} in
-    a run)."""
+    a run); for `block`, also the scores themselves (the long table the core statistics read) and the
+    core's settings ({"b", "seed", "alpha"})."""
 
     run_dir: Path | None
     scores_paths: tuple[Path, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
+    scores: Any = None
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

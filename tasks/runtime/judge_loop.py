@@ -17,8 +17,9 @@ import pandas as pd
 
 from tasks.runtime.judge_batches import question_batches
 
-# a question a policy stopped before (never sent to the judge), in the per-sample table
-NOT_JUDGED = "not judged: the sequential run settled before this question (judge.sequential)"
+# a question a policy stopped before (never sent to the judge), in the per-sample table, where the policy
+# says no reason of its own
+NOT_JUDGED = "not judged: the judge loop stopped before this question"
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,10 @@ class Baseline:
 
 class JudgeLoopPolicy:
     """The default: every question, in batches of `batch_samples` (ClientConfig.batch_samples) whole
-    questions; never stops early, records nothing, adds nothing to the key."""
+    questions; never stops early, records nothing, adds nothing to the key. `not_judged`: why a question the
+    policy stopped before has no judgment (the stage's summary says it where the stage stopped early)."""
+
+    not_judged = NOT_JUDGED
 
     def looks(self, generations: Path, batch_samples: int) -> list[list[str]]:
         """The question ids in the order they are judged, cut into looks (the stage's batches)."""

@@ -23,7 +23,14 @@ from judges.client import LLMClient
 from judges.config import ClientConfig, JudgeConfig, RepeatOptions
 from judges.em import flatten_answers
 from judges.injection import injection_markers, union_of_markers
-from judges.repeats import client_for, plan_units, repeated_judgments
+from judges.repeats import (
+    client_for,
+    plan_units,
+    repeated_judgments,
+    repeats_label,
+    stage_repeats,
+    unrepeated_settings,
+)
 from judges.suite import Judgment, JudgeSuite, Sample, Unit, get_suite
 from judges.tokens import token_counter
 from retrievers.schema import top_k_contexts
@@ -206,6 +213,25 @@ class JudgeSession:
         return cls(suite, judge, client or ClientConfig(), transport, **options)
 
 
+    @classmethod
+    def for_stage(cls, suite: JudgeSuite, judge: JudgeConfig, client: ClientConfig, base_url: str,
+                  identity: dict[str, Any] | None) -> JudgeSession:
+        """A judge stage's session: Ray tasks against `base_url`, each unit asked as many times as the
+        judge's settings say (judges/repeats.py)."""
+        return cls(suite, judge, client, RayFanOut(base_url), identity, repeats=stage_repeats(judge))
+
+
+    @property
+    def copies(self) -> int:
+        """Judgments per (question, system, metric): one per repeat."""
+        return self.repeats.k if self.repeats is not None else 1
+
+
+    def summary_entries(self) -> dict[str, Any]:
+        """What the session adds to a stage's summary: how its judgments were repeated ({}: once)."""
+        return {"repeats": repeats_label(self.repeats)} if self.repeats is not None else {}
+
+
     def metrics(self) -> tuple[str, ...]:
         return self.suite.selected_metrics(self.judge)
 
@@ -282,6 +308,14 @@ class JudgeSession:
                 continue
             planned += plan_units(self.suite, sample, self.judge, self.client.seed, count, self.repeats)
         return judgments, planned
+
+
+def keyed_judge_settings(judge: JudgeConfig) -> dict[str, Any]:
+    """The judge settings a judge stage's key covers: all but where the judge is reached (the endpoint's
+    identity is keyed instead) and, at k = 1, repeats (a run without them keeps the key it always had). A
+    run extension's block under `judge.` is no JudgeConfig field: the stage's loop policy adds what it
+    declares of it (JudgeLoopPolicy.key_settings)."""
+    return judge.model_dump(mode="json", exclude=JUDGE_ENDPOINT_FIELDS | unrepeated_settings(judge))
 
 
 def asked_once(units: list[Unit], caching: CachingJudge) -> tuple[list[Unit], list[tuple[Unit, Unit]]]:

@@ -10,17 +10,43 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field
 
-from judges.config import SequentialOptions
 from stats.scores import mean_over_repeats
-from stats.sequential import Look, PairDecision, SequentialResult, decide, seeded_order
+from stats.sequential import DEFAULT_TARGET, Look, PairDecision, SequentialResult, decide, seeded_order
 from tasks.runtime.judge_loop import Baseline, JudgeLoopPolicy
 
 SEQUENTIAL_FILE = "sequential.json"  # a judge stage's record of its looks and decisions, beside its outputs
+
+
+class SequentialOptions(BaseModel):
+    """`judge.sequential` (the block its run extension declares, pipelines/extensions/sequential.py): judge
+    the questions in a seeded random order, in looks of `look_every` questions, and stop once every (metric,
+    system pair) is settled by anytime-valid confidence sequences (stats/sequential.py,
+    docs/sequential.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    look_every: int = Field(default=50, ge=1, description="questions judged between two looks")
+    margin: float = Field(default=0.02, gt=0.0, lt=1.0, description="a pair whose interval of the mean "
+                          "difference lies inside [-margin, margin] is equivalent within the margin")
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0, description="family-wise error rate of every "
+                         "decision of the run, at every look at once")
+    min_questions: int = Field(default=0, ge=0, description="never stop before this many questions")
+    max_questions: int | None = Field(default=None, ge=1, description="judge at most this many questions "
+                                      "(pairs still open then stay open)")
+    metrics: list[str] | None = Field(default=None, description="the metrics whose pairs must be settled "
+                                      "(default: every judged metric)")
+    seed: int = Field(default=0, ge=0, description="seed of the questions' random order")
+    target: Literal["population", "questions"] = Field(
+        default=DEFAULT_TARGET, description="population: the decisions are about the means over the "
+        "population of questions the run's are drawn from (as the HSD's); questions: about these N questions "
+        "only (sampling without replacement: settles sooner, says nothing beyond them)")
 
 
 def sequential_looks(generations: Path, options: SequentialOptions) -> list[list[str]]:
@@ -130,6 +156,8 @@ class SequentialJudging(JudgeLoopPolicy):
     stop once every (metric, system pair) is settled (against `baseline`: every (system, metric) cell).
     `metrics`: the stage's judged metrics; `family`: every metric of the run whose pairs must be settled
     (all its judge stages), which sizes the family the error rate is shared by (empty: the stage's)."""
+
+    not_judged = "not judged: the sequential run settled before this question (judge.sequential)"
 
     def __init__(self, options: SequentialOptions, metrics: Sequence[str], family: Sequence[str] = (),
                  baseline: Baseline | None = None) -> None:

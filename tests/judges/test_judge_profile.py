@@ -57,7 +57,7 @@ def test_evaluate_and_the_python_api_fit_the_judge_the_same_way():
     from pipelines.evaluate import prepare_evaluation
 
     def judge(**options):
-        return prepare_evaluation(EXAMPLE, limit=2, run_dir="unused", **options)[0].judge
+        return prepare_evaluation(EXAMPLE, limit=2, out="unused", **options)[0].judge
 
     hosted = judge(judge_base_url=URL, judge_model="any-judge")
     assert (hosted.model, hosted.base_url, hosted.scoring, hosted.structured_output) == (

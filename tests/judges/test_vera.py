@@ -316,7 +316,7 @@ def test_no_cross_encoder_without_a_trained_head(tmp_path):
 @pytest.mark.llm
 def test_vera_on_real_bioasq_questions(llm_endpoint, judge_cache_dir, tmp_path):
     from judges.config import ClientConfig
-    from pipelines.tools.vera import run_vera
+    from pipelines.tools.vera.scoring import run_vera
     from tasks.runtime.layout import RunLayout
     from tests.conftest import write_bioasq_inputs
 

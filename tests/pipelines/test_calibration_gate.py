@@ -25,7 +25,8 @@ def test_a_stopped_run_exits_6_with_its_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray stays up
 
     def stopped():
-        raise JudgeCalibrationStop(LINE)
+        raise JudgeCalibrationStop(LINE, None, f"the judge's unit-test results are in "
+                                               f"{RunLayout(tmp_path).preflight_dir}")
 
     assert run_guarded("ccrs run", RunLayout(tmp_path), stopped) == (STOP_EXIT_CODE, None) == (6, None)
     err = capsys.readouterr().err
@@ -49,7 +50,7 @@ def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_log
     monkeypatch.setattr(nightly_cmd, "_run_night", stops)
     parser = argparse.ArgumentParser()
     nightly_cmd.add_arguments(parser)
-    args = parser.parse_args(["--config", str(DEFAULT_CONFIG), "--run-dir", str(tmp_path / "run")])
+    args = parser.parse_args(["--config", str(DEFAULT_CONFIG), "--out", str(tmp_path / "run")])
     assert nightly_cmd.night(args) == 6
     runs = MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name("ccrs-cpu-demo")
                                           .experiment_id])

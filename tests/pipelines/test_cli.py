@@ -102,7 +102,7 @@ def test_commands_that_start_ray_serve_or_an_llm_client_declare_a_log_file_and_t
     (["meta-eval", "--agreement", "a.json", "b.json"], None),
     (["vera", "bootstrap", "scores.parquet"], None),
     (["load-test", "--out", "lt"], Path("lt") / "console.log"),
-    (["index", "--run-dir", "r"], Path("r") / "logs" / "console.log"),
+    (["index", "--out", "r"], Path("r") / "logs" / "console.log"),
     (["vera", "score", "r", "--llm-base-url", "http://x/v1"], Path("r") / "vera" / "console.log"),
 ])
 def test_where_each_invocation_logs(argv, expected):

@@ -130,8 +130,8 @@ def test_the_former_top_level_ccrs_keys_move_under_ccrs_with_one_warning(tmp_pat
 
 
 def test_the_calibration_gate_is_off_in_the_demo_on_in_the_paper_config_and_its_tests_load_first(tmp_path):
-    assert load_config(RUN_CONFIGS[0]).judge.preflight is None
-    gate = load_config(RUN_CONFIGS[1]).judge.preflight
+    assert load_config(RUN_CONFIGS[0]).extension_block("judge.preflight") is None
+    gate = load_config(RUN_CONFIGS[1]).extension_block("judge.preflight")
     assert (gate.tests, gate.min_pass_rate, gate.on_fail) == ("builtin", 0.6, "stop")
     assert gate.protocol == "all-calls"
     from pipelines.config import BUILTIN_UNIT_TESTS, unit_tests_path
@@ -145,3 +145,28 @@ def test_the_calibration_gate_is_off_in_the_demo_on_in_the_paper_config_and_its_
         load_config(None, {"judge.preflight": {"tests": str(bad)}})
     with pytest.raises(ConfigError, match="on_fail"):
         load_config(None, {"judge.preflight": {"on_fail": "ignore"}})
+
+
+def test_an_extensions_block_inside_the_judge_block_is_validated_located_and_dumped_in_place():
+    """judge.sequential is the sequential extension's block, not a JudgeConfig field: the config accepts
+    it where a user writes it, refuses a bad one at its key as a field's, and dumps it where it was."""
+    from judges.config import JudgeConfig
+    from pipelines.config import RunConfig
+    from pipelines.extensions import extensions
+
+    sequential = extensions()["sequential"]
+    config = load_config(None, {"judge.sequential": {"margin": 0.1}})
+    assert "sequential" not in JudgeConfig.model_fields and sequential.enabled(config)
+    assert sequential.block(config) == config.extension_block("judge.sequential") and \
+        sequential.block(config).margin == 0.1
+    judge = config.model_dump(mode="json")["judge"]
+    assert list(judge)[-1] == "sequential" and judge["sequential"]["margin"] == 0.1
+    assert load_config(None).model_dump(mode="json")["judge"]["sequential"] is None  # off: null, as ever
+    assert RunConfig.model_validate(config.model_dump(mode="json")) == config
+    with pytest.raises(ConfigError, match=r"judge\.sequential\.margin\n  Input should be less than 1(.|\n)*"
+                                          r"judge\.sequential\.volume\n  Extra inputs are not permitted"):
+        load_config(None, {"judge.sequential": {"margin": 2, "volume": 11}})
+    with pytest.raises(ConfigError, match=r"judge\.sequential\.margin(.|\n)*stats\.b"):  # with the rest's
+        load_config(None, {"judge.sequential": {"margin": 2}, "stats.b": 1})
+    with pytest.raises(ConfigError, match=r"judge\.sequential\.metrics \['ZZ'\]: name metrics this run"):
+        load_config(None, {"judge.sequential": {"metrics": ["ZZ"]}})

@@ -151,7 +151,7 @@ def test_compare_against_the_previous_run_tags_and_summarizes(e2e_run, llm_endpo
     experiment stay as the other tests here expect them, in any order."""
     import shutil
 
-    from pipelines.tools.regression import compare_runs
+    from pipelines.tools.gate import compare_runs
 
     _, session_result = e2e_run
     shutil.copytree(session_result.run_dir, tmp_path / "run")

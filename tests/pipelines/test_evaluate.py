@@ -15,8 +15,8 @@ from tests.tasks.test_outputs import EXAMPLE, example_rows
 
 
 def _sequential(config: Path | None = None, **options):
-    run_config, _ = prepare_evaluation(EXAMPLE, limit=2, run_dir="unused", config=config, **options)
-    return run_config.judge.sequential
+    run_config, _ = prepare_evaluation(EXAMPLE, limit=2, out="unused", config=config, **options)
+    return run_config.extension_block("judge.sequential")
 
 
 def _config_with_sequential_block(path: Path) -> Path:
@@ -59,11 +59,11 @@ def _dated_file(path: Path) -> Path:
 
 
 def test_the_series_is_the_experiment_unless_named_and_system_names_a_dated_files_one_system(tmp_path):
-    config, outputs = prepare_evaluation(_dated_file(tmp_path / "outputs-2026-11-28.jsonl"), run_dir="unused",
+    config, outputs = prepare_evaluation(_dated_file(tmp_path / "outputs-2026-11-28.jsonl"), out="unused",
                                          experiment="prod-rag-nightly")
     assert (config.mlflow.series, config.mlflow.resolved_series()) == (None, "prod-rag-nightly")
     assert outputs.systems == ["outputs-2026-11-28"]  # the stem: a new system every dated night
-    config, outputs = prepare_evaluation(tmp_path / "outputs-2026-11-28.jsonl", run_dir="unused",
+    config, outputs = prepare_evaluation(tmp_path / "outputs-2026-11-28.jsonl", out="unused",
                                          experiment="prod-rag-nightly", series="staging", system="prod")
     assert (config.mlflow.resolved_series(), outputs.systems) == ("staging", ["prod"])
     assert config.name == "evaluate-outputs-2026-11-28"  # the MLflow run's name still says tonight's file
@@ -74,4 +74,4 @@ def test_the_series_is_the_experiment_unless_named_and_system_names_a_dated_file
                                            ({"series": ""}, "series")])
 def test_a_system_name_for_several_systems_or_an_empty_series_is_one_clear_error(options, says):
     with pytest.raises(EvaluationInputError, match=re.escape(says)):
-        prepare_evaluation(EXAMPLE, limit=2, run_dir="unused", **options)
+        prepare_evaluation(EXAMPLE, limit=2, out="unused", **options)

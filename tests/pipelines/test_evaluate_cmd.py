@@ -55,7 +55,7 @@ def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_ca
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray serves the model
-    code = main(["evaluate", str(EXAMPLE), "--run-dir", str(tmp_path / "one"), "--config", str(config),
+    code = main(["evaluate", str(EXAMPLE), "--out", str(tmp_path / "one"), "--config", str(config),
                  "--limit", "2", "--llm-base-url", llm_endpoint.base_url, "--experiment", "evaluate-e2e"])
     printed = capsys.readouterr()
     assert code == 0, printed.err[-3000:]
@@ -80,7 +80,7 @@ def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_ca
     script = (
         "from ccrs_eval import evaluate\n"
         f"r = evaluate({str(EXAMPLE)!r}, config={str(config)!r}, limit=2,\n"
-        f"             llm_base_url={llm_endpoint.base_url!r}, run_dir='two', experiment='evaluate-e2e')\n"
+        f"             llm_base_url={llm_endpoint.base_url!r}, out='two', experiment='evaluate-e2e')\n"
         "import json\n"
         "print('RESULT ' + json.dumps({'systems': sorted(r.scores['system'].unique()),\n"
         "      'columns': list(r.scores.columns), 'judgments': len(r.judgments),\n"
@@ -130,7 +130,7 @@ def test_bad_inputs_exit_2_with_one_line_before_any_work(tmp_path, capsys):
     hypotheses.write_text("hypotheses:\n  - {name: H1, pairs: [[top1-sentence, top3-sentences]], "
                           "metrics: [CC]}\n")
     for name, (args, expected) in cases.items():
-        assert main(["evaluate", *args, "--run-dir", str(tmp_path / "run")]) == 2, name
+        assert main(["evaluate", *args, "--out", str(tmp_path / "run")]) == 2, name
         error = capsys.readouterr().err.strip()
         assert expected in error and "\n" not in error, (name, error)
     assert main(["evaluate", str(bare), "--metrics", "QR", "--hypotheses", str(REPO / "configs" / "hypotheses"
@@ -149,7 +149,7 @@ def test_one_system_is_a_valid_run_and_a_config_copied_from_the_demo_names_no_hy
     copy = tmp_path / "mine.yaml"
     copy.write_text((REPO / "configs" / "cpu-demo.yaml").read_text())
     for config in (None, copy):
-        run_config, outputs = prepare_evaluation(one, config=config, run_dir=tmp_path / "run")
+        run_config, outputs = prepare_evaluation(one, config=config, out=tmp_path / "run")
         assert outputs.systems == ["top1-sentence"] and run_config.stats.hypotheses is None
     assert not (tmp_path / "run").exists()
 

@@ -132,7 +132,8 @@ def test_a_registered_extension_adds_a_top_level_block_and_unknown_keys_stay_ref
 
 
 def test_the_built_in_extensions_are_found_on_disk_and_their_stages_written_by_the_module_they_name():
-    assert list(extensions()) == ["preflight", "repeats", "probes", "gqm", "labels", "sequential"]
+    assert list(extensions()) == ["preflight", "repeats", "probes", "gqm", "labels", "sequential", "unpaired",
+                                 "traces"]
     writers = run_stage_calls()
     for extension in extensions().values():
         if extension.stage is not None:
@@ -141,15 +142,14 @@ def test_the_built_in_extensions_are_found_on_disk_and_their_stages_written_by_t
 
 
 # The core: what runs every run and every command, where no feature may be named (each extension's `names`,
-# outside its `own` files). Judge repeats and the calibration gate are still woven into the judge stage, the
-# gate's exit codes and the nightly command, and `ccrs evaluate`'s help names the GQM report (issue 46 moved
-# human labels and sequential judging onto the hooks first): what is left, each (extension, file) once.
+# outside its `own` files; the gate and the cost plan are packages, every module of them core). What is left
+# to move, each (extension, file) once: nothing.
 CORE = ("pipelines/pipeline.py", "pipelines/reporting/track.py", "pipelines/reporting/verdict.py",
-        "pipelines/reporting/tracking.py", "pipelines/tools/cost_plan.py", "pipelines/tools/regression.py",
-        "tasks/judge.py", "tasks/reduce.py", "pipelines/options.py",
+        "pipelines/reporting/tracking.py", "tasks/judge.py", "tasks/reduce.py", "pipelines/options.py",
+        *sorted(str(path.relative_to(REPO)) for pattern in ("tools/gate/*.py", "tools/planning/cost*.py")
+                for path in (REPO / "pipelines").glob(pattern)),
         *sorted(str(path.relative_to(REPO)) for path in (REPO / "pipelines").glob("*_cmd.py")))
-NOT_YET_MOVED = {("repeats", "tasks/judge.py"), ("preflight", "pipelines/tools/regression.py"),
-                 ("preflight", "pipelines/nightly_cmd.py"), ("gqm", "pipelines/evaluate_cmd.py")}
+NOT_YET_MOVED: set[tuple[str, str]] = set()
 
 
 def named_in_the_core() -> dict[tuple[str, str], list[str]]:
@@ -180,6 +180,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from pipelines.extensions import CommandOptions, ExtensionOption, GateCells, RunExtension, register_extension
+from pipelines.option_schema import Option
 from pipelines.reporting.tracking import MetricsContribution
 from pipelines.reporting.verdict import VerdictSection
 from tasks.runtime.contributions import StatisticsContributor
@@ -228,9 +229,9 @@ TOY_SHARE = register_extension(RunExtension(
     statistics=StatisticsContributor("toy_share", key="toy_share", block=block, code=(__name__,)),
     verdict=(VerdictSection("means", section),), metrics=MetricsContribution(run_metrics=metrics),
     gate=GateCells(gate, "toy", "toy cells (basis `toy`): QR is never a regression here."),
-    options=CommandOptions((ExtensionOption(("--toy-bar",), ("run", "evaluate"),
-                                            {"type": float, "metavar": "B", "help": "the toy's bar"}),),
-                           overrides),
+    options=CommandOptions((ExtensionOption(Option("--toy-bar", "the toy's bar",
+                                                   {"type": float, "metavar": "B"}),
+                                            ("run", "evaluate")),), overrides),
     names=(r"toy_share",)))
 '''
 
@@ -241,6 +242,7 @@ import json
 from pydantic import BaseModel, ConfigDict
 
 from pipelines.extensions import CommandOptions, ExtensionOption, JudgeLoop, RunExtension, register_extension
+from pipelines.option_schema import Option
 from tasks.runtime.judge_loop import JudgeLoopPolicy
 
 
@@ -278,9 +280,9 @@ def overrides(values, command):
 TOY_LOOP = register_extension(RunExtension(
     name="toy_loop", description="judges the first questions only", key="toy_loop", model=ToyLoopOptions,
     judge_loop=JudgeLoop(policy, lambda summary: f"; toy: {summary.get('toy_loop_judged')} judged"),
-    options=CommandOptions((ExtensionOption(("--toy-first",), ("run", "evaluate"),
-                                            {"type": int, "metavar": "N", "help": "questions judged"}),),
-                           overrides),
+    options=CommandOptions((ExtensionOption(Option("--toy-first", "questions judged",
+                                                   {"type": int, "metavar": "N"}),
+                                            ("run", "evaluate")),), overrides),
     names=(r"toy_loop",)))
 '''
 
@@ -313,7 +315,7 @@ def test_a_toy_statistics_contributor_is_in_stats_json_the_verdict_mlflow_and_th
     from pipelines import options
     from pipelines.extensions import GateInputs
     from pipelines.pipeline import _conclude
-    from pipelines.tools.regression import contributed_cells
+    from pipelines.tools.gate.decide import contributed_cells
     from tests.pipelines.test_recorded_run_contents import recorded_run
 
     parser = argparse.ArgumentParser()
@@ -367,7 +369,7 @@ def test_a_toy_extension_is_planned_run_in_the_verdict_and_in_mlflow(toy, toy_lo
     from mlflow.tracking import MlflowClient
 
     from ccrs_eval import evaluate
-    from pipelines.tools.cost_plan import cost_plan
+    from pipelines.tools.planning.cost import cost_plan
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     config = toy_config(tmp_path / "config.yaml", uri)
@@ -377,7 +379,7 @@ def test_a_toy_extension_is_planned_run_in_the_verdict_and_in_mlflow(toy, toy_lo
     assert planned["calls"] == CALLS and planned["notes"][0] == f"toy: {CALLS} calls"
 
     result = evaluate(EXAMPLE, config=config, limit=3, llm_base_url=llm_endpoint.base_url,
-                      run_dir=tmp_path / "run")
+                      out=tmp_path / "run")
     counted = json.loads((result.run_dir / "toy" / "toy.json").read_text())
     assert counted == {"greeting": "hi", "answers": 6}  # 3 questions x 2 systems
     assert result.verdict.endswith("## Toy\n\n6 answers counted.\n")

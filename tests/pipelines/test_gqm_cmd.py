@@ -5,7 +5,8 @@ import json
 import pytest
 
 from pipelines.cli import main
-from pipelines.tools.gqm_testset import MANIFEST, QUESTION_TYPES
+from pipelines.reporting.gqm_types import QUESTION_TYPES
+from pipelines.tools.gqm.testset import MANIFEST
 from retrievers.config import DatasetConfig
 from retrievers.loaders import load_dataset
 

@@ -39,7 +39,7 @@ def test_evaluate_with_a_hosted_judge_and_no_config_exits_0_with_scores(llm_endp
     try:
         done = subprocess.run(
             [sys.executable, "-m", "pipelines.cli", "evaluate", str(EXAMPLE), "--limit", "2", "--metrics",
-             "QR,CC", "--run-dir", str(run_dir), "--judge-base-url", proxy.url, "--judge-model",
+             "QR,CC", "--out", str(run_dir), "--judge-base-url", proxy.url, "--judge-model",
              llm_endpoint.judge_model], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     finally:
         proxy.close()

@@ -35,7 +35,7 @@ def test_sampled_repeats_are_judged_k_times_reported_as_judge_noise_and_served_f
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     config = repeats_config(tmp_path / "config.yaml", uri)
     result = evaluate(EXAMPLE, config=config, limit=QUESTIONS, llm_base_url=llm_endpoint.base_url,
-                      run_dir=tmp_path / "one")
+                      out=tmp_path / "one")
 
     n = QUESTIONS * SYSTEMS * len(METRICS) * K
     judgments = result.judgments
@@ -60,7 +60,7 @@ def test_sampled_repeats_are_judged_k_times_reported_as_judge_noise_and_served_f
         assert row["CC"] == pytest.approx(means[(row["query_id"], row["system"], "CC")])
 
     again = evaluate(EXAMPLE, config=config, limit=QUESTIONS, llm_base_url=llm_endpoint.base_url,
-                     run_dir=tmp_path / "two")
+                     out=tmp_path / "two")
     assert again.new_judge_requests == 0
     assert again.stages["judge_ccrs"]["summary"]["cache_hits"] == n
     assert again.scores.equals(result.scores)

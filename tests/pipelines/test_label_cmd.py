@@ -186,7 +186,7 @@ def test_a_browser_types_marks_of_two_digits_on_the_default_metrics_0_100_scale(
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     run = write_labeled_run(tmp_path / "run")
-    assert cli.main(["label", str(run), "--metric", "acceptable", "--scale", "0", "1"]) == 2
+    assert cli.main(["label", str(run), "--metric", "acceptable", "--label-scale", "0", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ccrs label: acceptable is no registered judge metric") and "\n" not in err
     assert cli.main(["label", str(tmp_path / "nothing")]) == 2

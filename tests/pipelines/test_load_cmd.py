@@ -1,9 +1,9 @@
-"""`ccrs load-test`: argument handling (the real run is in tests/pipelines/tools/test_load_test.py)."""
+"""`ccrs load-test`: argument handling (the real run is in tests/pipelines/tools/load/test_run.py)."""
 import pytest
 
 from pipelines.cli import main
 from pipelines.load_cmd import format_table
-from pipelines.tools.load_test import RequestRecord, summarize_level
+from pipelines.tools.load.measure import RequestRecord, summarize_level
 
 
 def test_help_lists_load_test(capsys):

@@ -101,7 +101,7 @@ def test_agreement_mode_prints_spearman_and_macro_f1(tmp_path, capsys):
     b = _results(tmp_path / "b.json", {"t1": {"answer_relevancy": 4, "faithfulness": 1},
                                        "t2": {"answer_relevancy": 1, "faithfulness": 1},
                                        "t3": {"answer_relevancy": 2, "faithfulness": None}})
-    assert main(["meta-eval", "--agreement", str(a), str(b)]) == 0
+    assert main(["meta-eval", "--agreement-of", str(a), str(b)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_samples"] == 3 and out["answer_relevancy"]["spearman"] == pytest.approx(1.0)
     # classes 0 (F1 0), 1 (tp1 fp1 -> 2/3), null (1.0)
@@ -109,7 +109,7 @@ def test_agreement_mode_prints_spearman_and_macro_f1(tmp_path, capsys):
 
 
 def test_agreement_mode_missing_file(tmp_path, capsys):
-    assert main(["meta-eval", "--agreement", str(tmp_path / "x.json"), str(tmp_path / "y.json")]) == 2
+    assert main(["meta-eval", "--agreement-of", str(tmp_path / "x.json"), str(tmp_path / "y.json")]) == 2
 
 
 @pytest.mark.llm

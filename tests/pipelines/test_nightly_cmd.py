@@ -90,7 +90,7 @@ def test_nights_baseline_regression_alert_and_the_accepted_baseline(llm_endpoint
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     monkeypatch.setenv("CCRS_NOTIFY_URL", receiver.url)
     common = ["--config", str(nightly_config(tmp_path / "nightly.yaml")), "--llm-base-url",
-              llm_endpoint.base_url, "--run-dir", str(tmp_path / "run"), "--experiment", "nightly-e2e",
+              llm_endpoint.base_url, "--out", str(tmp_path / "run"), "--experiment", "nightly-e2e",
               "--notify", "env:CCRS_NOTIFY_URL", "--b", "1000"]
     answers = tmp_path / "answers.jsonl"
 
@@ -128,11 +128,12 @@ def test_one_production_system_judged_every_night_names_the_questions_that_got_w
     `ccrs nightly --outputs`; another system's night in the same experiment has its own --series; night two's
     answers got worse: exit 3 against night one, and the moved questions, both answers, judge replies and
     scores are in regression/summary.md, the MLflow table regression/moves.json and the alert."""
-    from pipelines.tools.regression import MOVES_ARTIFACT, MOVES_PER_CELL
+    from pipelines.tools.gate.decide import MOVES_PER_CELL
+    from pipelines.tools.gate.fetch import MOVES_ARTIFACT
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     config = ["--config", str(nightly_config(tmp_path / "nightly.yaml")), "--llm-base-url",
-              llm_endpoint.base_url, "--run-dir", str(tmp_path / "run"), "--experiment", "nightly-prod",
+              llm_endpoint.base_url, "--out", str(tmp_path / "run"), "--experiment", "nightly-prod",
               "--notify", receiver.url, "--b", "1000"]
 
     def dated(day: int) -> Path:
@@ -143,7 +144,7 @@ def test_one_production_system_judged_every_night_names_the_questions_that_got_w
 
     # a staging system's night, answers as bad as night two's, in the same experiment: its own series
     staging = production_outputs(tmp_path / "staging-2026-11-28.jsonl", worse=True)
-    assert night("--outputs", str(staging), *config, "--series", "staging", "--run-dir",
+    assert night("--outputs", str(staging), *config, "--series", "staging", "--out",
                  str(tmp_path / "staging")) == 0
     printed = capsys.readouterr().out
     assert "no baseline yet for series staging" in printed
@@ -200,7 +201,7 @@ def test_a_crash_is_a_failed_mlflow_run_with_its_error_and_exit_1(llm_endpoint, 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     config = nightly_config(tmp_path / "c.yaml")
     code = night("--outputs", str(outputs(tmp_path / "a.jsonl")), "--config", str(config),
-                 "--llm-base-url", llm_endpoint.base_url, "--run-dir", str(tmp_path / "run"),
+                 "--llm-base-url", llm_endpoint.base_url, "--out", str(tmp_path / "run"),
                  "--experiment", "nightly-crash", "--notify", receiver.url)
     assert code == 1
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -217,7 +218,7 @@ def test_the_cron_recipe_runs_two_nights_on_a_local_ray_head(ray_head, llm_endpo
            "CCRS_NIGHTLY_OUTPUTS": str(outputs(tmp_path / "answers.jsonl")),
            "CCRS_JUDGE_CACHE": os.environ["CCRS_JUDGE_CACHE"]}
     command = ["bash", str(REPO / "infra" / "cron" / "nightly.sh"), "--llm-base-url", llm_endpoint.base_url,
-               "--run-dir", str(tmp_path / "run"), "--experiment", "cron-nightly", "--b", "500"]
+               "--out", str(tmp_path / "run"), "--experiment", "cron-nightly", "--b", "500"]
     for expected in ("baseline", "pass"):
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -11,6 +11,7 @@ import pytest
 
 from pipelines import cli, options
 from pipelines.config import DEFAULT_CONFIG, load_config
+from pipelines.option_schema import meaning_of
 
 PIPELINES = Path(cli.__file__).resolve().parent
 
@@ -32,62 +33,107 @@ def _walk(name, parser):
 
 
 def _visible(parser):
-    return [a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS]
+    return [a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS
+            and not isinstance(a, argparse._HelpAction)]
 
 
-# What each shared option is, wherever it appears: its attribute values.
-VOCABULARY = {
-    "--config": {"dest": "config"},
-    "--llm-base-url": {"dest": "llm_base_url", "default": None},
-    "--judge-base-url": {"dest": "judge_base_url", "default": None},
-    "--judge-model": {"dest": "judge_model", "default": None},
-    "--scoring": {"dest": "scoring", "default": None},
-    "--dataset": {"dest": "dataset", "default": None},
-    "--out": {"dest": "out", "type": Path, "metavar": "DIR"},
-    "--b": {"dest": "b", "type": int, "default": options.DEFAULT_B},
-    "--seed": {"dest": "seed", "type": int, "default": options.DEFAULT_SEED},
-    "--experiment": {"dest": "experiment"},
-    "--tracking-uri": {"dest": "tracking_uri", "default": None},
-}
-# Old spellings: never visible, wherever they are.
-RETIRED = {"--model", "--base-url"}
+def _options():
+    """(command, option name, action) of every visible option of every command."""
+    return [(command, flag, action) for command, parser in _parsers() for action in _visible(parser)
+            for flag in action.option_strings]
 
 
-def _differences():
-    found = set()
-    for command, parser in _parsers():
-        for action in _visible(parser):
-            for option in set(action.option_strings) & set(VOCABULARY):
-                if any(getattr(action, k) != v for k, v in VOCABULARY[option].items()):
-                    found.add((command, option))
-    return found
+def _meaning(action) -> tuple:
+    return action.dest, action.type, meaning_of(action.help)
 
 
-def test_every_command_spells_a_shared_option_the_same_way():
-    assert _differences() == set()
+# Names a concept had before it got one: never visible, wherever they are (a hidden alias at most).
+RETIRED = {"--model", "--base-url", "--run-dir", "--run-id", "--k", "--sim-b", "--sequential-margin",
+           "--judge",
+           "--plot"}
 
 
-def test_no_command_shows_a_retired_spelling():
-    shown = {(command, option) for command, parser in _parsers() for action in _visible(parser)
-             for option in action.option_strings if option in RETIRED}
-    assert shown == set()
+def test_one_option_name_has_one_meaning_on_every_command():
+    """Type, destination and help (without its default clause) of a name are the same wherever it is."""
+    meanings: dict[str, dict[tuple, list[str]]] = {}
+    for command, flag, action in _options():
+        meanings.setdefault(flag, {}).setdefault(_meaning(action), []).append(command)
+    two = {flag: found for flag, found in meanings.items() if len(found) > 1}
+    assert not two, "\n".join(f"{flag}: {len(found)} meanings: {list(found.values())}"
+                               for flag, found in two.items())
 
 
-def test_out_is_a_folder_and_b_has_one_default_everywhere():
-    outs = [a for _, p in _parsers() for a in _visible(p) if "--out" in a.option_strings]
+def test_an_option_of_two_commands_is_declared_once_in_the_schema():
+    """An option more than one command module takes comes from its one declaration (pipelines/options.py
+    SHARED, or an extension's ExtensionOption), never spelled again by a command."""
+    modules: dict[str, set[str]] = {}
+    undeclared = set()
+    for command, flag, action in _options():
+        modules.setdefault(flag, set()).add(cli.SUBCOMMANDS[command.split()[0]][0])
+        if not hasattr(action, "schema"):
+            undeclared.add((flag, command))
+    shared = {flag for flag, found in modules.items() if len(found) > 1}
+    assert sorted(pair for pair in undeclared if pair[0] in shared) == []
+
+
+def test_a_concept_has_one_name():
+    """One name per destination (a concept), and the retired names only as hidden aliases."""
+    names: dict[str, set[str]] = {}
+    for _, flag, action in _options():
+        names.setdefault(action.dest, set()).update(action.option_strings)
+    assert {dest: found for dest, found in names.items() if len(found) > 1} == {
+        "structured_output": {"--structured-output", "--no-structured-output"},  # one boolean, both ways
+        "prompt_version": {"--grouse-prompt-version", "--prompt-version"}}
+    assert {(command, flag) for command, flag, _ in _options() if flag in RETIRED} == set()
+    declared = [option.dest for option in options.SHARED.values()] + [
+        option.dest for option in command_options_of_every_extension()]
+    assert len(declared) == len(set(declared)) or _same_declarations(declared)
+
+
+def command_options_of_every_extension():
+    from pipelines.extensions import extensions
+
+    return [option.option for extension in extensions().values() if extension.options
+            for option in extension.options.options]
+
+
+def _same_declarations(dests: list[str]) -> bool:
+    """A dest declared twice must be the same declaration (an extension's option on several commands)."""
+    by_dest: dict[str, set[int]] = {}
+    for option in list(options.SHARED.values()) + command_options_of_every_extension():
+        by_dest.setdefault(option.dest, set()).add(id(option))
+    return all(len(ids) == 1 for ids in by_dest.values())
+
+
+def test_out_is_a_folder_and_b_has_one_default_but_in_simulations():
+    outs = [a for _, flag, a in _options() if flag == "--out"]
     assert outs and all(a.type is Path for a in outs)
-    assert {a.default for _, p in _parsers() for a in _visible(p) if "--b" in a.option_strings} == {
-        options.DEFAULT_B}
+    defaults = {(command, a.default) for command, flag, a in _options() if flag == "--b"}
+    assert {default for _, default in defaults} == {options.DEFAULT_B, 1000}
+    assert {command for command, default in defaults if default == 1000} == {"plan power"}
 
 
 @pytest.mark.parametrize("argv,dest,value", [
     (["meta-eval", "--model", "m"], "judge_model", "m"),
     (["meta-eval", "--base-url", "http://x/v1"], "llm_base_url", "http://x/v1"),
+    (["meta-eval", "--judge", "both"], "judges", ["both"]),
+    (["meta-eval", "--agreement", "a.json", "b.json"], "agreement_of", [Path("a.json"), Path("b.json")]),
     (["load-test", "--model", "m"], "judge_model", "m"),
     (["vera", "topicality", "--model", "m"], "judge_model", "m"),
+    (["vera", "topicality", "--sets", "s.yaml"], "query_sets", "s.yaml"),
+    (["vera", "qrels", "--qrels", "q", "--k", "3"], "top_k", 3),
+    (["vera", "qrels", "--qrels", "q", "--limit", "4"], "sample", 4),
     (["vera", "score", "r", "--base-url", "http://x/v1"], "llm_base_url", "http://x/v1"),
     (["serve", "status", "--base-url", "http://x/v1"], "llm_base_url", "http://x/v1"),
-    (["plan", "power", "--pilot", "p", "--b", "200"], "sim_b", 200),
+    (["plan", "power", "--pilot", "p", "--sim-b", "200"], "b", 200),
+    (["plan", "power", "--pilot", "p", "--max-questions", "30"], "questions", 30),
+    (["plan", "power", "--pilot", "p", "--sequential-margin", "0.05"], "margin", 0.05),
+    (["run", "--run-dir", "x"], "out", Path("x")),
+    (["evaluate", "a.jsonl", "--run-dir", "x"], "out", Path("x")),
+    (["nightly", "--run-dir", "x"], "out", Path("x")),
+    (["retrieve", "--run-dir", "x"], "out", Path("x")),
+    (["report", "r", "--run-id", "abc"], "run", "abc"),
+    (["label", "r", "--scale", "1", "5"], "label_scale", ["1", "5"]),
 ])
 def test_an_old_spelling_stores_into_the_new_option_and_says_so_in_one_line(argv, dest, value, capsys):
     parser = argparse.ArgumentParser(prog="ccrs")
@@ -97,8 +143,30 @@ def test_an_old_spelling_stores_into_the_new_option_and_says_so_in_one_line(argv
     args = parser.parse_args(argv)
     assert getattr(args, dest) == value
     (line,) = capsys.readouterr().err.splitlines()
-    assert re.fullmatch(r"ccrs .+: --\S+ is deprecated, use --\S+ \(the old spelling goes in the next "
-                        r"release\)", line)
+    assert re.fullmatch(r"ccrs .+: --\S+ is deprecated, use \S+( \(an argument\))? \(the old spelling goes "
+                        r"in "
+                        r"the next release\)", line)
+
+
+def test_evaluate_takes_the_names_of_ccrs_evaluate():
+    """`ccrs_eval.evaluate()`'s keyword arguments are `ccrs evaluate`'s options by destination."""
+    import inspect
+
+    from pipelines.evaluate import evaluate, option_names
+
+    parser = argparse.ArgumentParser()
+    importlib.import_module("pipelines.evaluate_cmd").add_arguments(parser, "evaluate")
+    command = {action.dest for action in _visible(parser)}
+    assert command == set(option_names())
+    named = set(inspect.signature(evaluate).parameters) - {"data", "verbose", "extension_options"}
+    assert named == {options.SHARED[flag].dest for flag in options.EVALUATE_OPTIONS}
+
+
+def test_evaluate_refuses_a_name_it_has_no_option_for():
+    from pipelines.evaluate import prepare_evaluation
+
+    with pytest.raises(TypeError, match="unexpected keyword arguments \\['run_folder'\\]"):
+        prepare_evaluation([], run_folder="x")
 
 
 def test_the_groups_reach_the_run_config(tmp_path):
@@ -121,17 +189,22 @@ def test_the_groups_reach_the_run_config(tmp_path):
 
 
 def test_sequential_options_reach_the_config_as_the_python_apis_option_does():
-    from pipelines.config import ConfigError, judge_sequential_overrides
+    from pipelines.config import ConfigError
+    from pipelines.extensions import command_overrides
 
     parser = argparse.ArgumentParser()
     options.add_extensions(parser, "run")  # the sequential extension declares them (pipelines/extensions/)
     args = parser.parse_args(["--sequential", "--margin", "0.05", "--look-every", "3"])
     cli_config = load_config(DEFAULT_CONFIG, options.extension_overrides(args))
-    api_config = load_config(DEFAULT_CONFIG, judge_sequential_overrides({"margin": 0.05, "look_every": 3}))
-    assert cli_config.judge.sequential == api_config.judge.sequential
-    assert (cli_config.judge.sequential.margin, cli_config.judge.sequential.look_every) == (0.05, 3)
+    api = command_overrides({"sequential": {"margin": 0.05, "look_every": 3}}, "evaluate")
+    api_config = load_config(DEFAULT_CONFIG, api)
+    sequential = cli_config.extension_block("judge.sequential")  # the sequential extension's block
+    assert sequential == api_config.extension_block("judge.sequential")
+    assert (sequential.margin, sequential.look_every) == (0.05, 3)
     assert options.extension_overrides(parser.parse_args([])) == {}
     assert options.config_overrides(args) == options.extension_overrides(args)
+    off = load_config(DEFAULT_CONFIG, command_overrides({"sequential": False}, "evaluate"))
+    assert off.extension_block("judge.sequential") is None
     with pytest.raises(ConfigError, match="--margin and --look-every need --sequential"):
         options.extension_overrides(parser.parse_args(["--margin", "0.05"]))
 
@@ -205,8 +278,15 @@ def test_a_nights_series_and_run_folder_do_not_depend_on_its_outputs_files_name(
     assert nights == [tmp_path / "runs" / "nightly-prod-nightly"] * 2
     assert run_folder("--outputs", "outputs-2026-11-28.jsonl", "--experiment", "prod nightly", "--series",
                       "staging") == tmp_path / "runs" / "nightly-staging"
-    assert run_folder("--outputs", "outputs-2026-11-28.jsonl", "--run-dir", "mine") == tmp_path / "mine"
+    assert run_folder("--outputs", "outputs-2026-11-28.jsonl", "--out", "mine") == tmp_path / "mine"
     assert run_folder("--system", "prod") is None  # --system names the system of --outputs only
     args = parser.parse_args(["--series", "staging"])
     assert load_config(args.config, options.series_override(args)).mlflow.resolved_series() == "staging"
     assert not (tmp_path / "runs").exists()  # nothing written before a night starts
+
+
+def test_evaluates_old_run_dir_name_warns_and_lands_as_out():
+    from pipelines.evaluate import checked_options
+
+    with pytest.warns(DeprecationWarning, match="use out="):
+        assert checked_options({"run_dir": "x"})["out"] == "x"

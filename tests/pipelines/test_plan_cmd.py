@@ -10,9 +10,9 @@ PILOT = REPO_ROOT / "data" / "bioasq-sample-pilot"  # real BioASQ 12b sample pil
 
 
 def test_plan_power_on_a_real_pilot_scores_file(tmp_path, capsys):
-    out, plot = tmp_path / "plan.json", tmp_path / "power.png"
+    out, plot = tmp_path / "power_plan.json", tmp_path / "power.png"
     code = cli.main(["plan", "power", "--pilot", str(PILOT / "extractive_scores.parquet"), "--delta", "0.2",
-                     "--replicates", "20", "--sim-b", "200", "--json", str(out), "--plot", str(plot)])
+                     "--replicates", "20", "--b", "200", "--out", str(tmp_path)])
     assert code == 0
     plan = json.loads(out.read_text())
     assert set(plan["n_questions"]) == {"token_f1", "token_recall"}
@@ -70,10 +70,10 @@ def test_ccrs_run_prints_the_cost_plan_or_why_not_before_a_cluster_run(capsys):
 def test_a_pilot_with_repeated_judgments_gets_a_decision_study(tmp_path, capsys):
     """Three systems judged three times with a noisy judge, 60 questions available: the study weighs
     repeats against questions (three systems: each new n costs a studentized range quantile, ~0.5 s)."""
-    pilot, out = tmp_path / "pilot.parquet", tmp_path / "plan.json"
+    pilot, out = tmp_path / "pilot.parquet", tmp_path / "plan" / "power_plan.json"
     make_repeated_scores(n_queries=30, judge_sd=0.15, seed=2).to_parquet(pilot)
     code = cli.main(["plan", "power", "--pilot", str(pilot), "--delta", "0.15", "--replicates", "40",
-                     "--sim-b", "200", "--max-repeats", "3", "--max-questions", "60", "--json", str(out)])
+                     "--b", "200", "--max-repeats", "3", "--questions", "60", "--out", str(out.parent)])
     assert code == 0
     plan = json.loads(out.read_text())
     rows = plan["decision_study"]
@@ -97,12 +97,15 @@ def test_plan_power_simulates_a_sequential_run_of_the_planned_questions(tmp_path
     pilot = tmp_path / "pilot.parquet"
     make_scores(n_queries=60, systems=("A", "B", "C"), metrics=("CC",), effects={"A": 0.3, "B": 0.6},
                 seed=3).to_parquet(pilot)
-    out = tmp_path / "plan.json"
     code = cli.main(["plan", "power", "--pilot", str(pilot), "--delta", "0.05", "--replicates", "0",
-                     "--sequential-margin", "0.05", "--sequential-replicates", "5", "--json", str(out)])
+                     "--sequential", "--margin", "0.05", "--sequential-replicates", "5", "--json"])
     assert code == 0
-    sequential = json.loads(out.read_text())["sequential"]
-    assert sequential["n_questions"] == json.loads(out.read_text())["n_questions"]["CC"]
+    printed = capsys.readouterr().out
+    plan = json.loads(printed)  # --json: the plan as JSON on stdout, nothing else
+    sequential = plan["sequential"]
+    assert sequential["n_questions"] == plan["n_questions"]["CC"]
     assert sequential["mean_stop"] < sequential["n_questions"] and sequential["settled_share"] == 1.0
     assert sequential["judge_calls_expected"] < sequential["judge_calls_fixed"]
-    assert "Sequential (judge.sequential: margin 0.05" in capsys.readouterr().out
+    code = cli.main(["plan", "power", "--pilot", str(pilot), "--delta", "0.05", "--replicates", "0",
+                     "--sequential", "--margin", "0.05", "--sequential-replicates", "5"])
+    assert code == 0 and "Sequential (judge.sequential: margin 0.05" in capsys.readouterr().out

@@ -76,7 +76,7 @@ def test_a_judge_that_answers_only_prose_ends_with_the_failures_its_replies_an_m
     try:
         done = subprocess.run(
             [sys.executable, "-m", "pipelines.cli", "evaluate", str(outputs), "--config",
-             str(prose_config(tmp_path / "mine.yaml")), "--limit", "2", "--metrics", "QR", "--run-dir",
+             str(prose_config(tmp_path / "mine.yaml")), "--limit", "2", "--metrics", "QR", "--out",
              str(run_dir), "--judge-base-url", proxy.url, "--judge-model", llm_endpoint.judge_model,
              "--experiment", "prose-judge"], cwd=tmp_path, env=env, capture_output=True, text=True,
             timeout=900)

@@ -12,7 +12,7 @@ def test_report_command_writes_and_logs_to_mlflow(tmp_path, capsys):
     client = mlflow.tracking.MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("gqm-test", artifact_location=(tmp_path / "artifacts").as_uri())
     run_id = client.create_run(exp).info.run_id
-    rc = main(["report", str(run), "--out", str(tmp_path / "out"), "--tracking-uri", uri, "--run-id", run_id])
+    rc = main(["report", str(run), "--out", str(tmp_path / "out"), "--tracking-uri", uri, "--run", run_id])
     assert rc == 0
     out = capsys.readouterr().out
     assert "bm25+r: overall" in out

@@ -66,7 +66,7 @@ def test_metrics_table():
 def test_bad_config_exits_2(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text("dataset: [1, 2")
-    assert cli.main(["index", "--config", str(path), "--run-dir", str(tmp_path / "run")]) == 2
+    assert cli.main(["index", "--config", str(path), "--out", str(tmp_path / "run")]) == 2
     assert "bad.yaml" in capsys.readouterr().err
 
 
@@ -76,7 +76,7 @@ def test_index_then_retrieve(tmp_path, capsys):
         yaml.safe_dump({"dataset": {"path": str(REPO / "data" / "bioasq-sample")},
                         "retrieval": {"retrievers": ["bm25"]}})
     )
-    common = ["--config", str(config), "--run-dir", str(tmp_path / "run"), "--limit", "3", "--no-progress"]
+    common = ["--config", str(config), "--out", str(tmp_path / "run"), "--limit", "3", "--no-progress"]
     assert cli.main(["index", *common]) == 0
     assert "indexed:" in capsys.readouterr().out
     assert cli.main(["retrieve", *common]) == 0
@@ -91,7 +91,7 @@ def test_dataset_error_is_reported_without_traceback(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"questions": [{"id": "q1", "body": "What is concizumab?", '
                    '"snippets": [{"text": "x"}]}]}')
-    code = cli.main(["index", "--dataset", str(bad), "--run-dir", str(tmp_path / "run"), "--no-progress"])
+    code = cli.main(["index", "--dataset", str(bad), "--out", str(tmp_path / "run"), "--no-progress"])
     assert code == 1
     err = capsys.readouterr().err  # beside the line naming the log file of Ray's records
     assert f"\nerror: {bad}, question 0, snippet 0: missing field 'document'\n" in err

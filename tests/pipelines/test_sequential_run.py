@@ -50,7 +50,7 @@ def _config(path: Path) -> Path:
 def _arguments(tmp_path: Path, run: str, base_url: str) -> list[str]:
     return ["evaluate", str(tmp_path / "outputs.jsonl"), "--config", str(tmp_path / "config.yaml"),
             "--metrics", "AC", "--sequential", "--look-every", "2", "--margin", "0.1",
-            "--llm-base-url", base_url, "--run-dir", str(tmp_path / run),
+            "--llm-base-url", base_url, "--out", str(tmp_path / run),
             "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
 
 
@@ -89,7 +89,7 @@ def _run_here(tmp_path: Path, run: str, base_url: str, cache: Path, monkeypatch)
     monkeypatch.setenv("CCRS_JUDGE_CACHE", str(cache))
     config, outputs = prepare_evaluation(
         [tmp_path / "outputs.jsonl"], config=tmp_path / "config.yaml", metrics=["AC"], llm_base_url=base_url,
-        run_dir=tmp_path / run, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        out=tmp_path / run, tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
         sequential={"look_every": 2, "margin": 0.1})  # ccrs_eval.evaluate()'s option
     with process_state_restored():
         run_evaluation(config, outputs)

@@ -14,7 +14,7 @@ from judges.suite import Sample, metric_order, suite_membership
 from pipelines.extensions import track_payloads
 from pipelines.tools.run_outcome import outcome_code
 from pipelines.tools.gqm_report import DEFAULT_GOALS
-from pipelines.tools.regression import STATUSES
+from pipelines.tools.gate.decide import STATUSES
 from pipelines.reporting.failures import write_failure_report
 from tasks.judge import judgments_frame, judging_summary, write_judgments
 from tasks.runtime.judge_session import JudgeSession

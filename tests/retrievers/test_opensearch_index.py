@@ -74,12 +74,18 @@ def test_bulk_actions_use_chunk_ids(sample_chunks):
 # ---------------------------------------------------------------- auth and secrets (no server)
 
 
+def client_kwargs_under(monkeypatch, env: dict[str, str], **fields):
+    """The config of `fields` and its client kwargs, read with the variables of `env` set."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = OpenSearchConfig(**fields)
+    return config, osi.client_kwargs(config)
+
+
 def test_basic_auth_from_env_is_never_shown(monkeypatch):
-    monkeypatch.setenv("OS_U", "admin")
-    monkeypatch.setenv("OS_P", "s3cr3t-pw")
-    config = OpenSearchConfig(auth="basic", username_env="OS_U", password_env="OS_P",
-                              hosts=["https://admin:s3cr3t-pw@search.example:9200"])
-    kwargs = osi.client_kwargs(config)
+    config, kwargs = client_kwargs_under(monkeypatch, {"OS_U": "admin", "OS_P": "s3cr3t-pw"}, auth="basic",
+                                         username_env="OS_U", password_env="OS_P",
+                                         hosts=["https://admin:s3cr3t-pw@search.example:9200"])
     assert kwargs["http_auth"] == ("admin", "s3cr3t-pw") and kwargs["use_ssl"] is True
     assert "s3cr3t-pw" not in repr(osi.resolve_credentials(config))
     assert "s3cr3t-pw" not in repr(config) and "s3cr3t-pw" not in str(IndexConfig(opensearch=config))
@@ -95,11 +101,11 @@ def test_basic_auth_without_env_names_the_variables(monkeypatch):
 def test_sigv4_uses_boto3_session_credentials(monkeypatch):
     from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
 
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
-    config = OpenSearchConfig(auth="sigv4", aws_region="eu-west-1", aws_service="es",
-                              hosts=["https://search-domain.eu-west-1.es.amazonaws.com"])
-    kwargs = osi.client_kwargs(config)
+    aws = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}
+    config, kwargs = client_kwargs_under(monkeypatch, aws, auth="sigv4", aws_region="eu-west-1",
+                                         aws_service="es",
+                                         hosts=["https://search-domain.eu-west-1.es.amazonaws.com"])
     assert isinstance(kwargs["http_auth"], AWSV4SignerAuth)
     signed = kwargs["http_auth"].signer.sign("GET", config.hosts[0] + "/_search", None, {})
     assert signed["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")

@@ -277,15 +277,16 @@ def test_read_preflight_is_none_without_the_gate_or_its_stage(tmp_path):
     assert read_preflight(tmp_path, {"min_pass_rate": 0.5}) is None
 
 
-def test_a_bad_or_empty_tests_file_is_one_error_naming_it(tmp_path):
-    with pytest.raises(ValueError, match="cannot read the unit tests .*missing.jsonl"):
-        load_preflight_tests(tmp_path / "missing.jsonl")
-    (tmp_path / "empty.jsonl").write_text("\n")
-    with pytest.raises(ValueError, match="empty.jsonl: no unit test"):
-        load_preflight_tests(tmp_path / "empty.jsonl")
-    (tmp_path / "bad.jsonl").write_text('{"input": "q"}\n')
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: missing key"):
-        load_preflight_tests(tmp_path / "bad.jsonl")
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("missing.jsonl", None, "cannot read the unit tests .*missing.jsonl"),
+    ("empty.jsonl", "\n", "empty.jsonl: no unit test"),
+    ("bad.jsonl", '{"input": "q"}\n', r"bad.jsonl:1: missing key"),
+])
+def test_a_bad_or_empty_tests_file_is_one_error_naming_it(tmp_path, name, text, message):
+    if text is not None:
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_preflight_tests(tmp_path / name)
 
 
 def test_the_planned_calls_are_each_suites_units_times_the_judged_answers(tmp_path, bioasq_inputs):

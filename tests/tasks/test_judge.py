@@ -252,3 +252,26 @@ def test_a_stage_with_repeats_writes_a_repeat_column_k_1_writes_none(tmp_path, b
             repeats = scores.groupby(["query_id", "system", "metric"])["repeat"]
             assert all(sorted(labels) == [0, 1, 2] for _, labels in repeats)
             assert out.summary["repeats"] == "3 x sample (temperature 0.7)"
+
+
+def test_a_stage_its_policy_stopped_early_says_the_policys_reason_in_its_summary(tmp_path, bioasq_inputs,
+                                                                                 ray_session):
+    from tasks.runtime.judge_loop import JudgeLoopPolicy
+
+    class FirstLook(JudgeLoopPolicy):
+        not_judged = "not judged: the toy stopped"
+
+        def stop_after(self, parts, judged):
+            return True
+
+    gens_path = _extractive_generations(tmp_path, bioasq_inputs)
+    gens = pd.read_parquet(gens_path)
+    gens["answer"] = ""  # nothing is sent: the stage's bookkeeping is the subject
+    gens.to_parquet(gens_path, index=False)
+    judge, client = JudgeConfig(cache=False, ccrs=CcrsOptions(metrics=["QR"])), ClientConfig(batch_samples=1)
+    stopped = run_judging(tmp_path / "stopped", "ccrs", *bioasq_inputs, gens_path, judge, client,
+                          "http://127.0.0.1:9/v1", top_k=3, progress=False, policy=FirstLook())
+    assert stopped.summary["batches"] == 1 and stopped.summary["not_judged"] == "not judged: the toy stopped"
+    whole = run_judging(tmp_path / "whole", "ccrs", *bioasq_inputs, gens_path, judge, client,
+                        "http://127.0.0.1:9/v1", top_k=3, progress=False)
+    assert whole.summary["batches"] > 1 and "not_judged" not in whole.summary

@@ -1,8 +1,8 @@
 """The labeling page's core (`ccrs label RUN_DIR`), one module a job: which metric is labeled on which scale
 (metric.py), the run's questions with each system's answer and their seeded order (questions.py), the labels
-store (store.py) and its files (files.py), the annotators' agreement (agreement.py), and the HTTP server the
-page talks to (server.py), which answers only requests that name it, come from its own origin and carry its
-token (access.py; docs/human-labels.md).
+store (store.py) and its files (files.py), the annotators' agreement (agreement.py), the page itself
+(page.py) and the HTTP server it talks to (server.py), which answers only requests that name it, come from
+its own origin and carry its token (access.py; docs/human-labels.md).
 
 Every file is a path of `RunLayout` (labels/labels.jsonl, skips.jsonl, metrics.json, order.json). A mark or
 a skip is appended, flushed and fsynced before its HTTP request is answered, so a killed server loses

@@ -79,7 +79,7 @@ def read_metrics_file(layout: RunLayout) -> dict[str, dict]:
 def resolve_metric(layout: RunLayout, name: str | None, scale: Sequence[float] | None,
                    predicted_by: str | None, describe: str | None) -> LabelMetric:
     """The metric to label: a registered judge metric (scale and construct from its declaration; default
-    the first judged metric the run scored) or a human metric of its own (--scale, --predicted-by, a
+    the first judged metric the run scored) or a human metric of its own (--label-scale, --predicted-by, a
     metric of the run's scores; both may come from labels/metrics.json when it was labeled before)."""
     from judges.suite import all_metrics
 
@@ -89,7 +89,8 @@ def resolve_metric(layout: RunLayout, name: str | None, scale: Sequence[float] |
         judged = [metric.name for metric in registered.values() if metric.judged and metric.name in scored]
         if not judged:
             raise UsageError(f"{layout.root} has no judged metric's scores; name one with --metric (a human "
-                             "metric of its own also needs --scale LOW HIGH and --predicted-by JUDGE_METRIC)")
+                             "metric of its own also needs --label-scale LOW HIGH and --predicted-by "
+                             "HUMAN=JUDGE)")
         name = judged[0]
     stored = read_metrics_file(layout).get(name)
     if name in registered:
@@ -120,11 +121,13 @@ def _human_metric(name: str, scale, predicted_by, describe, stored: dict | None,
     scale = scale if scale is not None else (stored or {}).get("scale")
     predicted_by = predicted_by or (stored or {}).get("predicted_by")
     if scale is None or predicted_by is None:
-        raise UsageError(f"{name} is no registered judge metric: a human metric of its own needs --scale "
-                         "LOW HIGH and --predicted-by JUDGE_METRIC (`ccrs metrics` lists the judge metrics)")
+        raise UsageError(f"{name} is no registered judge metric: a human metric of its own needs "
+                         f"--label-scale LOW HIGH and --predicted-by {name}=JUDGE (`ccrs metrics` lists the "
+                         "judge "
+                         "metrics)")
     low, high = (float(bound) for bound in scale)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise UsageError(f"--scale needs finite LOW < HIGH, got {scale_text(scale)}")
+        raise UsageError(f"--label-scale needs finite LOW < HIGH, got {scale_text(scale)}")
     if predicted_by not in scored:
         raise UsageError(f"--predicted-by {predicted_by} is not in the run's scores; scored: "
                          f"{', '.join(scored) or 'none'}")

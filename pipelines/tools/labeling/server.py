@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlparse
 from pipelines.tools.labeling.access import TOKEN_HEADER, Access, bearer_token, checked_token
 from pipelines.tools.labeling.metric import LabelError
 from pipelines.tools.labeling.store import LabelStore
-from pipelines.tools.labeling_page import PAGE
+from pipelines.tools.labeling.page import PAGE
 
 MAX_BODY_BYTES = 64 * 1024  # a question's marks are a few hundred bytes
 

@@ -11,7 +11,7 @@ from pipelines.tools.labeling.agreement import annotator_agreement
 from pipelines.tools.labeling.files import append_jsonl, read_jsonl, utc_now
 from pipelines.tools.labeling.metric import LabelError, LabelMetric
 from pipelines.tools.labeling.questions import Question, blinded
-from tasks.reduce import ANSWER_DIGEST, answer_digest
+from tasks.runtime.labels import ANSWER_DIGEST, answer_digest
 from tasks.runtime.layout import RunLayout
 
 MAX_ANNOTATOR_CHARS = 100

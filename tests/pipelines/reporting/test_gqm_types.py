@@ -8,13 +8,13 @@ import pandas as pd
 from pipelines.reporting.gqm import GQMConfig, build_report, load_metric_table
 from pipelines.reporting.gqm_types import (
     HEATMAP_FILE,
+    QUESTION_TYPES,
     TABLE_FILE,
     grid,
     markdown,
     question_type_files,
     question_type_table,
 )
-from pipelines.tools.gqm_testset import QUESTION_TYPES
 from tasks.runtime.layout import RunLayout
 
 GOALS = GQMConfig.model_validate({"name": "two-goals", "goals": [

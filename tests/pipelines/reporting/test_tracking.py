@@ -189,3 +189,12 @@ def test_per_sample_table_names_the_questions_a_sequential_run_never_judged():
     unjudged = table[table["query_id"] == second]
     assert len(unjudged) == 2 and (unjudged["judge_raw"] == "").all()
     assert unjudged["CC"].isna().all() and NOT_JUDGED in unjudged.iloc[0]["failures"]
+
+
+def test_the_reason_a_question_was_not_judged_is_the_stopped_stages_policys():
+    from pipelines.reporting.tracking import not_judged_reason
+    from tasks.runtime.judge_loop import NOT_JUDGED
+
+    stopped = {"judge_ccrs": {"not_judged": "not judged: the toy stopped"}, "reduce": {}, "track": None}
+    assert not_judged_reason(stopped) == "not judged: the toy stopped"
+    assert not_judged_reason({"judge_ccrs": {"batches": 3}}) == NOT_JUDGED

@@ -69,8 +69,8 @@ def test_a_human_metric_of_its_own_takes_its_scale_and_predictor_and_is_remember
 
 
 @pytest.mark.parametrize(("name", "scale", "predicted_by", "message"), [
-    ("acceptable", None, "CC", "needs --scale LOW HIGH and --predicted-by"),
-    ("acceptable", [0, 1], None, "needs --scale LOW HIGH and --predicted-by"),
+    ("acceptable", None, "CC", "needs --label-scale LOW HIGH and --predicted-by"),
+    ("acceptable", [0, 1], None, "needs --label-scale LOW HIGH and --predicted-by"),
     ("acceptable", [0, 1], "IR", "--predicted-by IR is not in the run's scores; scored: CC, answer_rel"),
     ("acceptable", [1, 1], "CC", "finite LOW < HIGH"),
     ("CC", [0, 10], None, "declared scale 0-100, not 0-10"),

@@ -4,9 +4,8 @@ into the key's config key by key; the sequential policy keys its options and bas
 did."""
 import pandas as pd
 
-from judges.config import JudgeConfig, SequentialOptions
 from tasks.runtime.judge_loop import BOUNDED_BATCHES, Baseline, merged_settings
-from tasks.runtime.sequential_judging import SequentialJudging
+from tasks.runtime.sequential_judging import SequentialJudging, SequentialOptions
 
 
 def test_the_default_policy_judges_every_question_in_batches_and_never_stops(tmp_path):
@@ -28,9 +27,11 @@ def test_key_settings_merge_into_the_keys_config_key_by_key():
 
 
 def test_the_sequential_policy_keys_the_judge_block_and_the_baseline_as_before():
+    from pipelines.config import load_config
+
     options = SequentialOptions(margin=0.1)
-    judge = JudgeConfig(sequential=options)
+    config = load_config(None, {"judge.sequential": {"margin": 0.1}})
     alone = SequentialJudging(options, ["CC"]).key_settings()
-    assert alone == {"judge": {"sequential": judge.model_dump(mode="json")["sequential"]}}
+    assert alone == {"judge": {"sequential": config.model_dump(mode="json")["judge"]["sequential"]}}
     against = SequentialJudging(options, ["CC"], baseline=Baseline("run-1", pd.DataFrame())).key_settings()
     assert against == {**alone, "sequential_baseline": "run-1"}

@@ -5,10 +5,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from judges.config import SequentialOptions
 from stats.sequential import seeded_order
 from tasks.runtime.sequential_judging import merged_sequential
-from tasks.runtime.sequential_judging import StoppingRule, sequential_looks
+from tasks.runtime.sequential_judging import SequentialOptions, StoppingRule, sequential_looks
 from tests.conftest import bioasq_questions
 
 QUESTIONS = [question["id"] for question in bioasq_questions(20)]

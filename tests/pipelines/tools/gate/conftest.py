@@ -1,0 +1,11 @@
+"""The gate tests' MLflow store (tests/pipelines/tools/gate/fakes.py Store), one per test."""
+from __future__ import annotations
+
+import pytest
+
+from tests.pipelines.tools.gate.fakes import Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store(tmp_path)
