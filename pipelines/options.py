@@ -46,16 +46,20 @@ def comma_list(text: str) -> list[str]:
 
 
 class CommaList(argparse.Action):
-    """A list option given comma-separated, space-separated or both (`--metrics CC,QR`, `--metrics CC QR`);
-    `choices` are checked per item."""
+    """A list option given comma-separated, or repeated (`--metrics CC,QR`, `--metrics CC --metrics QR`); one
+    value a time, so that it never takes a command's positional arguments; `choices` are checked per item."""
+
+    def __init__(self, option_strings, dest, choices=None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)  # argparse would check the whole "A,B" against them
+        self.allowed = None if choices is None else list(choices)
 
     def __call__(self, parser, namespace, values, option_string=None):
         given = [values] if isinstance(values, str) else values
         items = [item for value in given for item in comma_list(value)]
-        wrong = [item for item in items if self.choices is not None and item not in self.choices]
+        wrong = [item for item in items if self.allowed is not None and item not in self.allowed]
         if wrong:
             parser.error(f"argument {option_string}: invalid choice: {wrong[0]!r} (choose from "
-                         f"{', '.join(map(str, self.choices))})")
+                         f"{', '.join(map(repr, self.allowed))})")
         setattr(namespace, self.dest, (getattr(namespace, self.dest, None) or []) + items)
 
     def format_usage(self) -> str:
@@ -104,8 +108,9 @@ SHARED = _declare(
            "its goal report is logged into)", {"metavar": "ID"}, {"compare": ("latest", "latest")}),
     Option("--judges", "comma-separated judge suites, replacing the config's `judges` (see `ccrs metrics`), "
            "e.g. ccrs,grouse", {"type": comma_list, "metavar": "SUITES"}, lands="judges"),
-    Option("--metrics", "CCRS metrics, comma- or space-separated, replacing judge.ccrs.metrics (e.g. QR for "
-           "outputs without contexts or reference)", {"action": CommaList, "nargs": "+", "metavar": "M"},
+    Option("--metrics", "CCRS metrics, comma-separated (or the option repeated), replacing "
+           "judge.ccrs.metrics (e.g. QR for outputs without contexts or reference)",
+           {"action": CommaList, "metavar": "M,M"},
            {ANY_COMMAND: (None, "the config's")}, lands="judge.ccrs.metrics"),
     Option("--hypotheses", "pre-registered hypotheses about the systems (YAML, see configs/hypotheses)",
            {"type": Path, "metavar": "YAML"}, {"evaluate": (None, "those of --config, none without it")},

@@ -132,7 +132,7 @@ def test_tiny_real_run_of_the_injection_and_verbosity_probes_prints_and_logs_to_
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     out = tmp_path / "probe"
     args = ["probe", "--kind", "injection", "verbosity", "--limit", "2", "--templates", "score_dictation",
-            "--placements", "response", "--metrics", "QR", "ID", "--max-chunks", "1", "--b", "200",
+            "--placements", "response", "--metrics", "QR,ID", "--max-chunks", "1", "--b", "200",
             "--llm-base-url", llm_endpoint.base_url, "--out", str(out), "--tracking-uri", uri,
             "--no-progress"]
     assert main(args) == 0
