@@ -251,14 +251,12 @@ def add_out(parser: argparse.ArgumentParser, command: str, holds: str = "", defa
     """--out DIR: a folder, never a file. Its default: `default` (runs/<command> unless `shown` names another,
     e.g. "RUN_DIR/gqm" for a report inside a run), what it holds named in the help. A run command's --out
     lands in the config's run_dir (RUN_FOLDER_COMMANDS)."""
-    option = SHARED["--out"]
+    own = {}
     if command not in OUT_DEFAULTS:
         value = default if default is not None or shown else Path("runs") / command.replace(" ", "-")
         text = shown or str(value)
-        option = Option(option.flag, option.meaning, option.kind,
-                        {command: (value, f"{text}: {holds}" if holds else text)}, option.lands)
-    action = option.add(parser, command, lands=command in RUN_FOLDER_COMMANDS)
-    action.schema = SHARED["--out"]
+        own = {"default": (value, f"{text}: {holds}" if holds else text)}
+    action = SHARED["--out"].add(parser, command, lands=command in RUN_FOLDER_COMMANDS, **own)
     return _with_aliases(parser, action, aliases)
 
 
@@ -272,10 +270,8 @@ def add_tracking(parser: argparse.ArgumentParser, experiment: str | None = None,
     """--experiment (default: `experiment`, a tool's own, else the config's mlflow.experiment) and
     --tracking-uri; `optional`: also --no-mlflow, for a command whose logging can be left out. A tool's own
     experiment is the tool's, not the run config's: it does not land."""
-    declared = SHARED["--experiment"]
-    if experiment:
-        declared = Option(declared.flag, declared.meaning, declared.kind, {command: (experiment, experiment)})
-    declared.add(parser, command).schema = SHARED["--experiment"]
+    own = {"default": (experiment, experiment)} if experiment else {}
+    SHARED["--experiment"].add(parser, command, lands=not experiment, **own)
     SHARED["--tracking-uri"].add(parser, command)
     if optional:
         SHARED["--no-mlflow"].add(parser, command)
@@ -287,11 +283,6 @@ def add_series(parser: argparse.ArgumentParser, command: str = ANY_COMMAND) -> N
     add(parser, command, "--series", "--system")
 
 
-def series_override(args: argparse.Namespace) -> dict[str, str]:
-    """{"mlflow.series": --series} where given."""
-    return {"mlflow.series": args.series} if getattr(args, "series", None) is not None else {}
-
-
 GATE = _declare(
     Option("--baseline", "previous (the latest accepted earlier run of the same series, not ad hoc), a run "
            "id, or tag:NAME", {}, {ANY_COMMAND: ("previous", "previous")}),
@@ -300,8 +291,7 @@ GATE = _declare(
     Option("--allow-judge-change", "compare even when the baseline was judged with another judge model, "
            "prompt version, scoring or metric set", {"action": "store_true"}),
     Option("--notify", "POST a JSON alert (Slack-compatible `text` and the outcome table) on every status "
-           "but "
-           "pass; env:NAME reads the URL from that variable (the secrets file), e.g. env:CCRS_NOTIFY_URL",
+           "but pass; env:NAME reads the URL from that variable (the secrets file), e.g. env:CCRS_NOTIFY_URL",
            {"metavar": "URL"}),
     Option("--show-moves", "list the N questions whose score moved most in every cell, with both nights' "
            "answers, judge replies and scores", {"type": int, "metavar": "N"},
@@ -354,12 +344,6 @@ def overrides_of(values: Mapping[str, Any], flags: Iterable[str], command: str) 
     """config_overrides of keyword arguments named as the options `flags` of `command` (the Python API)."""
     landing = {SHARED[flag].dest: SHARED[flag] for flag in flags if SHARED[flag].lands is not None}
     return config_overrides({**values, "_lands": landing}, command)
-
-
-def experiment_override(args: argparse.Namespace) -> dict[str, str]:
-    """{"mlflow.experiment": --experiment} where given: for the commands whose run is the config's
-    (`run`, `evaluate`, `nightly`); a tool logs into its own experiment (`args.experiment`)."""
-    return {"mlflow.experiment": args.experiment} if getattr(args, "experiment", None) else {}
 
 
 def tracking_uri(args: argparse.Namespace, config=None) -> str:

@@ -48,7 +48,7 @@ def test_run_evaluate_and_nightly_take_scoring(command):
     with pytest.raises(SystemExit):
         parser.parse_args([*files, "--scoring", "logits"])
     if command != "evaluate":
-        overrides = options.config_overrides(args) | options.experiment_override(args)
+        overrides = options.config_overrides(args)
         assert overrides["judge.scoring"] == "integer"
         assert overrides["judge.structured_output"] == IF_ACCEPTED
 

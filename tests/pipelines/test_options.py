@@ -179,7 +179,7 @@ def test_the_groups_reach_the_run_config(tmp_path):
     args = parser.parse_args(["--dataset", "data/bioasq-sample", "--limit", "3", "--llm-base-url", "http://l/v1",
                               "--judge-model", "j", "--judge-base-url", "http://j/v1/", "--tracking-uri",
                               f"sqlite:///{tmp_path}/m.db", "--experiment", "e"])
-    config = load_config(args.config, {**options.config_overrides(args), **options.experiment_override(args)})
+    config = load_config(args.config, options.config_overrides(args))
     assert Path(config.dataset.path).is_absolute() and config.dataset.limit == 3
     assert (config.serving.profile, config.serving.base_url) == ("external", "http://l/v1")
     assert (config.judge.model, config.judge.base_url) == ("j", "http://j/v1")
@@ -281,7 +281,8 @@ def test_a_nights_series_and_run_folder_do_not_depend_on_its_outputs_files_name(
     assert run_folder("--outputs", "outputs-2026-11-28.jsonl", "--out", "mine") == tmp_path / "mine"
     assert run_folder("--system", "prod") is None  # --system names the system of --outputs only
     args = parser.parse_args(["--series", "staging"])
-    assert load_config(args.config, options.series_override(args)).mlflow.resolved_series() == "staging"
+    night = load_config(args.config, options.config_overrides(args, "nightly"))
+    assert night.mlflow.resolved_series() == "staging"
     assert not (tmp_path / "runs").exists()  # nothing written before a night starts
 
 
