@@ -113,6 +113,7 @@ def gate(table: pd.DataFrame, inputs) -> pd.DataFrame:
     """The gate's table with a row for every (system, metric) both nights scored on too few shared
     questions for a pair (and at least MIN_SCORES scores each), decided unpaired, and Holm taken again over
     the whole table."""
+    from pipelines.tools.gate.decide import cell_verdicts
     from stats.multiple import holm_adjust
 
     rows = unpaired_cells(table, inputs)
@@ -123,11 +124,9 @@ def gate(table: pd.DataFrame, inputs) -> pd.DataFrame:
                          ignore_index=True) if len(table) else cells.assign(verdict="same")
     combined["adjusted_p"] = holm_adjust(combined["p_value"].to_numpy())
     combined["significant"] = combined["adjusted_p"] < inputs.alpha
-    combined["verdict"] = [verdict if basis not in ("judge", KEY) else
-                           ("regression" if diff < 0 else "improvement") if significant else "same"
-                           for verdict, basis, diff, significant in
-                           zip(combined["verdict"].fillna("same"), combined["basis"], combined["diff"],
-                               combined["significant"])]
+    tested = combined["basis"].isin(("judge", KEY))  # other kinds' cells keep the verdicts they decided
+    combined["verdict"] = np.where(tested, cell_verdicts(combined["diff"], combined["significant"]),
+                                   combined["verdict"].fillna("same"))
     return combined
 
 

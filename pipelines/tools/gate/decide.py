@@ -242,9 +242,13 @@ def paired_table(current: pd.DataFrame, baseline: pd.DataFrame, alpha: float, b:
     table = pd.DataFrame(rows)
     table["adjusted_p"] = holm_adjust(table["p_value"].to_numpy())
     table["significant"] = table["adjusted_p"] < alpha
-    table["verdict"] = np.where(table["significant"],
-                                np.where(table["diff"] < 0, "regression", "improvement"), "same")
+    table["verdict"] = cell_verdicts(table["diff"], table["significant"])
     return table[[c for c in table.columns if c != "mdd"] + ["mdd"]]
+
+
+def cell_verdicts(diff, significant) -> np.ndarray:
+    """regression / improvement where a cell's difference is significant (its sign), else same."""
+    return np.where(significant, np.where(np.asarray(diff) < 0, "regression", "improvement"), "same")
 
 
 def contributed_cells(table: pd.DataFrame, inputs: GateInputs) -> tuple[pd.DataFrame, list[str]]:
