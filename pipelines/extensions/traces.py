@@ -64,8 +64,8 @@ OPTIONS = (
             {"metavar": "WHEN"}),
     _option("--max-traces", "with --traces: the newest N of the matching traces",
             {"type": int, "metavar": "N"}),
-    _option("--system-from", "with --traces: one system per value of a trace tag or metadata key (tag:NAME, "
-            "metadata:NAME)", {"metavar": "tag:NAME"},
+    _option("--system-from", "with --traces: one system per value of a trace tag, metadata key or root span "
+            "attribute (tag:NAME, metadata:NAME, attribute:NAME)", {"metavar": "tag:NAME"},
             defaults={ANY_COMMAND: (None, "one system, the experiment")}),
     _option("--mapping", "with --traces: a YAML file naming where an app's question, answer and contexts are",
             {"metavar": "FILE"}),

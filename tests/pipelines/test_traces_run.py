@@ -1,49 +1,168 @@
-"""`ccrs evaluate --traces` on the real CPU stack: the traced app's traces (real BioASQ sample questions, two
-variants tagged `variant`, a real SQLite MLflow store) are judged by the session's judge, the run is logged
-beside them, every judgment lands on its trace as feedback `ccrs/<metric>`, and a rerun writes none twice."""
+"""Production traces on the real CPU stack and a real `mlflow server` (tests/pipelines/tools/traces/
+production_app.py: real BioASQ sample questions, a real BM25 retriever over the sample's snippets, two
+variants asked different questions, the bad kinds). `ccrs evaluate --traces` judges them with the session's
+judge, compares the variants unpaired, writes every judgment onto its trace (seen through
+`mlflow.search_traces` and on the trace's page in the MLflow UI), and a rerun adds none; the same for an app
+instrumented with the OpenTelemetry SDK alone (OTLP/HTTP to the server); `ccrs nightly --traces` over two
+nights that share no question exits 3 with the unpaired test named."""
 from __future__ import annotations
 
+import argparse
+import json
+from dataclasses import dataclass
+
 import pytest
-from mlflow import MlflowClient
 
+from pipelines import nightly_cmd
 from pipelines.cli import main
-from tests.pipelines.test_evaluate_cmd import integer_config
-from tests.pipelines.tools.traces.app import EXPERIMENT
-from tests.pipelines.tools.traces.conftest import app_store, writable_store  # noqa: F401 - the app's store
+from tasks.runtime.layout import RunLayout
+from tests.conftest import process_state_restored
+from tests.pipelines.test_mlflow_ui import CHROMIUM, SHOTS, _render
+from tests.pipelines.test_nightly_cmd import nightly_config
+from tests.pipelines.tools.traces.production_app import (
+    OTEL_VARIANT,
+    VARIANT_QUESTIONS,
+    Logged,
+    Retriever,
+    log_mlflow_app,
+    log_otel_app,
+    otlp_exporter,
+)
+
+pytestmark = [pytest.mark.llm, pytest.mark.slow]
+APP, OTEL_APP, TONIGHT = "bioasq-rag", "bioasq-rag-otel", "bioasq-rag-tonight"
 
 
-def _feedback(uri: str, experiment_id: str) -> dict[str, int]:
-    client = MlflowClient(uri)
-    traces = client.search_traces(locations=[experiment_id], max_results=100)
-    return {trace.info.trace_id: len([a for a in client.get_trace(trace.info.trace_id).search_assessments(
-        type="feedback") if a.name.startswith("ccrs/")]) for trace in traces}
+@dataclass(frozen=True)
+class Production:
+    url: str
+    app: Logged  # MLflow Tracing, both variants, the bad kinds
+    otel: Logged  # the OpenTelemetry SDK alone
+    tonight: Logged  # a second night of variant A: other questions, a broken release (empty answers)
 
 
-@pytest.mark.llm
-def test_traces_are_judged_and_their_judgments_written_back_once(llm_endpoint, writable_store, tmp_path,  # noqa: F811
-                                                                 monkeypatch, capsys):
-    from tests.conftest import process_state_restored
+@pytest.fixture(scope="module")
+def production(mlflow_server, tmp_path_factory) -> Production:
+    import os
 
-    monkeypatch.setenv("CCRS_JUDGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray serves the model
-    argv = ["evaluate", "--traces", EXPERIMENT, "--tracking-uri", writable_store.uri, "--system-from",
-            "tag:variant", "--metrics", "QR", "--config", str(integer_config(tmp_path / "config.yaml")),
-            "--llm-base-url", llm_endpoint.base_url, "--out", str(tmp_path / "run"), "--experiment",
-            "traces-e2e"]
+    import mlflow
+    from mlflow import MlflowClient
+
+    retriever = Retriever(tmp_path_factory.mktemp("production-index"))
+    with process_state_restored():
+        os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"  # each trace on the server on return
+        try:
+            app = log_mlflow_app(mlflow_server, APP, retriever)
+            tonight = log_mlflow_app(mlflow_server, TONIGHT, retriever, variants="A", first=VARIANT_QUESTIONS,
+                                     broken=True, bad=False, references=False)
+        finally:
+            mlflow.tracing.reset()
+            mlflow.tracing.fluent._set_last_active_trace_id(None)
+        otel_id = MlflowClient(mlflow_server).create_experiment(OTEL_APP)
+        otel = log_otel_app(otlp_exporter(mlflow_server, otel_id), otel_id, retriever)
+    return Production(mlflow_server, app, otel, tonight)
+
+
+def _feedback(url: str, experiment_id: str) -> dict[str, list]:
+    """Each trace's ccrs feedback, as a user reads it: mlflow.search_traces on the server."""
+    import mlflow
+
+    with process_state_restored():
+        mlflow.set_tracking_uri(url)
+        traces = mlflow.search_traces(locations=[experiment_id], return_type="list", max_results=200)
+    return {trace.info.trace_id: [a for a in trace.search_assessments(type="feedback")
+                                  if a.name.startswith("ccrs/")] for trace in traces}
+
+
+def _evaluate(argv: list[str], capsys) -> tuple[int, str]:
     with process_state_restored():
         code = main(argv)
     printed = capsys.readouterr()
-    assert code == 0, printed.err[-3000:]
-    verdict = (tmp_path / "run" / "summary.md").read_text()
-    assert "## Traces" in verdict and "error_state" in verdict  # the bad traces, counted
-    written = _feedback(writable_store.uri, writable_store.experiment_id)
-    judged = set(writable_store.good.values())
-    assert all(written[trace] == 1 for trace in judged)  # one QR feedback on each judged trace
-    assert "9 feedback written on 9 traces" in printed.out + printed.err
+    return code, printed.out + printed.err
 
+
+@pytest.fixture
+def judged_here(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray serves the model
+    return nightly_config(tmp_path / "config.yaml")  # QR with expected marks, B = 1000
+
+
+def _traces_argv(experiment: str, production: Production, llm_endpoint, config, out,
+                 *extra: str) -> list[str]:
+    return ["evaluate", "--traces", experiment, "--tracking-uri", production.url, "--metrics", "QR",
+            "--config", str(config), "--llm-base-url", llm_endpoint.base_url, "--out", str(out),
+            "--experiment", "traces-e2e", *extra]
+
+
+def _check_verdict(verdict: str, logged: Logged) -> None:
+    assert "## Traces" in verdict
+    for reason in logged.bad:
+        assert reason in verdict, reason
+    assert "repeated_question" in verdict
+    assert "## Unpaired comparison" in verdict and "share 0 question(s)" in verdict, verdict[-3000:]
+
+
+def test_traced_app_on_a_server_judged_compared_unpaired_and_marked_once(
+        llm_endpoint, production, judged_here, tmp_path, capsys):
+    assert production.app.traces >= 40
+    argv = _traces_argv(APP, production, llm_endpoint, judged_here, tmp_path / "run", "--system-from",
+                        "tag:variant")
+    code, printed = _evaluate(argv, capsys)
+    assert code == 0, printed[-3000:]
+    _check_verdict((tmp_path / "run" / "summary.md").read_text(), production.app)
+    stats = json.loads(RunLayout(tmp_path / "run").stats_json.read_text())
+    assert set(stats["unpaired"]["per_metric"]["QR"]["means"]) == {"A", "B"}
+
+    written = _feedback(production.url, production.app.experiment_id)
+    for trace_id in production.app.answered:
+        (feedback,) = written[trace_id]  # one QR feedback on each judged trace, none elsewhere
+        assert feedback.name == "ccrs/QR" and feedback.source.source_id
+        assert feedback.metadata["prompt_version"] and feedback.rationale
+    assert not any(written.get(t) for t in [*production.app.bad.values(), *production.app.repeated])
+    judged = len(production.app.answered)
+    assert f"{judged} feedback written on {judged} traces" in printed
+
+    if CHROMIUM:  # the marks beside the spans, on the trace's page in the MLflow UI
+        SHOTS.mkdir(exist_ok=True)
+        trace_id = next(iter(production.app.answered))
+        page = _render(f"{production.url}/#/experiments/{production.app.experiment_id}/traces/{trace_id}",
+                       tmp_path, SHOTS / "mlflow-trace-feedback.png")
+        assert "ccrs/QR" in page and "retrieve" in page, page[:2000]
+
+    code, printed = _evaluate([*argv, "--from-stage", "track"], capsys)  # logged again: no feedback twice
+    assert code == 0 and "already there" in printed
+    assert _feedback(production.url, production.app.experiment_id) == written
+
+
+def test_an_opentelemetry_app_is_read_judged_and_marked_like_mlflow_tracing(
+        llm_endpoint, production, judged_here, tmp_path, capsys):
+    assert production.otel.traces >= 40
+    argv = _traces_argv(OTEL_APP, production, llm_endpoint, judged_here, tmp_path / "run", "--system-from",
+                        f"attribute:{OTEL_VARIANT}")
+    code, printed = _evaluate(argv, capsys)
+    assert code == 0, printed[-3000:]
+    _check_verdict((tmp_path / "run" / "summary.md").read_text(), production.otel)
+    written = _feedback(production.url, production.otel.experiment_id)
+    assert {trace_id for trace_id, marks in written.items() if marks} == set(production.otel.answered)
+    assert all(len(written[trace_id]) == 1 for trace_id in production.otel.answered)
+
+
+def night(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    nightly_cmd.add_arguments(parser)
     with process_state_restored():
-        assert main([*argv, "--from-stage", "track"]) == 0  # the run logged again: no feedback twice
-    assert _feedback(writable_store.uri, writable_store.experiment_id) == written
-    again = capsys.readouterr()
-    assert "already there" in again.out + again.err
+        return nightly_cmd.night(parser.parse_args(list(argv)))
+
+
+def test_two_production_nights_without_a_shared_question_gate_unpaired(
+        llm_endpoint, production, judged_here, tmp_path, capsys):
+    common = ["--tracking-uri", production.url, "--system-from", "tag:variant", "--config", str(judged_here),
+              "--llm-base-url", llm_endpoint.base_url, "--out", str(tmp_path / "run"),
+              "--experiment", "traces-nightly", "--b", "1000"]
+    assert night("--traces", APP, "--filter", "tags.variant = 'A'", *common) == 0
+    assert '"status": "baseline"' in capsys.readouterr().out
+    assert night("--traces", TONIGHT, *common) == 3  # other questions, empty answers
+    printed = capsys.readouterr().out
+    assert '"status": "regression"' in printed, printed[-3000:]
+    assert "basis `unpaired`" in printed and "two-sample randomization test" in printed  # the test, named

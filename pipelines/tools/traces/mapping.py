@@ -9,6 +9,12 @@ contexts from every RETRIEVER span in the order the spans started, each span's D
 (`page_content`); the reference from the trace's `expected_response` expectation. A mapping file (YAML, the
 fields of TraceMapping) names other spans, input keys and output fields for apps shaped otherwise.
 
+Spans an app sent through OpenTelemetry (OTLP to the MLflow server) are read the same way, following the
+GenAI semantic conventions as MLflow stores them: the root span's `gen_ai.input.messages` and
+`gen_ai.output.messages` are its inputs and outputs (MLflow's translation), messages hold their text in
+`parts` ({"type": "text", "content": ...}); a retrieval span is one whose `gen_ai.operation.name` is
+`retrieval`, its documents the `gen_ai.retrieval.documents` attribute, each document's text its `content`.
+
 Every trace becomes a row or a counted failure (FAILURE_REASONS), never nothing. A trace without a retriever
 span is kept with no contexts, and counted under `no_retriever_span` in `warnings`, unless the run's
 metrics need contexts (`needs_contexts`): then it is a failure.
@@ -32,7 +38,11 @@ if TYPE_CHECKING:
 QUESTION_KEYS = ("question", "query", "input", "user_input", "prompt")
 ANSWER_KEYS = ("answer", "output", "content", "response")
 RETRIEVER_SPAN_TYPE = "RETRIEVER"  # mlflow.entities.SpanType.RETRIEVER
-SYSTEM_SOURCES = ("tag", "metadata")  # --system-from tag:NAME | metadata:NAME
+# OpenTelemetry GenAI semantic conventions (gen-ai/retrieval.md): a retrieval span and its documents
+GENAI_OPERATION, GENAI_RETRIEVAL = "gen_ai.operation.name", "retrieval"
+GENAI_DOCUMENTS, GENAI_DOCUMENT_TEXT = "gen_ai.retrieval.documents", "content"
+# --system-from tag:NAME | metadata:NAME | attribute:NAME (an attribute of the root span, as OTel apps set)
+SYSTEM_SOURCES = ("tag", "metadata", "attribute")
 
 IN_PROGRESS, ERROR_STATE, NO_SPANS = "in_progress", "error_state", "no_spans"
 UNREADABLE_INPUTS, NO_OUTPUT, UNREADABLE_OUTPUT = "unreadable_inputs", "no_output", "unreadable_output"
@@ -47,7 +57,7 @@ FAILURE_REASONS = {
     UNREADABLE_OUTPUT: "no answer the mapping can read in the outputs",
     NO_RETRIEVER: "no retriever span (a failure only where the metrics need contexts)",
     UNREADABLE_CONTEXTS: "a retriever span's outputs are not a list of documents with text",
-    NO_SYSTEM: "the tag or metadata named by --system-from is missing",
+    NO_SYSTEM: "the tag, metadata or root span attribute named by --system-from is missing",
     REPEATED_QUESTION: "the system answered the same question in an earlier selected trace (kept)",
 }
 WARNINGS = {NO_RETRIEVER: "kept without contexts: no retriever span",
@@ -102,12 +112,13 @@ class TraceMapping(BaseModel):
 
 
 def system_source(system_from: str | None) -> tuple[str, str] | None:
-    """`tag:NAME` / `metadata:NAME` -> (kind, NAME); None -> None (one system)."""
+    """`tag:NAME` / `metadata:NAME` / `attribute:NAME` -> (kind, NAME); None -> None (one system)."""
     if system_from is None:
         return None
     kind, _, name = system_from.partition(":")
     if kind not in SYSTEM_SOURCES or not name.strip():
-        raise ValueError(f"--system-from must be tag:NAME or metadata:NAME, got {system_from!r}")
+        raise ValueError(f"--system-from must be tag:NAME, metadata:NAME or attribute:NAME, "
+                         f"got {system_from!r}")
     return kind, name.strip()
 
 
@@ -156,6 +167,7 @@ def trace_rows(traces: Sequence[Trace], selection: Selection, *, experiment_name
     for trace in sorted(traces, key=lambda t: (t.info.request_time, t.info.trace_id)):
         system = _system(trace, source, default_system)
         try:
+            _usable_state(trace)
             if system is None:
                 raise Unusable(NO_SYSTEM, f"{source[0]} {source[1]!r} not set")
             rows.append(_row(trace, mapping, system, needs_contexts, warnings))
@@ -171,13 +183,17 @@ def _system(trace: Trace, source: tuple[str, str] | None, default: str) -> str |
     if source is None:
         return default
     kind, name = source
-    values = trace.info.tags if kind == "tag" else trace.info.trace_metadata
-    value = (values or {}).get(name)
+    if kind == "attribute":
+        roots = [s for s in trace.data.spans or [] if s.parent_id is None]
+        value = roots[0].get_attribute(name) if roots else None
+    else:
+        value = (trace.info.tags if kind == "tag" else trace.info.trace_metadata or {}).get(name)
     return str(value).strip() if value is not None and str(value).strip() else None
 
 
-def _row(trace: Trace, mapping: TraceMapping, system: str, needs_contexts: bool,
-         warnings: dict[str, int]) -> dict[str, Any]:
+def _usable_state(trace: Trace) -> None:
+    """A trace still running, failed or without spans is counted as such before anything is read of it
+    (an unfinished OTel trace has no root span yet, so no system either)."""
     state = str(trace.info.state)
     if state == "IN_PROGRESS":
         raise Unusable(IN_PROGRESS)
@@ -185,6 +201,10 @@ def _row(trace: Trace, mapping: TraceMapping, system: str, needs_contexts: bool,
         raise Unusable(ERROR_STATE, _error_of(trace))
     if not trace.data.spans:
         raise Unusable(NO_SPANS)
+
+
+def _row(trace: Trace, mapping: TraceMapping, system: str, needs_contexts: bool,
+         warnings: dict[str, int]) -> dict[str, Any]:
     question = question_of(trace, mapping)
     answer = answer_of(trace, mapping)
     contexts = contexts_of(trace, mapping)
@@ -225,11 +245,14 @@ def _at(value: Any, path: str) -> Any:
 
 
 def _message_text(content: Any) -> str | None:
-    """A chat message's content: text, or the text parts of a list of parts."""
+    """A chat message's content: text, or the text parts of a list of parts (OpenAI's `{"type": "text",
+    "text": ...}`, the GenAI semantic conventions' `{"type": "text", "content": ...}`)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        parts = [p.get("text", p.get("content")) for p in content
+                 if isinstance(p, dict) and p.get("type", "text") == "text"]
+        parts = [p for p in parts if isinstance(p, str)]
         return "\n".join(parts) if parts else None
     return None
 
@@ -238,7 +261,7 @@ def _last_turn(messages: Any, role: str) -> str | None:
     if not isinstance(messages, list):
         return None
     turns = [m for m in messages if isinstance(m, dict) and m.get("role") == role]
-    return _message_text(turns[-1].get("content")) if turns else None
+    return _message_text(turns[-1].get("content", turns[-1].get("parts"))) if turns else None
 
 
 def _text(value: Any) -> str | None:
@@ -295,14 +318,28 @@ def contexts_of(trace: Trace, mapping: TraceMapping) -> list[str] | None:
     """The retrieved texts in rank order, span after span; None where the trace has no retriever span."""
     names = mapping.retriever_spans
     spans = [s for s in sorted(trace.data.spans, key=lambda s: s.start_time_ns or 0)
-             if (s.name in names if names is not None else s.span_type == RETRIEVER_SPAN_TYPE)]
+             if (s.name in names if names is not None else _is_retriever(s))]
     if not spans:
         return None
     return [text for span in spans for text in _documents(span, mapping.context_field)]
 
 
+def _is_retriever(span: Span) -> bool:
+    return span.span_type == RETRIEVER_SPAN_TYPE or span.get_attribute(GENAI_OPERATION) == GENAI_RETRIEVAL
+
+
 def _documents(span: Span, text_field: str) -> list[str]:
-    documents = span.outputs if span.outputs is not None else []
+    documents = span.outputs
+    if documents is None and span.get_attribute(GENAI_DOCUMENTS) is not None:
+        documents = span.get_attribute(GENAI_DOCUMENTS)
+        text_field = GENAI_DOCUMENT_TEXT if text_field == TraceMapping().context_field else text_field
+    if documents is None:
+        documents = []
+    if isinstance(documents, str):  # a JSON string where the exporter could not send a structured value
+        try:
+            documents = json.loads(documents)
+        except ValueError:
+            pass
     if not isinstance(documents, list):
         raise Unusable(UNREADABLE_CONTEXTS, f"span {span.name!r}: outputs {_preview(documents)}")
     texts = [doc if isinstance(doc, str) else _at(doc, text_field) for doc in documents]

@@ -45,7 +45,8 @@ class TraceSelection(BaseModel):
     max_traces: int | None = Field(default=None, ge=1)  # the newest N of the matching traces
     sample: int | None = Field(default=None, ge=1)  # a uniform random sample of N of those
     seed: int = 0
-    system_from: str | None = None  # tag:NAME | metadata:NAME; None: one system named after the experiment
+    # tag:NAME | metadata:NAME | attribute:NAME; None: one system named after the experiment
+    system_from: str | None = None
     mapping: TraceMapping = Field(default_factory=TraceMapping)
 
     @field_validator("since")

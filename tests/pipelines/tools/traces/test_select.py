@@ -82,7 +82,8 @@ def test_since_and_filter_are_joined():
 
 
 @pytest.mark.parametrize("options", [{"since": "yesterday"}, {"system_from": "variant"},
-                                     {"system_from": "label:variant"}, {"sample": 0}, {"max_traces": 0},
+                                     {"system_from": "label:variant"}, {"system_from": "attribute: "},
+                                     {"sample": 0}, {"max_traces": 0},
                                      {"filter": "x"}])
 def test_bad_options_are_refused(options):
     with pytest.raises(ValidationError):
