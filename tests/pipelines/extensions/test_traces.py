@@ -54,3 +54,19 @@ def test_files_or_traces_not_both_and_not_neither(app_store, tmp_path):  # noqa:
         prepare_evaluation(None, out=tmp_path / "run")
     with pytest.raises(EvaluationInputError, match="not both"):
         prepare_evaluation(["x.jsonl"], traces=EXPERIMENT, tracking_uri=app_store.uri, out=tmp_path / "run")
+
+
+@pytest.mark.parametrize("command", ["evaluate", "nightly"])
+def test_an_unreachable_tracking_server_or_unknown_experiment_is_one_line_and_exit_2(
+        app_store, tmp_path, monkeypatch, capsys, command):  # noqa: F811
+    from pipelines.cli import main
+    from tests.pipelines.conftest import free_port
+
+    monkeypatch.chdir(tmp_path)
+    unreachable = f"http://127.0.0.1:{free_port()}"
+    for uri, experiment, said in ((unreachable, EXPERIMENT, "cannot reach the tracking server"),
+                                  (app_store.uri, "no-such-experiment", "no-such-experiment")):
+        code = main([command, "--traces", experiment, "--tracking-uri", uri, "--out", str(tmp_path / "run")])
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert code == 2 and said in errors[0], errors  # nightly adds a line: the run could not be logged
+        assert command == "nightly" or len(errors) == 1
