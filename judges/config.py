@@ -198,12 +198,21 @@ class RagCheckerOptions(_Strict):
 class GqmOptions(_Strict):
     """GQM thesis judge settings (judges/gqm.py; the judge model, window and re-asks are shared)."""
 
-    not_in_judgment = frozenset({"metrics"})  # the selection: each unit's own metrics are in its key
+    # metrics: each unit's own metrics are in its key; bertscore_idf_corpus: a path, its digest is keyed
+    not_in_judgment = frozenset({"metrics", "bertscore_idf_corpus"})
     prompt_version: str = "v1"
     metrics: list[str] = Field(default=["answer_correctness", "answer_completeness", "context_utilisation",
                                         "multi_hop", "attribution"],
                                description="the thesis metrics to judge (names without the gqm_ prefix)")
     max_tokens: int = Field(default=8, ge=2, description="reply budget: one whole number 0-10")
+    bertscore_idf: Literal["run_chunks", "none"] = Field(
+        default="run_chunks", description="gqm_bertscore's token weights: run_chunks: idf over the run's "
+        "chunks (the thesis' eq. 5.12-5.13; a run without chunks: its retrieved contexts pooled), bound by "
+        "the judge stage; none: every token 1 (bert-score's default, gqm_bertscore before idf)")
+    bertscore_idf_corpus: str | None = Field(
+        default=None, description="set by the judge stage, not by hand: the file the idf is computed from")
+    bertscore_idf_digest: str | None = Field(
+        default=None, description="set by the judge stage, not by hand: that corpus' source, size and sha256")
 
 
 class ExpectedScoringOptions(_Strict):

@@ -40,13 +40,14 @@ Templates: judges/prompts/gqm/<version>/ (our own words; the thesis gives the co
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from judges import templates
-from judges.bertscore import ENCODER, best_match, check_installed
+from judges.bertscore import ENCODER, best_match, check_installed, corpus_digest, corpus_texts, idf_weights
 from judges.client import ChatRequest, LLMClient
 from judges.config import JudgeConfig
 from judges.parsers import parse_integer_mark, parse_numbered
@@ -65,6 +66,8 @@ SELF_CONSISTENCY = "gqm_self_consistency"
 STRUCTURED = (CONTEXT_PRECISION, FAITHFULNESS, SELF_CONSISTENCY, CONTEXT_RECALL, CONTEXT_RELEVANCE,
               ENTITY_RECALL)  # several calls each, combined in code
 BERTSCORE = "gqm_bertscore"
+# gqm_bertscore's idf corpus, in the order tried: the run's file by name -> what it is, in the detail
+IDF_SOURCES = {"chunks": "the run's chunks", "retrieved": "the retrieved contexts pooled over the run"}
 LOCAL = (BERTSCORE,)  # computed here, no judge call
 PASSAGE_BY_PASSAGE = (CONTEXT_PRECISION, CONTEXT_RELEVANCE, BERTSCORE)  # each retrieved passage on its own
 ARTICLES = frozenset({"the", "a", "an"})  # eq. 5.4's normalisation removes them
@@ -369,6 +372,19 @@ class GqmSuite(JudgeSuite):
     def selected_metrics(self, judge: JudgeConfig) -> tuple[str, ...]:
         return tuple(f"gqm_{name}" for name in judge.gqm.metrics)
 
+    def bind_run(self, judge: JudgeConfig, files: Mapping[str, Path]) -> JudgeConfig:
+        """gqm_bertscore's idf corpus (`bertscore_idf: run_chunks`): the run's chunks, else its retrieved
+        contexts pooled over the run; none of them: left unbound (the judgment's detail says so)."""
+        if BERTSCORE not in self.selected_metrics(judge) or judge.gqm.bertscore_idf == "none":
+            return judge
+        for source in IDF_SOURCES:
+            path = files.get(source)
+            if path is not None and Path(path).exists():
+                digest = f"{IDF_SOURCES[source]}: {corpus_digest(corpus_texts(path))}"
+                return judge.model_copy(update={"gqm": judge.gqm.model_copy(update={
+                    "bertscore_idf_corpus": str(path), "bertscore_idf_digest": digest})})
+        return judge
+
     def check_config(self, judge: JudgeConfig) -> None:
         super().check_config(judge)
         unknown = [m for m in self.selected_metrics(judge) if m not in self.metrics]
@@ -458,17 +474,23 @@ class GqmSuite(JudgeSuite):
                               score=spec.normalize(answer.value), llm_score=answer.value, raw=answer.raw)]
 
     def _bertscore(self, unit: Unit, judge: JudgeConfig) -> Judgment:
-        """Eq. 5.11-5.14 with the local encoder: no call, no usage."""
-        sample, passages = unit.sample, unit.sample.context[: unit.n_context_chunks]
+        """Eq. 5.11-5.14 with the local encoder: no call, no usage; idf-weighted over the bound corpus."""
+        sample, passages, options = unit.sample, unit.sample.context[: unit.n_context_chunks], judge.gqm
+        bound = options.bertscore_idf == "run_chunks" and options.bertscore_idf_digest is not None
+        idf_used = (options.bertscore_idf_digest if bound else "none (bertscore_idf: none)"
+                    if options.bertscore_idf == "none" else "none (no run corpus bound: the suite was not "
+                    "run by a judge stage, or the run has neither chunks nor retrieved contexts)")
         try:
-            match = best_match(sample.response, passages)
+            idf = idf_weights(options.bertscore_idf_corpus, options.bertscore_idf_digest) if bound else None
+            match = best_match(sample.response, passages, idf)
         except Exception as exc:  # the encoder's failure is this sample's recorded failure, not the run's
             return self.judgment(sample, judge, BERTSCORE, status="failed",
                                  reason=f"bert-score failed: {type(exc).__name__}: {exc}")
         return self.judgment(sample, judge, BERTSCORE, status="ok", score=match.f1,
                              detail=detail_json(best_rank=match.rank, precision=match.precision,
                                                 recall=match.recall, f1_per_passage=match.f1s,
-                                                truncated_texts=match.truncated, encoder=ENCODER))
+                                                truncated_texts=match.truncated, encoder=ENCODER,
+                                                idf=idf_used))
 
     def _ask(self, client: LLMClient, prompt: str, max_tokens: int, parse, reask: str, judge: JudgeConfig,
              usage: Usage, count: Count | None):

@@ -18,7 +18,7 @@ import importlib
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -350,6 +350,12 @@ class JudgeSuite(ABC):
     def selected_metrics(self, judge: Any) -> tuple[str, ...]:
         """Every metric of the table, in its order."""
         return tuple(self.metrics)
+
+    def bind_run(self, judge: Any, files: Mapping[str, Path]) -> Any:
+        """The judge config this suite judges a run with, given the run's files by name (`chunks`,
+        `retrieved`; a file may not exist): the default, unchanged; a suite that reads a run-level input
+        (gqm_bertscore's idf corpus) records it in its settings block, so that the stage key covers it."""
+        return judge
 
     def check_config(self, judge: Any) -> None:
         """Raise ValueError, naming the setting, when the judge config cannot be run by this suite (a prompt

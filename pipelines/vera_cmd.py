@@ -12,6 +12,7 @@ experiment on qrels.
                        [--scores SCORES.parquet] [--limit N] [--k K] [--b B] [--n N] [--out DIR]
                        [--cross-encoder PATH|ID] [--embedder PATH|ID]
   ccrs vera qrels --qrels QRELS [--queries PATH] [--corpus PATH] [--unit pair|query] [--k K] [--limit N]
+                  [--retrievers bm25,knn]
                   [--relevant-grade G] [--config YAML] [--llm-base-url URL] [--judge-model NAME]
                   [--reader-model M] [--scores SCORES.parquet] [--b B] [--n N] [--out DIR]
                   [--cross-encoder PATH|ID] [--embedder PATH|ID]
@@ -37,7 +38,11 @@ built them), answered with VERA's summarisation prompt (reader prompt `vera-summ
 VERA LLM metrics, bootstrapped per retriever, set and metric and compared pairwise, with the declared
 order checked. --method cosine (ours, no LLM): the mean cosine of each query's top-k hits of the dense
 retrievers instead. qrels (section 5.1): per TREC judgment (or per query) a perfectly relevant and an
-irrelevant context, answered and judged the same way; means per metric as the paper's Tables 1-2.
+irrelevant context, answered and judged the same way; means per metric as the paper's Tables 1-2. With
+--retrievers (the paper's rows, LLM x retriever): per condition the pool of the passages judged at its
+grade, each query's top k ranked by each named retrieval method (in process: BM25 with the config's index
+parameters, k-NN with its embedder), answered by each of the config's LLM readers (or --reader-model); a
+reader x retriever grid, written beside the JSON as qrels.md.
 Both need --llm-base-url, or --scores with the judged scores of an earlier run (written to --out as
 <command>_scores.parquet beside the <command>.json report).
 
@@ -54,7 +59,9 @@ from pathlib import Path
 from infra.console import say
 from pipelines import options
 from pipelines.options import UsageError
+from pipelines.option_schema import ANY_COMMAND, Option
 from pipelines.resources import RESOURCE_ROOT
+from retrievers.methods import RETRIEVAL_METHODS
 from stats.vera import PAPER_SAMPLE_RATIO, SampleSize
 
 # llm: VERA's LLM metrics (the paper's, pipelines/tools/vera/query_sets.py);
@@ -68,6 +75,13 @@ TOPICALITY_METHODS = ("llm", "cosine")
 # the paper's Claude judges, Titan embedder and ms-marco cross-encoder are not reachable here.
 PRESETS = {"paper": {"n": 50, "b": 500, "sample_ratio": PAPER_SAMPLE_RATIO, "prompt_version": "paper",
                      "top_k": 5}}
+RETRIEVERS = Option(
+    "--retrievers", "the section 5.1 contexts retrieved, one grid row per reader x retriever (the paper's "
+    "rows): these retrieval methods, comma-separated, each ranking the pool of the passages judged at a "
+    "condition's grade for each of its queries, the top --top-k fed; readers: the config's LLM readers "
+    "(or --reader-model)", {"action": options.CommaList, "choices": list(RETRIEVAL_METHODS),
+                            "metavar": "R,R"},
+    {ANY_COMMAND: (None, "none: the contexts straight from the qrels, by --unit")})
 
 
 def add_arguments(parser: argparse.ArgumentParser, name: str = "vera") -> None:
@@ -186,9 +200,11 @@ def _qrels_arguments(qrels: argparse.ArgumentParser) -> None:
     qrels.add_argument("--queries", default=None, help="queries: TSV (id, text[, ground truth]) or a "
                        "dataset path (default data/bioasq-sample)")
     options.add(qrels, "vera qrels", "--corpus", default=(None, "data/bioasq-sample"))
-    qrels.add_argument("--unit", default="pair",
-                       help="pair: one context per judged query-passage pair (the paper's); query: per "
-                            "query its first k passages of the grade")
+    qrels.add_argument("--unit", default=None,
+                       help="pair (default): one context per judged query-passage pair (the paper's); "
+                            "query: per query its first k passages of the grade; with --retrievers: query, "
+                            "the retrieved top k")
+    RETRIEVERS.add(qrels, "vera qrels", lands=False)
     options.add_alias(qrels, "--limit", options.add(qrels, "vera qrels", "--sample")[0])
     qrels.add_argument("--relevant-grade", type=int, default=None,
                        help="grade of a perfectly relevant passage (default: the file's highest)")
@@ -250,7 +266,12 @@ def run(args: argparse.Namespace) -> int:
     if args.vera_command == "topicality":
         return write_report(topicality(args, vera_tool), report_files(args.out, "topicality")[0],
                             print_topicality)
-    return write_report(qrels(args, vera_tool), report_files(args.out, "qrels")[0], print_qrels)
+    report, path = qrels(args, vera_tool), report_files(args.out, "qrels")[0]
+    written = write_report(report, path, print_qrels)
+    if "grid" in report:
+        path.with_suffix(".md").write_text(grid_markdown(report))
+        say(f"wrote {path.with_suffix('.md')}")
+    return written
 
 
 def score(args: argparse.Namespace, vera_tool) -> int:
@@ -435,8 +456,9 @@ def topicality(args: argparse.Namespace, vera_tool) -> dict:
 
 
 def answered_and_judged(args: argparse.Namespace, asks, reader, config):
-    """(judged scores, failed generations): the asks answered by the reader at --llm-base-url, then judged
-    by the config's judge (at its own endpoint where it has one)."""
+    """(judged scores, failed generations): the asks answered by the reader at --llm-base-url (a list of
+    (label, reader): each answers every ask, one grid system per reader and retriever), then judged by the
+    config's judge (at its own endpoint where it has one)."""
     from pipelines.tools import vera as vera_tool
     from pipelines.tools.endpoint import fitted_judge, judge_client
 
@@ -444,10 +466,16 @@ def answered_and_judged(args: argparse.Namespace, asks, reader, config):
     say(f"judge {config.judge.model}, {prompts_named(config.judge)}", err=True)
     judge = fitted_judge(config, ["vera"], url)
     vera_tool.load_aggregator(judge.vera.cross_encoder, judge.vera.cross_encoder_max_length)  # before calls
-    samples, failed = vera_tool.answer_asks(asks, reader, config.client, args.llm_base_url, progress=True)
+    cells = None
+    if isinstance(reader, list):
+        asks, samples, failed, cells = vera_tool.answer_grid(asks, reader, config.client, args.llm_base_url,
+                                                             progress=True)
+    else:
+        samples, failed = vera_tool.answer_asks(asks, reader, config.client, args.llm_base_url,
+                                                progress=True)
     scores = vera_tool.judged_set_scores(asks, samples, failed, judge, judge_client(config), url,
                                          progress=True)
-    return scores, len(failed)
+    return (scores if cells is None else vera_tool.with_grid_columns(scores, cells)), len(failed)
 
 
 def provenance(reader, judge, failed_generations: int) -> dict:
@@ -465,6 +493,10 @@ def qrels(args: argparse.Namespace, vera_tool) -> dict:
     if args.scores:
         return vera_tool.qrels_report(pd.read_parquet(args.scores), *stats, scores_file=args.scores)
     needs_endpoint(args, "qrels")
+    if args.retrievers and args.unit not in (None, "query"):
+        raise UsageError(f"--unit {args.unit} with --retrievers: a retriever ranks passages per query "
+                         "(unit query)")
+    args.unit = args.unit or ("query" if args.retrievers else "pair")
     config = run_config(args)
     sample = str(RESOURCE_ROOT / "data" / "bioasq-sample")
     from retrievers.trec import load_qrels_texts, read_qrels
@@ -472,6 +504,8 @@ def qrels(args: argparse.Namespace, vera_tool) -> dict:
     try:
         judgments = read_qrels(args.qrels)
         queries, corpus = load_qrels_texts(args.queries or sample, args.corpus or sample, judgments)
+        if args.retrievers:
+            return qrels_grid(args, config, vera_tool, judgments, queries, corpus)
         built = vera_tool.qrels_asks(judgments, queries, corpus, args.unit, args.top_k, args.sample,
                                      args.relevant_grade, args.seed)
     except (OSError, ValueError) as exc:
@@ -487,6 +521,61 @@ def qrels(args: argparse.Namespace, vera_tool) -> dict:
             **provenance(reader, judge, failed)}
     keep_scores(scores, args, "qrels", meta)
     return vera_tool.qrels_report(scores, *stats, **meta)
+
+
+def qrels_grid(args: argparse.Namespace, config, vera_tool, judgments, queries, corpus) -> dict:
+    """The section 5.1 experiment per reader x retriever: each condition's qrels pool ranked by each of
+    --retrievers, the top k answered by each reader, judged, reported per grid cell."""
+    from retrievers.pool import rank_pool
+
+    def rank(pool, texts, names, k):
+        return rank_pool(pool, texts, names, k, config.index, config.embedder)
+
+    built = vera_tool.retrieved_asks(judgments, queries, corpus, args.retrievers, rank, args.top_k,
+                                     args.sample, args.relevant_grade, args.seed)
+    per_cell = Counter((ask.system, ask.query_set) for ask in built.asks)
+    args.n.for_observations(min(per_cell.values()))  # an n the contexts cannot give: refused now
+    readers, judge = grid_readers(args, config, vera_tool), config.judge
+    say(f"qrels: top {args.top_k} of each condition's pool by {', '.join(args.retrievers)}, "
+        f"{len(built.asks)} contexts x {len(readers)} reader(s) ({', '.join(label for label, _ in readers)})"
+        f", relevant grade {built.relevant_grade}"
+        + (f"; dropped: {built.dropped}" if built.dropped else ""), err=True)
+    scores, failed = answered_and_judged(args, built.asks, readers, config)
+    meta = {"qrels": args.qrels, "unit": "query", "k": args.top_k, "relevant_grade": built.relevant_grade,
+            "dropped_judgments": built.dropped, "retrievers": retriever_descriptions(args.retrievers, config),
+            "retrieved": built.retrieved,
+            "readers": {label: reader.model for label, reader in readers}, "judge_model": judge.model,
+            "judge_prompt_version": judge.vera.prompt_version, "reader_prompt": reader_prompt(readers),
+            "failed_generations": failed}
+    keep_scores(scores, args, "qrels", meta)
+    return vera_tool.qrels_report(scores, args.b, args.n, args.seed, **meta)
+
+
+def grid_readers(args: argparse.Namespace, config, vera_tool) -> list:
+    """(label, VERA summarising reader) per grid row: --reader-model alone, else every LLM reader of the
+    config (its name, model, window and budget), else the judge model."""
+    llms = [r for r in config.readers if r.kind == "llm"]
+    if args.reader_model or not llms:
+        reader, _ = reader_and_judge(args, config, vera_tool)
+        return [(reader.model, reader)]
+    return [(r.name, vera_tool.vera_reader(r.model, args.reader_max_tokens or r.max_tokens, r.context_window))
+            for r in llms]
+
+
+def reader_prompt(readers: list) -> str:
+    from judges.readers import PROMPT_VERSIONS
+
+    return PROMPT_VERSIONS[readers[0][1].prompt_style]
+
+
+def retriever_descriptions(names: list[str], config) -> dict[str, str]:
+    """What each grid retriever is, in words: the method and the settings of the config it ran with."""
+    from retrievers.methods import retrieval_method
+
+    index = config.index
+    settings = {"bm25": f"bm25s Lucene BM25, k1 {index.bm25_k1}, b {index.bm25_b}",
+                "knn": f"exact k-NN, embedder {config.embedder.model}"}
+    return {name: settings.get(name, retrieval_method(name).description) for name in names}
 
 
 def _cell(entry: dict | None) -> str:
@@ -518,6 +607,9 @@ def print_topicality(report: dict) -> None:
 
 def print_qrels(report: dict) -> None:
     """Paper Tables 1-2: mean per metric over the perfectly relevant (PR) and irrelevant (IR) contexts."""
+    if "grid" in report:
+        print_qrels_grid(report)
+        return
     counts = report["n_asks"]
     say(f"VERA section 5.1: {counts['perfectly_relevant']} perfectly relevant (PR), {counts['irrelevant']} "
         f"irrelevant (IR) contexts")
@@ -550,3 +642,69 @@ def print_paper_table(report: dict) -> None:
     for label, condition in (("PR", "perfectly_relevant"), ("IR", "irrelevant")):
         means = [metrics.get(metric, {}).get(condition, {}).get("mean") for _, metric in PAPER_COLUMNS]
         say(f"  {label:8s}" + "".join(f" {m:12.2f}" if m is not None else f" {'-':>12s}" for m in means))
+
+
+def grid_table(report: dict) -> tuple[list[str], list[list[str]]]:
+    """The reader x retriever grid as the paper's Tables 1-2 side by side: per (reader, retriever) a PR
+    and an IR row of the metric means (Agg: the cross-encoder's logit), with the contexts' count and the
+    share of the fed passages the qrels judge at the relevant grade for their query."""
+    header = ["Reader", "Retriever", "Dataset", *[title for title, _ in PAPER_COLUMNS], "Contexts",
+              "Fed at relevant grade"]
+    rows = []
+    for cell in report["grid"]:
+        fed = report.get("retrieved", {}).get(cell["retriever"], {})
+        for label, condition in (("PR", "perfectly_relevant"), ("IR", "irrelevant")):
+            means = [cell["metrics"].get(metric, {}).get(condition, {}).get("mean")
+                     for _, metric in PAPER_COLUMNS]
+            rows.append([cell["reader"], cell["retriever"], label,
+                         *[f"{m:.2f}" if m is not None else "-" for m in means],
+                         str(cell["n_asks"][condition]), _relevant_share(fed.get(condition))])
+    return header, rows
+
+
+def _relevant_share(counts: dict | None) -> str:
+    """"a/b": of the b passages fed, a judged at the relevant grade for their query ("-": not known)."""
+    if not counts:
+        return "-"
+    passages = sum(v for k, v in counts.items() if k.startswith("at_") or k == "unjudged")
+    return f"{counts.get('at_relevant_grade', 0)}/{passages}"
+
+
+def _difference(row: dict) -> str:
+    diff = row.get("difference")
+    if not diff:
+        return "not computable"
+    separated = " separated" if diff["separated"] else ""
+    return f"{diff['diff_mean']:+.3f} [{diff['diff_low']:.3f}, {diff['diff_high']:.3f}]{separated}"
+
+
+def print_qrels_grid(report: dict) -> None:
+    """The grid, then per cell and metric the bootstrap difference PR - IR."""
+    aggregate = any("vera_aggregate" in cell["metrics"] for cell in report["grid"])
+    say(f"VERA section 5.1 per reader x retriever: top {report.get('k', 'k')} of each condition's qrels "
+        f"pool (relevant grade {report.get('relevant_grade', '-')}); Agg = cross-encoder logit, "
+        "vera_aggregate" + ("" if aggregate else " (off: no --cross-encoder)"))
+    print_sample_size_notes(report)
+    header, rows = grid_table(report)
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    for line in (header, *rows):
+        say("  " + "  ".join(f"{str(x):>{w}s}" for x, w in zip(line, widths)))
+    for cell in report["grid"]:
+        say(f"\n  {cell['reader']} + {cell['retriever']}: PR - IR")
+        for metric, row in cell["metrics"].items():
+            say(f"    {metric:26s} {_difference(row)}")
+
+
+def grid_markdown(report: dict) -> str:
+    """qrels.md: the grid as a Markdown table, with what the contexts were."""
+    header, rows = grid_table(report)
+    retrievers = "; ".join(f"{name}: {what}" for name, what in report.get("retrievers", {}).items())
+    intro = (f"Top {report.get('k', 'k')} of each condition's qrels pool ({report.get('qrels', '-')}, "
+             f"relevant grade {report.get('relevant_grade', '-')}) per query; retrievers: "
+             f"{retrievers or 'see the scores file'}; judge {report.get('judge_model', '-')}, VERA prompts "
+             f"{report.get('judge_prompt_version', '-')}. Means per metric; Agg = the cross-encoder's logit "
+             "(vera_aggregate). Fed at relevant grade: of the retrieved passages fed, those the qrels judge "
+             "at the relevant grade for their query.")
+    lines = ["# VERA section 5.1: perfectly relevant (PR) vs irrelevant (IR), reader x retriever", "", intro,
+             "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"

@@ -250,6 +250,7 @@ def run_judging(
     default judges every question; a run extension that turns another on hands it in (the pipeline asks the
     registry)."""
     suite = get_suite(suite_name)
+    judge = run_bound_judge(suite, judge, run_dir, retrieved_path)
     stage = RunLayout.judge_stage(suite_name)
     key = judging_key(suite_name, (queries_path, retrieved_path, generations_path), judge, client, top_k,
                       identity, policy.key_settings())
@@ -282,6 +283,14 @@ def run_judging(
         return {**summary, "batches": done, "seconds": round(time.perf_counter() - started, 2)}
 
     return judging_outputs(suite_name, run_stage(run_dir, stage, key, compute, force=force))
+
+
+def run_bound_judge(suite: JudgeSuite, judge: JudgeConfig, run_dir: Path,
+                    retrieved_path: Path) -> JudgeConfig:
+    """The judge config `suite` judges this run with: a run-level input of the suite (gqm_bertscore's idf
+    corpus: the run's chunks, else its retrieved contexts) bound into its settings, so that the stage key
+    and the judgments' keys cover it."""
+    return suite.bind_run(judge, {"chunks": RunLayout(run_dir).chunks, "retrieved": Path(retrieved_path)})
 
 
 @dataclass

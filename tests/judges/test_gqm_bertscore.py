@@ -99,3 +99,72 @@ def test_it_is_listed_not_a_mark_metric_and_a_missing_package_is_a_config_error(
     with pytest.raises(ValueError, match="needs the bert-score package"):
         SUITE.check_config(JUDGE)
     SUITE.check_config(JudgeConfig())  # not selected: not needed
+
+
+CORPUS = ["The cat sat on the mat.", "A dog slept on the mat.", "Paris is in France.",
+          "Berlin is the capital of Germany.", "The cat chased the dog."]
+
+
+def _chunks_file(path, texts=CORPUS):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"chunk_id": [f"c{i}" for i in range(len(texts))], "text": texts}), path)
+    return path
+
+
+def test_idf_weighted_f1_is_bert_score_with_the_corpus_idf_dict(tmp_path):
+    """Eq. 5.12-5.13: bert-score's own score(idf=dict) with the idf dict of the corpus; the idf changes
+    the score, and [CLS]/[SEP], in every document, weigh 0."""
+    import bert_score
+    from bert_score.utils import get_idf_dict
+
+    from judges.bertscore import corpus_digest, corpus_texts, idf_weights, scorer
+
+    path = _chunks_file(tmp_path / "chunks.parquet", CORPUS + [CORPUS[0]])  # a repeated text counts once
+    assert corpus_texts(path) == CORPUS
+    idf = idf_weights(path, corpus_digest(CORPUS))
+    tokenizer = scorer()._tokenizer
+    assert idf[tokenizer.cls_token_id] == idf[tokenizer.sep_token_id] == 0
+    assert dict(idf) == dict(get_idf_dict(CORPUS, tokenizer, nthreads=0))
+    candidate, reference = PAIRS[0]
+    _, _, direct = bert_score.score([candidate], [reference], model_type=minilm_path(), num_layers=NUM_LAYERS,
+                                    idf=idf)
+    weighted = best_match(candidate, [reference], idf).f1
+    assert weighted == pytest.approx(float(direct[0]), abs=1e-5)
+    assert weighted != pytest.approx(best_match(candidate, [reference]).f1, abs=1e-4)
+    with pytest.raises(ValueError, match="changed since the judge stage bound it"):
+        idf_weights(_chunks_file(tmp_path / "other.parquet", CORPUS[:2]), "0 documents, sha256 x")
+
+
+def test_the_judge_stage_binds_the_runs_chunks_else_its_retrieved_contexts(tmp_path):
+    chunks, retrieved = _chunks_file(tmp_path / "chunks.parquet"), _chunks_file(tmp_path / "r.parquet",
+                                                                                CORPUS[:3])
+    bound = SUITE.bind_run(JUDGE, {"chunks": chunks, "retrieved": retrieved})
+    assert bound.gqm.bertscore_idf_corpus == str(chunks)
+    assert bound.gqm.bertscore_idf_digest.startswith("the run's chunks: 5 documents, sha256 ")
+    pooled = SUITE.bind_run(JUDGE, {"chunks": tmp_path / "missing.parquet", "retrieved": retrieved})
+    assert pooled.gqm.bertscore_idf_digest.startswith("the retrieved contexts pooled over the run: 3 doc")
+    off = JudgeConfig(gqm=GqmOptions(metrics=["bertscore"], bertscore_idf="none"))
+    assert SUITE.bind_run(off, {"chunks": chunks}) == off
+    assert SUITE.bind_run(JudgeConfig(), {"chunks": chunks}) == JudgeConfig()  # bertscore not selected
+    assert SUITE.bind_run(JUDGE, {}) == JUDGE
+
+
+def test_the_judgment_records_which_idf_it_used(tmp_path):
+    from judges.bertscore import idf_weights
+
+    sample = _sample([PAIRS[1][1], PAIRS[0][1]])
+    bound = SUITE.bind_run(JUDGE, {"chunks": _chunks_file(tmp_path / "chunks.parquet")})
+    results = {}
+    for name, judge in (("bound", bound), ("unbound", JUDGE),
+                        ("none", JudgeConfig(gqm=GqmOptions(metrics=["bertscore"], bertscore_idf="none")))):
+        (unit,) = SUITE.plan(sample, judge, 0, len)
+        (results[name],) = SUITE.evaluate(FakeLLMClient([]), unit, judge, None)
+    idf = idf_weights(bound.gqm.bertscore_idf_corpus, bound.gqm.bertscore_idf_digest)
+    assert results["bound"].score == pytest.approx(best_match(sample.response, sample.context, idf).f1)
+    assert json.loads(results["bound"].detail)["idf"] == bound.gqm.bertscore_idf_digest
+    assert results["none"].score == pytest.approx(best_match(sample.response, sample.context).f1)
+    assert json.loads(results["none"].detail)["idf"] == "none (bertscore_idf: none)"
+    assert json.loads(results["unbound"].detail)["idf"].startswith("none (no run corpus bound")
+    assert results["unbound"].score == results["none"].score
