@@ -3,6 +3,7 @@ system's answer side by side and blind (docs/human-labels.md).
 
     ccrs label RUN_DIR [--metric M] [--label-scale LOW HIGH] [--predicted-by M=JUDGE] [--describe TEXT]
                        [--annotator NAME] [--seed S] [--host 127.0.0.1] [--port 0] [--token TOKEN]
+                       [--design uniform|active [--label-budget N] [--label-floor P] [--label-margin M]]
     ccrs label RUN_DIR --agreement
 
 The metric: a judge metric the run scored (default: the first judged one; its scale and construct from its
@@ -15,7 +16,9 @@ lets annotators on other machines open the printed URL; the start line says so. 
 RUN_DIR/labels/labels.jsonl as they are given (skips to skips.jsonl; the metric's scale in metrics.json,
 the seeded question order in order.json); reopening resumes. `--agreement` prints each labeled metric's
 annotators, answers labeled by two or more and Krippendorff's alpha, and serves nothing. Exit 2 on bad
-input, in one line.
+input, in one line. `--design active` serves only the questions an active design drew (probabilities from
+the judge's uncertainty, labels/design.json) and shows which comparisons the labels settle
+(pipelines/tools/labeling/active.py).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "label") -> None:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR",
                         help="a run folder (`ccrs run`, `ccrs evaluate`)")
     options.add(parser, name, "--metric")
-    options.add_extensions(parser, name)  # --label-scale, --predicted-by HUMAN=JUDGE (the labels extension)
+    options.add_extensions(parser, name)  # --label-scale, --predicted-by HUMAN=JUDGE, --design ... (labels)
     options.add_alias(parser, "--scale", next(a for a in parser._actions if a.dest == "label_scale"))
     parser.add_argument("--describe", metavar="TEXT", help="a human metric's construct, shown on the page")
     parser.add_argument("--annotator", metavar="NAME", default="",
@@ -88,6 +91,7 @@ def _label(args: argparse.Namespace) -> int:
 def serve(layout, args: argparse.Namespace) -> int:
     from infra.console import say
     from pipelines.tools import labeling
+    from pipelines.tools.labeling.active import check_design_options, served_questions
 
     token = labeling.checked_token(args.token)  # before anything is written
     scale = options.parse_scale(args.label_scale, "--label-scale")
@@ -95,14 +99,17 @@ def serve(layout, args: argparse.Namespace) -> int:
     questions = labeling.load_questions(layout)
     if not questions:
         raise UsageError(f"{layout.queries} holds no question")
+    check_design_options(args.design, args.label_budget, args.label_floor, args.label_margin, len(questions))
     order = labeling.question_order(layout, [question.query_id for question in questions], args.seed)
+    served, stop_line = served_questions(layout, metric, order, args.seed, args.design, args.label_budget,
+                                         args.label_floor, args.label_margin)
     labeling.record_metric(layout, metric)
-    store = labeling.LabelStore(layout, metric, questions, order, args.seed)
+    store = labeling.LabelStore(layout, metric, questions, served, args.seed, stop_line)
     if store.repaired:
         say(f"ccrs label: dropped {store.repaired} unfinished line(s) a killed server left (never answered)",
             err=True)
     server = labeling.make_server(store, args.host, args.port, args.annotator, token)
-    print(start_line(server, metric, questions, layout.labels_file), flush=True)
+    print(start_line(server, metric, questions, layout.labels_file, stop_line), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -112,10 +119,14 @@ def serve(layout, args: argparse.Namespace) -> int:
     return 0
 
 
-def start_line(server, metric, questions, labels_file: Path) -> str:
+def start_line(server, metric, questions, labels_file: Path, stop_line=None) -> str:
     """The one line with the page's URL (its token included: the only place the token is shown)."""
     systems = len({answer.system for question in questions for answer in question.answers})
     scale = f"{metric.scale[0]:g}-{metric.scale[1]:g}"
+    if stop_line is not None:
+        design = stop_line.design
+        scale += (f", active design: {sum(design.drawn)} of {len(design.drawn)} questions drawn by the "
+                  f"{design.source}, floor {design.rule['floor']:.3g}")
     reach = ("reachable from other machines: only holders of this URL, token included, can read or write "
              "the labels; " if server.beyond_loopback else "")
     return (f"ccrs label: {metric.name} ({scale}) of {len(questions)} questions x {systems} systems at "

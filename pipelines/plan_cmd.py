@@ -91,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
 
 def labels_main(args: argparse.Namespace) -> int:
     from judges.suite import metric_order
+    from pipelines.tools.label_designs import ACTIVE
     from pipelines.tools.planning.labels import PLAN_FILE, load_pilot_and_labels, plan_labels, render
     from stats.errors import StatsInputError
 
@@ -105,10 +106,14 @@ def labels_main(args: argparse.Namespace) -> int:
                            power=0.8 if args.power is None else args.power, alpha=args.alpha,
                            n_questions=args.questions, replicates=args.replicates, seed=args.seed,
                            metric_order=metric_order())
+        if args.design == ACTIVE:
+            from pipelines.tools.planning.active_labels import active_plan, render_active
+
+            plan[ACTIVE] = active_plan(plan, frame, args.pilot)
     except StatsInputError as exc:
         print(f"ccrs plan labels: {exc}", file=sys.stderr)
         return 2
-    print(render(plan))
+    print(render(plan) + (f"\n\n{render_active(plan[ACTIVE])}" if ACTIVE in plan else ""))
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / PLAN_FILE).write_text(json.dumps(plan, indent=2))

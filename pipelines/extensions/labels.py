@@ -24,6 +24,7 @@ from pipelines.extensions.registry import (
 from pipelines.option_schema import ANY_COMMAND, Option
 from pipelines.reporting.tracking import MetricsContribution
 from pipelines.reporting.verdict import VerdictInputs, VerdictSection
+from pipelines.tools.label_designs import DEFAULT_MARGIN, DESIGNS, UNIFORM
 from stats.multiple import holm_adjust
 from tasks.runtime.contributions import StatisticsContext, StatisticsContributor
 from tasks.runtime.layout import LABELS_DIR, RunLayout
@@ -36,15 +37,49 @@ HUMAN_NOTE = ("human-calibrated cells (basis `human`): both nights have human la
 LABEL_OPTIONS_IN_A_RUN = ("--label-scale and --predicted-by describe a --labels file; a run directory's "
                           "labels carry their scales (labels/metrics.json)")
 LABEL_OPTIONS_ALONE = "--label-scale and --predicted-by need --labels LABELS"
+ACTIVE_IN_A_RUN = ("labels drawn by an active design (labels/design.json) are weighted by `ccrs stats "
+                   "RUN_DIR`, not by a run's reduce stage")
 
 
 # --- the statistics
 
 def inputs(context: StatisticsContext) -> dict[str, Any]:
     """{"labels": LabelSet} for compute_all: a `--labels` file (`ccrs stats`), else the run folder's own
-    labels/; {} without any."""
+    labels/; {} without any. A run folder's labels drawn by an active design are checked against its
+    record (`ccrs stats` then weights them: stats_verdict); a run's own reduce stage leaves them out, with
+    a note (its estimates would assume a uniform draw)."""
     labels = _labels(context.run_dir, context.options.get(NAME) or {})
+    if labels is not None and context.run_dir is not None and not (context.options.get(NAME) or {}).get(
+            "labels"):
+        _check_design(context.run_dir, labels, in_command=NAME in context.options)
     return {} if labels is None else {"labels": labels}
+
+
+def _check_design(run_dir: Path, labels, in_command: bool) -> None:
+    from stats.errors import StatsInputError
+
+    layout = RunLayout(run_dir)
+    if not (layout.labels_design.exists() or '"design"' in _text(layout.labels_metrics)):
+        return
+    from pipelines.tools.labeling.weighted import check_active_labels
+
+    if not in_command:
+        raise StatsInputError(ACTIVE_IN_A_RUN)
+    check_active_labels(layout, labels)
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
+
+
+def stats_verdict(args, frame: pd.DataFrame, verdict: str) -> str:
+    """`ccrs stats RUN_DIR` on labels an active design drew: their weighted estimates, `design` and
+    `decisions` in stats.json and the verdict (pipelines/tools/labeling/weighted.py)."""
+    if not Path(args.scores).is_dir() or args.labels is not None:
+        return verdict
+    from pipelines.tools.labeling.weighted import active_verdict
+
+    return active_verdict(RunLayout(args.scores), Path(args.out), frame, verdict)
 
 
 def _labels(run_dir: Path | None, given: dict[str, Any]):
@@ -177,10 +212,15 @@ def metric_lines(entry: dict) -> list[str]:
     if not block:
         return []
     pairs = block["pairwise"]
-    return [f"    human-calibrated ({block['human_metric']}): {sum(block['n_labels'].values())} labels, "
-            f"{sum(pair['significant'] for pair in pairs)} of {len(pairs)} pairs differ, "
-            f"{sum(pair['decision_changed'] for pair in pairs)} decisions changed from the judge alone, "
-            f"{len(block['too_few_labels'])} systems with too few labels"]
+    lines = [f"    human-calibrated ({block['human_metric']}): {sum(block['n_labels'].values())} labels, "
+             f"{sum(pair['significant'] for pair in pairs)} of {len(pairs)} pairs differ, "
+             f"{sum(pair['decision_changed'] for pair in pairs)} decisions changed from the judge alone, "
+             f"{len(block['too_few_labels'])} systems with too few labels"]
+    if block.get("design"):
+        from pipelines.tools.labeling.weighted import design_line
+
+        lines.append(design_line(block))
+    return lines
 
 
 OPTIONS = (
@@ -199,6 +239,23 @@ OPTIONS = (
         "the judge metric whose scores predict them (repeatable)",
         {"action": "append", "metavar": "HUMAN=JUDGE"},
         {ANY_COMMAND: ([], None)}), ("stats", "plan labels", "label")),
+    ExtensionOption(Option(
+        "--design", "how the questions to label are drawn: uniform (a seeded random order of all of them) or "
+        "active (each drawn once with a probability that grows with the judge's uncertainty, the labels "
+        "weighted back; docs/human-labels.md)", {"choices": DESIGNS},
+        {ANY_COMMAND: (UNIFORM, UNIFORM)}), ("label", "plan labels")),
+    ExtensionOption(Option(
+        "--label-budget", "with --design active: the questions expected to be drawn for labeling",
+        {"type": float, "metavar": "N"}, {ANY_COMMAND: (None, "30%% of the questions, at least 50")}),
+        ("label",)),
+    ExtensionOption(Option(
+        "--label-floor", "with --design active: the lowest probability a question is drawn with (every one "
+        "can be)", {"type": float, "metavar": "P"}, {ANY_COMMAND: (None, "half the uniform rate")}),
+        ("label",)),
+    ExtensionOption(Option(
+        "--label-margin", "with --design active: pairs whose anytime interval of the mean human difference "
+        "lies in [-M, M] (labels on [0, 1]) are settled equivalent", {"type": float, "metavar": "M"},
+        {ANY_COMMAND: (None, f"{DEFAULT_MARGIN:g}")}), ("label",)),
 )
 
 
@@ -212,7 +269,7 @@ register_extension(RunExtension(
     verdict=(VerdictSection("hypotheses", section),),
     metrics=MetricsContribution(run_metrics, human_calibrated_metrics, artifacts),
     gate=GateCells(gate, "human", HUMAN_NOTE),
-    options=CommandOptions(OPTIONS, metric_lines=metric_lines),
+    options=CommandOptions(OPTIONS, stats_verdict=stats_verdict, metric_lines=metric_lines),
     files=(f"{LABELS_DIR}/",),
     names=(r"human_calibrated", r"\bLABELS_DIR\b", r"\bread_run_labels\b", r"\bread_labels_file\b",
            r"\blabels_fingerprint\b", r"\bANSWER_DIGEST\b", r"tasks\.runtime\.labels"),

@@ -14,7 +14,8 @@
       probes/probe_report.json, ...                                 judge bias probes (`probes:`)
       reduce/stats.json, tables/, plots/                            statistics over every suite's scores
       track/                                                        MLflow run ids (and gqm/ when asked)
-      labels/labels.jsonl, metrics.json, order.json, skips.jsonl    human labels (`ccrs label`)
+      labels/labels.jsonl, metrics.json, order.json, skips.jsonl,   human labels (`ccrs label`)
+             design.json
 
 Stages write through tasks/runtime/stage.py into `run_dir/<stage>/`; everything that reads a run (reduce,
 tracking, `ccrs report`, `ccrs compare`, `ccrs vera`) finds files through `RunLayout`.
@@ -208,6 +209,12 @@ class RunLayout:
     def labels_order(self) -> Path:
         """The seeded random order of the run's questions the page shows (seed and question ids)."""
         return self.labels_dir / "order.json"
+
+    @property
+    def labels_design(self) -> Path:
+        """{metric: its active labeling design}: the rule, floor, budget, seed and each question's
+        uncertainty, probability and draw (`ccrs label --design active`), checked by `ccrs stats`."""
+        return self.labels_dir / "design.json"
 
     @property
     def labels_skips(self) -> Path:

@@ -238,3 +238,66 @@ def test_agreement_prints_each_metrics_annotators_and_alpha(tmp_path, capsys):
     # coincidences o11 = 4, o00 = 2, o01 = o10 = 1 (n1 = 5, n0 = 3, n = 8): 1 - 7 * 2 / (2 * 5 * 3) = 0.533
     assert out[2].split()[:4] == ["acceptable", "2", "4", "0.533"]
 
+
+
+def test_a_browser_labels_by_the_active_design_sees_the_comparisons_settle_and_is_told_to_stop(browser,
+                                                                                             tmp_path):
+    """`--design active` on a synthetic run of 80 questions: the page serves the drawn questions in the
+    design's order, shows the open and settled comparisons after every question, and "You can stop" once
+    none is open (A well above B and C, B and C equal within the margin 0.3)."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from pipelines.tools.labeling.design import read_design
+    from tests.pipelines.tools.active_run import METRIC as ACTIVE_METRIC
+    from tests.pipelines.tools.active_run import human_mark, write_active_run
+
+    run = write_active_run(tmp_path / "run", questions=80)
+    server = Server(run.root, "--metric", ACTIVE_METRIC, "--design", "active", "--label-budget", "70",
+                    "--label-margin", "0.3", "--annotator", "ann")
+    try:
+        drawn = read_design(run, ACTIVE_METRIC).drawn_order
+        browser.get(server.url)
+        for index, query_id in enumerate(drawn):
+            wait_for_question(browser, query_id)
+            WebDriverWait(browser, 30).until(lambda d: d.find_element("id", "decisions").is_displayed())
+            if index == 0:
+                assert "0 settled, 3 open" in browser.find_element("id", "decisions").text
+            keys(browser, *[key for system in systems_behind(run, query_id)
+                            for key in (str(human_mark(system, query_id)), Keys.TAB)], Keys.ENTER)
+        wait_for_question(browser, None)
+        WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "stop"))
+        shown = browser.find_element("id", "decisions").text
+        assert "3 settled, 0 open" in shown and "You can stop: every comparison is settled." in shown
+        assert "A vs B: settled (different)" in shown and "B vs C: settled (equivalent)" in shown
+        assert len(jsonl(run.labels_file)) == 3 * len(drawn)
+    finally:
+        server.kill()
+
+
+def test_design_options_that_cannot_be_used_are_one_line_and_exit_2_with_nothing_written(tmp_path, capsys):
+    run = write_labeled_run(tmp_path / "run")
+    assert cli.main(["label", str(run), "--label-floor", "0.2"]) == 2
+    assert capsys.readouterr().err.strip() == "ccrs label: --label-floor needs --design active"
+    assert cli.main(["label", str(run), "--design", "active", "--label-budget", "9"]) == 2
+    assert "--label-budget must lie between 1 and the run's 3 questions" in capsys.readouterr().err
+    assert not RunLayout(run).labels_dir.exists()
+
+
+def test_the_start_line_of_an_active_design_says_what_drew_the_questions(tmp_path):
+    from pipelines.label_cmd import start_line
+    from pipelines.tools.labeling.active import served_questions
+
+    run = RunLayout(write_labeled_run(tmp_path / "run"))
+    metric = labeling.resolve_metric(run, "CC", None, None, None)
+    questions = labeling.load_questions(run)
+    order = labeling.question_order(run, [q.query_id for q in questions], 0)
+    served, stop_line = served_questions(run, metric, order, 0, "active")
+    store = labeling.LabelStore(run, metric, questions, served, 0, stop_line)
+    server = labeling.make_server(store)
+    try:
+        line = start_line(server, metric, questions, run.labels_file, stop_line)
+    finally:
+        server.server_close()
+    assert f"CC (0-100, active design: {len(served)} of 3 questions drawn by the systems' disagreement, " \
+           "floor 0.5) of 3 questions x 3 systems at http://127.0.0.1:" in line

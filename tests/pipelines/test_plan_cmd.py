@@ -109,3 +109,21 @@ def test_plan_power_simulates_a_sequential_run_of_the_planned_questions(tmp_path
     code = cli.main(["plan", "power", "--pilot", str(pilot), "--delta", "0.05", "--replicates", "0",
                      "--sequential", "--margin", "0.05", "--sequential-replicates", "5"])
     assert code == 0 and "Sequential (judge.sequential: margin 0.05" in capsys.readouterr().out
+
+
+def test_plan_labels_design_active_forecasts_the_labels_an_active_design_needs(tmp_path, capsys):
+    from tests.pipelines.tools.active_run import METRIC, write_active_run
+
+    run = write_active_run(tmp_path / "run", questions=120)
+    code = cli.main(["plan", "labels", "--pilot", str(run.root), "--delta", "0.1", "--design", "active",
+                     "--replicates", "0", "--out", str(tmp_path / "plan")])
+    out = capsys.readouterr().out
+    assert code == 0 and "Active design (`ccrs label --design active`)" in out
+    active = json.loads((tmp_path / "plan" / "labels_plan.json").read_text())["active"]["per_metric"][METRIC]
+    assert active["uncertainty"] == "systems' disagreement" and active["source"] == "assumed"
+    assert active["labels"]["0"]["active"] == active["labels"]["0"]["uniform"]  # rho 0: nothing to save
+    for figure in active["labels"].values():
+        assert figure["active"] <= figure["uniform"]
+    assert cli.main(["plan", "labels", "--pilot", str(run.root), "--delta", "0.1", "--replicates", "0",
+                     "--out", str(tmp_path / "uniform")]) == 0
+    assert "active" not in json.loads((tmp_path / "uniform" / "labels_plan.json").read_text())

@@ -27,6 +27,10 @@ PAGE = """<!doctype html>
   #message { color: #a11; min-height: 1.2rem; margin: .5rem 0; }
   #controls { margin: 1rem 0; display: flex; gap: 1rem; align-items: center; }
   .keys { color: #666; font-size: .9rem; }
+  #decisions { background: #f7f7ef; padding: .5rem .8rem; border-radius: 6px; margin: .5rem 0; }
+  #decisions ul { margin: .3rem 0; columns: 2; }
+  #decisions .open { color: #8a5a00; } #decisions .settled { color: #1d6b2f; }
+  #stop { color: #1d6b2f; font-weight: 700; }
 </style>
 </head>
 <body>
@@ -37,6 +41,7 @@ PAGE = """<!doctype html>
   <span id="agreement"></span>
 </header>
 <div id="construct"></div>
+<section id="decisions" hidden aria-live="polite"></section>
 <div id="message" role="alert"></div>
 <main id="work" hidden>
   <div id="question"></div>
@@ -81,6 +86,41 @@ async function call(path, body) {
   return data;
 }
 
+async function decisions() {  // an active design: which comparisons the labels so far settle
+  try {
+    const reply = await fetch("/api/decisions", {headers: {"X-CCRS-Token": TOKEN}});
+    const data = await reply.json();
+    showDecisions(reply.ok ? data : {design: "uniform"});
+  } catch (error) { showDecisions({design: "uniform"}); }
+}
+
+function showDecisions(data) {
+  const box = $("decisions");
+  box.hidden = data.design !== "active";
+  if (box.hidden) { return; }
+  box.replaceChildren();
+  const head = document.createElement("div");
+  head.textContent = `Comparisons: ${data.settled} settled, ${data.open} open — ${data.labeled_questions} ` +
+    `drawn questions labeled (anytime intervals, alpha ${data.alpha} over ${data.family_size} ` +
+    `comparisons, equivalent within ±${data.margin})`;
+  const list = document.createElement("ul");
+  for (const pair of data.pairs) {
+    const item = document.createElement("li");
+    item.className = pair.decision === "open" ? "open" : "settled";
+    item.dataset.pair = `${pair.a}|${pair.b}`;
+    item.textContent = `${pair.a} vs ${pair.b}: ` +
+      (pair.decision === "open" ? "open" : `settled (${pair.decision})`);
+    list.append(item);
+  }
+  box.append(head, list);
+  if (data.stop) {
+    const stop = document.createElement("div");
+    stop.id = "stop";
+    stop.textContent = "You can stop: every comparison is settled.";
+    box.append(stop);
+  }
+}
+
 async function load() {
   try { show(await call("/api/state?annotator=" + encodeURIComponent(annotator()))); }
   catch (error) { say(error.message); }
@@ -88,6 +128,7 @@ async function load() {
 
 function show(data) {
   state = data;
+  decisions();
   marks = {}; typed = ""; focused = 0;
   if (!nameField.value && data.default_annotator) {
     nameField.value = data.default_annotator;

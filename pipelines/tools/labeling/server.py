@@ -1,4 +1,5 @@
-"""The page's HTTP server: the page and its JSON API (/api/state, /api/label, /api/skip), every request
+"""The page's HTTP server: the page and its JSON API (/api/state, /api/label, /api/skip, and
+/api/decisions: an active design's settled and open comparisons), every request
 checked against the server's Access before anything is read or written."""
 from __future__ import annotations
 
@@ -76,6 +77,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/api/state":
             annotator = parse_qs(url.query).get("annotator", [""])[0]
             self._json(HTTPStatus.OK, self._with_default(self.store.state(annotator)))
+        elif url.path == "/api/decisions":
+            self._json(HTTPStatus.OK, self.store.decisions())
         else:
             self._json(HTTPStatus.NOT_FOUND, {"error": f"no page {url.path}"})
 

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
+from pipelines.tools.label_designs import UNIFORM
 from pipelines.tools.labeling.agreement import annotator_agreement
 from pipelines.tools.labeling.files import append_jsonl, read_jsonl, utc_now
 from pipelines.tools.labeling.metric import LabelError, LabelMetric
 from pipelines.tools.labeling.questions import Question, blinded
+from pipelines.tools.labeling.stopline import StopLine
 from tasks.runtime.labels import ANSWER_DIGEST, answer_digest
 from tasks.runtime.layout import RunLayout
 
@@ -21,8 +23,10 @@ class LabelStore:
     """One metric's labels and skips of a run, in memory beside their files; thread-safe."""
 
     def __init__(self, layout: RunLayout, metric: LabelMetric, questions: Sequence[Question],
-                 order: Sequence[str], seed: int):
-        self.layout, self.metric, self.seed = layout, metric, seed
+                 order: Sequence[str], seed: int, stop_line: StopLine | None = None):
+        """`order`: the questions served, in order (an active design's: the drawn ones); `stop_line`: an
+        active design's decisions (None: a uniform design, no decisions)."""
+        self.layout, self.metric, self.seed, self.stop_line = layout, metric, seed, stop_line
         self.questions = {question.query_id: question for question in questions}
         self.order = list(order)
         self._lock = threading.Lock()
@@ -62,6 +66,13 @@ class LabelStore:
                      "progress": self.progress(annotator), "question": self._shown(annotator, question),
                      "agreement": self._agreement()}
         return state
+
+    def decisions(self) -> dict[str, Any]:
+        """Which comparisons the labels so far settle (an active design), for the page after each question."""
+        if self.stop_line is None:
+            return {"design": UNIFORM}
+        with self._lock:
+            return self.stop_line.status(list(self._records), {query_id for _, query_id in self._skips})
 
     def _shown(self, annotator: str, question: Question | None) -> dict[str, Any] | None:
         if question is None:
