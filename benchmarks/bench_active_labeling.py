@@ -1,14 +1,22 @@
 """Active against uniform labeling (stats/active.py; docs/human-labels.md, "Active labeling (estimators)"):
 the labels each needs to reach the same decisions, and the coverage of the fixed-n and anytime intervals.
 
-Simulated data. 4 systems, QUESTIONS questions, human marks 1-5 mapped onto [0, 1] (a latent quality: the
-question's difficulty, shared by its answers, plus the system's level plus the answer's own deviation,
-rounded onto the scale); true mean differences 0 (A-B), about 0.08 and 0.16 (the others). The judge reads
-each mark with noise whose sd varies widely from question to question (log-normal, SPREAD_LOG_SD: a judge
-sure of most answers and unsure of some), and, calibrated, reports the mark's posterior mean (its score,
-+0.10 toward A) and posterior sd (the spread of its expected-mark distribution): its spread tracks its
-error. A global factor on the noise sets the pooled judge-human correlation (0.3, 0.6, 0.9). A question is
-labeled for every system at once; its uncertainty is the root of the sum of its answers' squared spreads.
+Simulated data. 4 systems, QUESTIONS questions; each answer has a latent quality on the 1-5 marks' scale
+(the question's difficulty, shared by its answers, plus the system's level, LEVELS, plus the answer's own
+deviation) and an uncertainty sd, log-normal (SPREAD_LOG_SD: mostly the question's, so a judge sure of most
+questions and unsure of some) times a global factor that sets the pooled judge-human correlation (0.3, 0.6,
+0.9, found by bisection and printed as measured). Two simulated judges (--judge), both calibrated, both
++0.10 toward system A (JUDGE_BIAS), both reporting a score (the mean of their expected-mark distribution)
+and a spread (its sd) that tracks their error:
+- marks (the default): the answer's human mark is uncertain: annotators would give mark m with the chance
+  that N(latent, sd^2), rounded onto 1-5, gives m, and the human label is one draw of it; the judge's
+  expected-mark distribution is that distribution (its score the mean, its spread the sd). Where an answer
+  is ambiguous the spread can exceed the marks' own spread over the answers (up to 2 marks: "1 or 5").
+- reading: the human mark is the rounded latent; the judge reads it with Gaussian noise of that sd and
+  reports the mark's posterior mean and sd (shrunk toward the pooled marks). Its spread never exceeds the
+  marks' own spread, which bounds what any design saves: at most about rho^2 of the labels (below).
+A question is labeled for every system at once; its uncertainty is the root of the sum of its answers'
+squared spreads (the sd of its residuals, summed over the pairs, up to a factor).
 
 Designs, at the same budget B (expected labels): uniform, pi = B / Q; active, pi proportional to the
 uncertainty, floored at FLOOR_SHARES x B / Q (stats.active.sampling_probabilities). Decisions, for the 6 pairs
@@ -17,18 +25,26 @@ equivalent, the other five different.
 
 Figures per correlation, D data sets each:
 - labels needed, fixed-n: the smallest budget (on the BUDGETS grid, interpolated on log budget) at which
-  the fixed-n intervals reach the truth's decisions in at least POWER of the data sets; active / uniform;
+  the fixed-n intervals reach the truth's decisions in at least POWER of the data sets; active / uniform
+  (common random draws for the designs); "> 1000": not within the QUESTIONS questions;
+- labels for the same width: the budget at which the active design's pair intervals are, in mean squared
+  width, as narrow as uniform's at BUDGETS[WIDTH_AT] labels (defined where no decision settles, and not
+  bound by the smallest size MIN_ACTIVE_LABELS);
 - labels needed, anytime: the questions in a random order, drawn as their turn comes with the pi of
   ANYTIME_BUDGET, stopping at the first question where no pair is open, for each anytime method
   (stats.active.METHODS; betting for the uniform design and the first floor only: it is the slow one);
   mean labels at the stop and the share of stops with the truth's decisions;
 - coverage: of the 95% fixed-n intervals of the 4 means and 6 differences at a budget of
-  MIN_ACTIVE_LABELS (over the data sets whose draw reached it) and at the budget each design needs,
-  and of the anytime intervals of the 6 differences at every question at once (each at 0.05 / 6); the
-  lowest and the mean over the quantities. Truth: the population means, by Monte Carlo.
+  MIN_ACTIVE_LABELS (over the data sets whose draw reached it: about half) and at the budget each design
+  needs, over COVERAGE_DATASETS fresh data sets per cell (the lowest of 180 readings from 300 data sets
+  each falls below 0.93 for exact 95% intervals: sd 0.013 each), and of the anytime intervals of the 6
+  differences at every question at once (each at 0.05 / 6); the lowest and the mean over the
+  quantities. Truth: the population means, by Monte Carlo (marks: the expected mark of each drawn answer).
+- (mean u)^2 / mean u^2: the labels ratio that pi proportional to u would reach without a floor, were u^2
+  the residual variance (Neyman allocation; Zrnic and Candes' optimal rule): what the judge allows.
 
-    .venv/bin/python benchmarks/bench_active_labeling.py    # D = 300: 327 s wall, 93 s CPU, 2 shared cores
-    .venv/bin/python benchmarks/bench_active_labeling.py --datasets 100 --correlations 0.6
+    .venv/bin/python benchmarks/bench_active_labeling.py    # D = 300, 1500 per coverage cell: 4-6 min
+    .venv/bin/python benchmarks/bench_active_labeling.py --judge reading --datasets 100 --correlations 0.6
 """
 from __future__ import annotations
 
@@ -40,6 +56,7 @@ from itertools import combinations
 from pathlib import Path
 
 import numpy as np
+from scipy.special import ndtr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -55,22 +72,24 @@ from stats.active import (  # noqa: E402
 )
 
 QUESTIONS = 1000
-LEVELS = np.array([0.0, 0.0, 0.35, 0.7])  # the systems' latent levels (marks), A..D
+LEVELS = np.array([0.0, 0.0, 0.6, 1.2])  # the systems' latent levels (marks), A..D
 JUDGE_BIAS = np.array([0.10, 0.0, 0.0, 0.0])  # on [0, 1]
-QUESTION_SD, ANSWER_SD, CENTER = 0.7, 0.7, 3.2
+QUESTION_SD, ANSWER_SD, CENTER = 0.7, 0.7, 3.0
 SPREAD_LOG_SD = (2.5, 0.3)  # how much the judge's mark spread varies between questions, and between a
 #                             question's answers (a hard question makes the judge unsure of all of them)
+MARKS = np.arange(1.0, 6.0)
+JUDGES = ("marks", "reading")  # the simulated judges (module docstring); the first is the default
 CORRELATIONS = (0.3, 0.6, 0.9)
-BUDGETS = (50, 65, 80, 100, 130, 170, 220, 290, 380, 500, 650)
-ANYTIME_BUDGET = 300  # expected labels had every question been reached: pi of the anytime runs
+BUDGETS = (50, 65, 80, 100, 130, 170, 220, 290, 380, 500, 650, 800, 1000)
+ANYTIME_BUDGET = 600  # expected labels had every question been reached: pi of the anytime runs
 FLOOR_SHARES = (0.5, 0.25)  # the active design's floor, a share of the uniform rate B / Q
-MARGIN = 0.06
+MARGIN = 0.10
 ALPHA = 0.05
 POWER = 0.8
 PAIRS = tuple(combinations(range(len(LEVELS)), 2))
-TRUTH_DRAWS = 400_000
-MARK_MEAN, MARK_VARIANCE = 0.61, 0.064  # of the human marks, pooled over the systems (what a calibrated
-#                                          judge shrinks its reading toward)
+TRUTH_DRAWS = 200_000
+WIDTH_AT = BUDGETS.index(290)  # labels for the width of uniform's intervals at this budget
+COVERAGE_DATASETS = 1500  # data sets per coverage cell (at least --datasets)
 
 
 @dataclass(frozen=True)
@@ -80,40 +99,72 @@ class DataSets:
     uncertainty: np.ndarray  # (D, Q)
 
 
-def human_marks(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """(..., Q, S) human marks on [0, 1]."""
+def latent_quality(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """(..., Q, S) the answers' latent quality on the marks' scale: question + system level + answer."""
     question = rng.normal(0.0, QUESTION_SD, shape[:-1] + (1,))
-    latent = CENTER + LEVELS + question + rng.normal(0.0, ANSWER_SD, shape)
-    return (np.clip(np.round(latent), 1, 5) - 1.0) / 4.0
+    return CENTER + LEVELS + question + rng.normal(0.0, ANSWER_SD, shape)
 
 
-def simulate(rng: np.random.Generator, datasets: int, spread_scale: float) -> DataSets:
-    labels = human_marks(rng, (datasets, QUESTIONS, LEVELS.size))
+def spread_sd(rng: np.random.Generator, shape: tuple[int, ...], spread_scale: float) -> np.ndarray:
+    """(..., Q, S) the sd of the judge's uncertainty per answer: log-normal, mostly the question's."""
     between, within = SPREAD_LOG_SD
-    log_spread = (rng.normal(0.0, between, labels.shape[:-1] + (1,)) + rng.normal(0.0, within, labels.shape)
+    log_spread = (rng.normal(0.0, between, shape[:-1] + (1,)) + rng.normal(0.0, within, shape)
                   - (between**2 + within**2) / 2.0)
-    noise = spread_scale * np.exp(log_spread)  # the sd of the judge's private reading of the mark
-    reading = labels + noise * rng.standard_normal(labels.shape)
-    shrink = MARK_VARIANCE / (MARK_VARIANCE + noise**2)  # a calibrated judge: the mark's posterior mean
-    judged = np.clip(MARK_MEAN + shrink * (reading - MARK_MEAN) + JUDGE_BIAS, 0.0, 1.0)
-    spread = np.sqrt(shrink) * noise  # and its posterior sd: the spread of its expected-mark distribution
+    return spread_scale * np.exp(log_spread)
+
+
+def mark_distribution(latent: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """(..., 5) the chance of each mark 1-5: N(latent, sd^2) rounded onto the marks (ends open)."""
+    edges = np.concatenate([[-np.inf], MARKS[:-1] + 0.5, [np.inf]])
+    return np.diff(ndtr((edges - latent[..., None]) / np.maximum(sd, 1e-12)[..., None]), axis=-1)
+
+
+def simulate(rng: np.random.Generator, datasets: int, spread_scale: float,
+             judge: str = JUDGES[0]) -> DataSets:
+    shape = (datasets, QUESTIONS, LEVELS.size)
+    latent, sd = latent_quality(rng, shape), spread_sd(rng, shape, spread_scale)
+    if judge == "marks":  # the annotators' mark distribution; the judge reports its mean and sd
+        chances = mark_distribution(latent, sd)
+        marks = 1.0 + (chances.cumsum(axis=-1)[..., :-1] < rng.random(shape)[..., None]).sum(axis=-1)
+        mean = chances @ MARKS
+        spread = np.sqrt(np.maximum(chances @ MARKS**2 - mean**2, 0.0)) / 4.0
+        score, labels = (mean - 1.0) / 4.0, (marks - 1.0) / 4.0
+    else:  # reading: a calibrated posterior of the rounded latent from a noisy reading of it
+        labels = (np.clip(np.round(latent), 1, 5) - 1.0) / 4.0
+        noise = sd / 4.0
+        reading = labels + noise * rng.standard_normal(shape)
+        shrink = MARK_VARIANCE / (MARK_VARIANCE + noise**2)
+        score = MARK_MEAN + shrink * (reading - MARK_MEAN)
+        spread = np.sqrt(shrink) * noise
+    judged = np.clip(score + JUDGE_BIAS, 0.0, 1.0)
     return DataSets(labels, judged, np.sqrt((spread**2).sum(axis=2)))
 
 
-def spread_for(correlation: float, rng: np.random.Generator) -> float:
-    """The spread factor whose pooled judge-human correlation is `correlation` (bisection)."""
-    low, high = 0.0, 5.0
-    for _ in range(40):
+MARK_MEAN, MARK_VARIANCE = 0.588, 0.0687  # of the rounded latent marks on [0, 1], pooled over the systems
+#                                          (what the reading judge shrinks its reading toward)
+
+
+def spread_for(correlation: float, judge: str, rng: np.random.Generator) -> float:
+    """The spread factor whose pooled judge-human correlation is `correlation` (bisection on its log)."""
+    low, high = np.log(1e-3), np.log(1e3)
+    for _ in range(30):
         middle = (low + high) / 2.0
-        data = simulate(rng, 20, middle)
+        data = simulate(rng, 8, float(np.exp(middle)), judge)
         pooled = np.corrcoef(data.labels.ravel(), data.judged.ravel())[0, 1]
         low, high = (middle, high) if pooled > correlation else (low, middle)
-    return (low + high) / 2.0
+    return float(np.exp((low + high) / 2.0))
 
 
-def truth(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The population means of the systems and of the pairs' differences (Monte Carlo)."""
-    means = human_marks(rng, (TRUTH_DRAWS, LEVELS.size)).mean(axis=0)
+def truth(rng: np.random.Generator, judge: str, spread_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """The population means of the systems' human marks and of the pairs' differences (Monte Carlo; for
+    the marks judge the expected mark of each drawn answer)."""
+    shape = (TRUTH_DRAWS, LEVELS.size)
+    latent = latent_quality(rng, shape)
+    if judge == "marks":
+        marks = mark_distribution(latent, spread_sd(rng, shape, spread_scale)) @ MARKS
+    else:
+        marks = np.clip(np.round(latent), 1, 5)
+    means = ((marks - 1.0) / 4.0).mean(axis=0)
     return means, np.array([means[a] - means[b] for a, b in PAIRS])
 
 
@@ -149,13 +200,28 @@ def fixed_n(data: DataSets, pi: np.ndarray, drawn: np.ndarray, alpha: float
     return (*intervals(data.labels, data.judged), *intervals(*pair_arrays(data)))
 
 
-def reached(data: DataSets, pi: np.ndarray, uniforms: np.ndarray, target: np.ndarray) -> float:
-    """The share of data sets whose fixed-n decisions (Bonferroni over the pairs) are the truth's; drawn
-    with common random numbers (uniforms < pi: the same uniforms for every design and budget, so that
-    the comparison is not blurred by independent draws)."""
+def reached(data: DataSets, pi: np.ndarray, uniforms: np.ndarray, target: np.ndarray
+            ) -> tuple[float, float]:
+    """The share of data sets whose fixed-n decisions (Bonferroni over the pairs) are the truth's, and the
+    mean squared width of the pairs' intervals; drawn with common random numbers (uniforms < pi: the same
+    uniforms for every design and budget, so that the comparison is not blurred by independent draws)."""
     drawn = uniforms < pi
     *_, low, high = fixed_n(data, pi, drawn, ALPHA / len(PAIRS))
-    return float((decide_pairs(low, high, MARGIN) == target).all(axis=1).mean())
+    right = float((decide_pairs(low, high, MARGIN) == target).all(axis=1).mean())
+    return right, float(np.nanmean((high - low) ** 2))
+
+
+def same_width(widths: list[float], target: float) -> float:
+    """The budget whose mean squared width first falls to `target`, interpolated on log budget and log
+    width; inf if never."""
+    for index, width in enumerate(widths):
+        if width <= target:
+            if index == 0:
+                return float(BUDGETS[0])
+            before, step = np.log(widths[index - 1]), np.log(BUDGETS[index] / BUDGETS[index - 1])
+            share = (before - np.log(target)) / (before - np.log(width))
+            return float(BUDGETS[index - 1] * np.exp(step * share))
+    return float("inf")
 
 
 def labels_needed(shares: list[float]) -> float:
@@ -170,14 +236,31 @@ def labels_needed(shares: list[float]) -> float:
 
 
 def covered(data: DataSets, pi: np.ndarray, rng: np.random.Generator, means: np.ndarray,
-            differences: np.ndarray) -> tuple[float, float]:
-    """(lowest, mean) coverage over the 4 means and 6 differences of the 95% fixed-n intervals, over the
-    data sets whose draw gave at least MIN_ACTIVE_LABELS labels (the others get no interval)."""
+            differences: np.ndarray) -> np.ndarray:
+    """(claimed data sets, 10) whether each 95% fixed-n interval of the 4 means and 6 differences covers,
+    over the data sets whose draw gave at least MIN_ACTIVE_LABELS labels (the others get no interval)."""
     low_m, high_m, low_d, high_d = fixed_n(data, pi, draw_labeled(pi, rng), ALPHA)
     claimed = ~np.isnan(low_m[:, 0])
-    cover = np.concatenate([(low_m <= means) & (means <= high_m),
-                            (low_d <= differences) & (differences <= high_d)], axis=1)[claimed]
-    return float(cover.mean(axis=0).min()), float(cover.mean())
+    return np.concatenate([(low_m <= means) & (means <= high_m),
+                           (low_d <= differences) & (differences <= high_d)], axis=1)[claimed]
+
+
+def coverage(rng: np.random.Generator, judge: str, scale: float, chunk: int, total: int, budgets: dict,
+             means: np.ndarray, differences: np.ndarray) -> dict:
+    """(lowest, mean, data sets) coverage per (budget name, design) over COVERAGE_DATASETS data sets
+    (total, simulated in chunks of `chunk`): budgets maps a name to the budget of each design."""
+    hits: dict = {}
+    for _ in range(-(-max(total, chunk) // chunk)):
+        data = simulate(rng, chunk, scale, judge)
+        for name, per_design in budgets.items():
+            for design, budget in per_design.items():
+                cover = covered(data, probabilities(data, budget, design), rng, means, differences)
+                hits.setdefault((name, design), []).append(cover)
+    result = {}
+    for key, parts in hits.items():
+        cover = np.concatenate(parts)
+        result[key] = (float(cover.mean(axis=0).min()), float(cover.mean()), len(cover))
+    return result
 
 
 def anytime(data: DataSets, pi: np.ndarray, rng: np.random.Generator, differences: np.ndarray,
@@ -206,28 +289,35 @@ def anytime(data: DataSets, pi: np.ndarray, rng: np.random.Generator, difference
     return float(labels_at_stop.mean()), float(right.mean()), float(cover)
 
 
-def run_setting(correlation: float, datasets: int, seed: int, means: np.ndarray,
-                differences: np.ndarray) -> dict:
+def run_setting(correlation: float, judge: str, datasets: int, coverage_datasets: int, seed: int) -> dict:
     """Every figure of one correlation, keyed by (figure, design): design None is uniform, a number the
     active design's floor share; betting sequences for the uniform design and the first floor share."""
-    rng = np.random.default_rng([seed, int(round(100 * correlation))])
-    data = simulate(rng, datasets, spread_for(correlation, rng))
+    rng = np.random.default_rng([seed, int(round(100 * correlation)), JUDGES.index(judge)])
+    scale = spread_for(correlation, judge, rng)
+    means, differences = truth(rng, judge, scale)
+    data = simulate(rng, datasets, scale, judge)
     target = target_decisions(differences)
     uniforms = rng.random(data.uncertainty.shape)
-    row: dict = {}
+    u = data.uncertainty
+    row: dict = {"means": means, "datasets": datasets,
+                 "correlation": np.corrcoef(data.labels.ravel(), data.judged.ravel())[0, 1],
+                 "ideal": float(np.mean(u.mean(axis=1) ** 2 / (u**2).mean(axis=1)))}
     designs = (None, *FLOOR_SHARES)
     for design in designs:
-        shares = [reached(data, probabilities(data, budget, design), uniforms, target) for budget in BUDGETS]
-        row["need", design] = labels_needed(shares)
+        shares, widths = zip(*(reached(data, probabilities(data, budget, design), uniforms, target)
+                               for budget in BUDGETS))
+        row["need", design] = labels_needed(list(shares))
+        row["widths", design] = list(widths)
     for design in designs:
-        need = min(row["need", design], QUESTIONS) if np.isfinite(row["need", design]) else BUDGETS[-1]
-        row["cover at min", design] = covered(data, probabilities(data, MIN_ACTIVE_LABELS, design), rng,
-                                              means, differences)
-        row["cover at need", design] = covered(data, probabilities(data, need, design), rng, means,
-                                               differences)
+        row["same width", design] = same_width(row["widths", design], row["widths", None][WIDTH_AT])
+    for design in designs:
         for method in METHODS if design in designs[:2] else METHODS[1:]:
             row[method, design] = anytime(data, probabilities(data, ANYTIME_BUDGET, design), rng,
                                           differences, target, method)
+    needs = {design: min(row["need", design], QUESTIONS) if np.isfinite(row["need", design])
+             else QUESTIONS for design in designs}
+    budgets = {"cover at min": dict.fromkeys(designs, MIN_ACTIVE_LABELS), "cover at need": needs}
+    row.update(coverage(rng, judge, scale, datasets, coverage_datasets, budgets, means, differences))
     return row
 
 
@@ -235,15 +325,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", type=int, default=300, help="simulated data sets per correlation")
     parser.add_argument("--correlations", type=float, nargs="+", default=list(CORRELATIONS))
+    parser.add_argument("--judge", choices=JUDGES, default=JUDGES[0])
+    parser.add_argument("--coverage-datasets", type=int, default=COVERAGE_DATASETS,
+                        help="simulated data sets per fixed-n coverage cell")
     parser.add_argument("--seed", type=int, default=49)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    means, differences = truth(np.random.default_rng([args.seed, 0]))
-    print(f"{args.datasets} data sets per correlation, {QUESTIONS} questions, 4 systems; true means "
-          f"{np.round(means, 3).tolist()}; margin {MARGIN}; power {POWER}; anytime budget {ANYTIME_BUDGET}; "
-          f"active floors {FLOOR_SHARES} x B / Q\n")
-    rows = {correlation: run_setting(correlation, args.datasets, args.seed, means, differences)
-            for correlation in args.correlations}
+    print(f"judge: {args.judge}; {args.datasets} data sets per correlation "
+          f"({max(args.coverage_datasets, args.datasets)} per fixed-n coverage cell), {QUESTIONS} questions, "
+          f"4 systems; margin {MARGIN}; power {POWER}; anytime budget {ANYTIME_BUDGET}; active floors "
+          f"{FLOOR_SHARES} x B / Q\n")
+    rows = {correlation: run_setting(correlation, args.judge, args.datasets, args.coverage_datasets,
+                                     args.seed) for correlation in args.correlations}
+    for correlation, row in rows.items():
+        print(f"correlation {correlation}: measured {row['correlation']:.2f}; true means "
+              f"{np.round(row['means'], 3).tolist()}; (mean u)^2 / mean u^2 = {row['ideal']:.2f} (what pi "
+              "proportional to the uncertainty u saves at most, no floor, were u^2 the residual variance)")
+    print()
     _print_needs(rows)
     _print_coverage(rows)
     print(f"\n{time.perf_counter() - start:.0f} s")
@@ -251,24 +349,34 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_needs(rows: dict) -> None:
-    print("Labels needed to reach the truth's decisions (A-B equivalent, the rest different); active / "
-          "uniform in brackets; for the anytime stops, then the share of stops with the truth's decisions:\n")
+    print("Labels needed to reach the truth's decisions (A-B equivalent, the rest different), and for the "
+          f"pairs' intervals as narrow as uniform's at {BUDGETS[WIDTH_AT]} labels (mean squared width); "
+          "active / uniform in brackets; for the anytime stops, then the share of stops with the truth's "
+          "decisions:\n")
     floors = [f"active, floor {share}" for share in FLOOR_SHARES]
     headers = (["fixed-n: uniform"] + [f"fixed-n: {floor}" for floor in floors]
+               + [f"uniform's width at {BUDGETS[WIDTH_AT]}: {floor}" for floor in floors]
                + ["anytime (asymptotic): uniform"] + [f"anytime (asymptotic): {floor}" for floor in floors]
                + ["anytime (betting): uniform", f"anytime (betting): {floors[0]}"])
     print("| judge-human correlation | " + " | ".join(headers) + " |")
     print("| --- |" + " --- |" * len(headers))
     for correlation, row in rows.items():
         uniform = row["need", None]
-        cells = [f"{uniform:.0f}"] + [f"{row['need', share]:.0f} ({row['need', share] / uniform:.2f})"
-                                      for share in FLOOR_SHARES]
+        cells = [_labels(uniform)] + [_labels(row["need", share]) + (
+            f" ({row['need', share] / uniform:.2f})" if np.isfinite(uniform + row["need", share]) else "")
+            for share in FLOOR_SHARES]
+        cells += [_labels(row["same width", share]) + f" ({row['same width', share] / BUDGETS[WIDTH_AT]:.2f})"
+                  for share in FLOOR_SHARES]
         for method, shares in (("asymptotic", FLOOR_SHARES), ("betting", FLOOR_SHARES[:1])):
             base = row[method, None]
             cells.append(f"{base[0]:.0f}; {base[1]:.2f}")
             cells += [f"{row[method, share][0]:.0f} ({row[method, share][0] / base[0]:.2f}); "
                       f"{row[method, share][1]:.2f}" for share in shares]
         print(f"| {correlation} | " + " | ".join(cells) + " |")
+
+
+def _labels(need: float) -> str:
+    return f"{need:.0f}" if np.isfinite(need) else f"> {BUDGETS[-1]}"
 
 
 def _print_coverage(rows: dict) -> None:
@@ -285,6 +393,13 @@ def _print_coverage(rows: dict) -> None:
         cells.append("; ".join(f"{row['asymptotic', design][2]:.3f}" for design in designs))
         cells.append("; ".join(f"{row['betting', design][2]:.3f}" for design in designs[:2]))
         print(f"| {correlation} | " + " | ".join(cells) + " |")
+    fixed = [row[at, design] for row in rows.values() for at in ("cover at min", "cover at need")
+             for design in designs]
+    anytime_lowest = min(row[key][2] for row in rows.values() for key in row if key[0] in METHODS)
+    print(f"\nLowest coverage of any fixed-n interval in any cell: {min(cell[0] for cell in fixed):.3f} "
+          f"(over {min(cell[2] for cell in fixed)} to {max(cell[2] for cell in fixed)} data sets a cell); "
+          f"of any anytime interval: {anytime_lowest:.3f} "
+          f"(over the {next(iter(rows.values()))['datasets']} data sets)")
 
 
 if __name__ == "__main__":

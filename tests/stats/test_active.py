@@ -12,6 +12,7 @@ from stats.active import (
     DIFFERENCE_SCALE,
     METHODS,
     MIN_ACTIVE_LABELS,
+    _effective_labels,
     _predictable_z,
     active_confidence_sequence,
     active_ppi_batch,
@@ -117,12 +118,15 @@ def test_below_the_smallest_size_one_line_error():
         active_ppi_difference(labels, np.full(100, 0.5), f, f, np.full(100, 0.3))
 
 
-def test_fixed_n_coverage_at_the_smallest_size():
+@pytest.mark.parametrize("floor_share", [0.5, 0.25])
+def test_fixed_n_coverage_at_the_smallest_size(floor_share):
+    # the floor at half and at a quarter of the uniform rate; about half the draws reach 50 labels
     rng = np.random.default_rng(3)
     y, f, spread = _world(rng, n_items=300, datasets=600)
     truth = _clipped_normal_mean(0.6, 0.2)
-    budget = MIN_ACTIVE_LABELS + 5  # the floor at half the uniform rate (a quarter: 0.93 at 50 labels)
-    pi = np.stack([sampling_probabilities(row, budget, 0.5 * budget / 300).probabilities for row in spread])
+    budget = MIN_ACTIVE_LABELS + 5
+    pi = np.stack([sampling_probabilities(row, budget, floor_share * budget / 300).probabilities
+                   for row in spread])
     drawn = draw_labeled(pi, rng)
     batch = active_ppi_batch(np.where(drawn, y, np.nan), f, pi)
     claimed = batch.n_labeled >= MIN_ACTIVE_LABELS
@@ -170,6 +174,14 @@ def test_the_weighted_observations_stay_within_the_range_the_floor_sets():
                        *DIFFERENCE_SCALE)
     bound = 2.0 / 0.2 - 1.0  # [hi - w / floor, lo + w / floor] with w = 2
     assert np.abs(z).max() <= bound + 1e-12
+
+
+def test_the_t_quantile_takes_kish_effective_labels():
+    # weights 1 / pi of the labeled = [2, 4, 1]: (2 + 4 + 1)^2 / (4 + 16 + 1) = 49 / 21; equal weights: n
+    labeled = np.array([[True, True, True, False]])
+    pi = np.array([[0.5, 0.25, 1.0, 0.5]])
+    assert _effective_labels(pi, labeled) == pytest.approx([49 / 21])
+    assert _effective_labels(np.full((1, 4), 0.2), labeled) == pytest.approx([3.0])
 
 
 def test_decisions():
