@@ -228,6 +228,29 @@ def bioasq_inputs(tmp_path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def empty_mlflow_db(tmp_path_factory) -> Path:
+    """An MLflow SQLite store as MLflow leaves a new one at its first connection (the installed version's
+    schema, the Default experiment, no runs), made once a session: a new store runs MLflow's Alembic
+    migrations, 2-4 s on the CI's CPUs. Made from the repository root, as the tests that copy it run (the
+    Default experiment's artifact location is the working directory's mlruns/0, as in a new store there)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("empty-mlflow") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_db(tmp_path, empty_mlflow_db) -> str:
+    """The URI of a new, empty MLflow SQLite store at tmp_path/mlflow.db: a copy of `empty_mlflow_db`, what
+    MLflow itself would create there (for tests that stay in the repository root), without its seconds."""
+    import shutil
+
+    shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+@pytest.fixture(scope="session")
 def ray_session():
     """Ray for the stage tests, started once per session; never shut down here (other session fixtures,
     such as llm_endpoint, may share it; llm_endpoint shuts Ray down at the end of the session)."""

@@ -33,13 +33,14 @@ def test_a_stopped_run_exits_6_with_its_line(tmp_path, monkeypatch, capsys):
     assert f"ccrs run: {LINE}" in err and str(RunLayout(tmp_path).preflight_dir) in err
 
 
-def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_logged(tmp_path, monkeypatch):
+def test_a_stopped_night_is_status_judge_calibration_on_the_run_the_pipeline_logged(tmp_path, mlflow_db,
+                                                                                   monkeypatch):
     from mlflow.tracking import MlflowClient
 
     from pipelines import nightly_cmd
     from pipelines.reporting.tracking import log_failed_run
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     logged = log_failed_run(tracking_uri=uri, experiment="ccrs-cpu-demo", run_name="stopped", error=LINE,
                             tags={"ccrs.judge_calibration": "stop"})

@@ -309,7 +309,8 @@ def toy_loop(tmp_path, monkeypatch):
     sys.modules.pop("toy_loop_extension", None)
 
 
-def test_a_toy_statistics_contributor_is_in_stats_json_the_verdict_mlflow_and_the_gate(toy_share, tmp_path):
+def test_a_toy_statistics_contributor_is_in_stats_json_the_verdict_mlflow_and_the_gate(toy_share, tmp_path,
+                                                                                        mlflow_db):
     from mlflow.tracking import MlflowClient
 
     from pipelines import options
@@ -323,7 +324,7 @@ def test_a_toy_statistics_contributor_is_in_stats_json_the_verdict_mlflow_and_th
     overrides = options.extension_overrides(parser.parse_args(["--toy-bar", "0.6"]), "evaluate")
     assert overrides == {"toy_share.bar": 0.6}
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     config, answers, judged = recorded_run(tmp_path / "run", uri, overrides)
     result = _conclude(config, tmp_path / "run", answers, judged, None)
     stats = json.loads((result.stats_dir / "stats.json").read_text())

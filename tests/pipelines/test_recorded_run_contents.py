@@ -120,8 +120,8 @@ def mlflow_contents(uri: str, run_id: str, scrub, config: dict) -> dict:
                         for child in sorted(children, key=lambda run: run.data.tags["system"])}}
 
 
-def test_a_recorded_runs_statistics_verdict_and_mlflow_contents_stay_as_recorded(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_a_recorded_runs_statistics_verdict_and_mlflow_contents_stay_as_recorded(tmp_path, mlflow_db):
+    uri = mlflow_db
     root = tmp_path / "run"
     config, answers, judged = recorded_run(root, uri)
     result = _conclude(config, root, answers, judged, None, started_at=1_800_000_000.0)

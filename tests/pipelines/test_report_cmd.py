@@ -4,11 +4,11 @@ from pipelines.cli import main
 from tests.pipelines.reporting.test_gqm import make_run
 
 
-def test_report_command_writes_and_logs_to_mlflow(tmp_path, capsys):
+def test_report_command_writes_and_logs_to_mlflow(tmp_path, mlflow_db, capsys):
     import mlflow
 
     run = make_run(tmp_path / "run")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     client = mlflow.tracking.MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("gqm-test", artifact_location=(tmp_path / "artifacts").as_uri())
     run_id = client.create_run(exp).info.run_id

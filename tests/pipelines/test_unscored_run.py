@@ -48,7 +48,8 @@ def judged_in_prose(root) -> tuple[RunLayout, dict]:
     return layout, judging_summary(frame, counts, 1.0, "ccrs", "v1", "smollm2-135m-instruct")
 
 
-def test_every_judgment_failed_is_a_verdict_an_mlflow_run_and_exit_4_with_one_line(tmp_path, capsys):
+def test_every_judgment_failed_is_a_verdict_an_mlflow_run_and_exit_4_with_one_line(tmp_path, mlflow_db,
+                                                                                   capsys):
     from mlflow.tracking import MlflowClient
 
     layout, summary = judged_in_prose(tmp_path / "run")
@@ -69,7 +70,7 @@ def test_every_judgment_failed_is_a_verdict_an_mlflow_run_and_exit_4_with_one_li
     assert f"## Most common reasons\n\n| reason | judgments |\n| --- | --- |\n| {reason} | 2 |" in verdict
     assert f"| q0 | prod | QR | {reason} | {PROSE} |" in verdict  # the judge's own reply
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     record = RunRecord(run_name="prose-judge", config={"name": "prose-judge",
                                                        "dataset": {"path": str(tmp_path)}},
                        provenance={"git_commit": "abc"}, tags={"ccrs.config_name": "prose-judge"},

@@ -1,16 +1,17 @@
 """Node loss on a real multi-node Ray cluster, run in a process of its own (a driver joins one Ray cluster
 at a time, and the test session's Ray holds the CPU LLM server):
 
-    python -m tests.tasks.multinode_scenario judge|retrieval WORK_DIR   (writes WORK_DIR/result.json)
+    python -m tests.tasks.multinode_scenario WORK_DIR   (writes WORK_DIR/judge.json, WORK_DIR/retrieval.json)
 
 The cluster is a head (0 CPUs) and two worker nodes on this machine (`ray.cluster_utils.Cluster`: a raylet
-each, each worker with its own CPU count and a custom resource). `judge`: the judge stage, with shards
-asking for the workers' resource, against the SIMULATED judge of benchmarks/llm_simulator.py (the CPU
-model server cannot fit in a second Ray cluster beside the session's; the simulator answers each request
-with a score derived from its body, so two runs must agree exactly) runs undisturbed, then again while one
-worker node is removed a third into the second of its three batches. `retrieval`: the chunk stage's
-actors (spread over both workers) chunks the BioASQ sample undisturbed, then again while the
-node of some of its actors is removed mid-map. Both write what the test checks.
+each, each worker with its own CPU count and a custom resource), started once for both scenarios (its start
+is seconds of a 2-core CI machine). `judge`: the judge stage, with shards asking for the workers' resource,
+against the SIMULATED judge of benchmarks/llm_simulator.py (the CPU model server cannot fit in a second Ray
+cluster beside the session's; the simulator answers each request with a score derived from its body, so two
+runs must agree exactly) runs undisturbed, then again while one worker node is removed a third into the
+second of its three batches. `retrieval`, on the surviving worker and a new one added in place of the
+removed one: the chunk stage's actors (spread over both workers) chunks the BioASQ sample undisturbed, then
+again while the node of some of its actors is removed mid-map. Each writes what its test checks.
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ class NodeRemover(threading.Thread):
             time.sleep(0.02)
 
 
-def judge_scenario(work: Path) -> dict:
+def judge_scenario(work: Path, cluster: Cluster, workers: list) -> dict:
     from judges.config import ClientConfig, JudgeConfig
     from tasks.judge import run_judging
     from judges.suite import metric_order, suite_membership
@@ -116,7 +117,6 @@ def judge_scenario(work: Path) -> dict:
 
     # answers in 300 ms: a shard takes ~1 s, so shards are in flight on the node when it goes
     simulator, base_url = start_simulator(work, latency_ms=300)
-    cluster, workers = start_cluster()
     try:
         inputs = judge_inputs(work / "inputs")
         judge = JudgeConfig(model="simulated-judge", cache=False)
@@ -152,53 +152,56 @@ def judge_scenario(work: Path) -> dict:
             "stats": runs["storm"]["stats"],
         }
     finally:
-        ray.shutdown()
-        cluster.shutdown()
         simulator.terminate()
 
 
-def retrieval_scenario(work: Path) -> dict:
+def retrieval_scenario(cluster: Cluster, workers: list) -> dict:
     from retrievers.config import ChunkingConfig, DatasetConfig
     from retrievers.loaders import load_dataset
     from tasks.retrieval_stages import ChunkerActor, _slices, actor_pool, chunk_with_ray, ordered_map
 
-    cluster, workers = start_cluster()
-    try:
-        passages = load_dataset(DatasetConfig(path=str(REPO / "data" / "bioasq-sample"))).passages
-        chunking = ChunkingConfig(shard_size=10, max_parallel=4)
-        calm = chunk_with_ray(passages, chunking, progress=False)
-        shards = _slices(passages, chunking.shard_size)
-        args = (chunking.tokenizer, chunking.chunk_tokens, chunking.overlap_tokens)
-        with actor_pool(ChunkerActor, 4, *args, scheduling_strategy="SPREAD") as pool:
-            actors = pool
-            homes = ray.get([a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
-                             for a in actors])
-            calls = []
+    passages = load_dataset(DatasetConfig(path=str(REPO / "data" / "bioasq-sample"))).passages
+    chunking = ChunkingConfig(shard_size=10, max_parallel=4)
+    calm = chunk_with_ray(passages, chunking, progress=False)
+    shards = _slices(passages, chunking.shard_size)
+    args = (chunking.tokenizer, chunking.chunk_tokens, chunking.overlap_tokens)
+    with actor_pool(ChunkerActor, 4, *args, scheduling_strategy="SPREAD") as pool:
+        actors = pool
+        homes = ray.get([a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
+                         for a in actors])
+        calls = []
 
-            def call(actor, shard):
-                calls.append(1)
-                if len(calls) == len(shards) // 3:
-                    cluster.remove_node(workers[0], allow_graceful=False)
-                return actor.chunk.remote(shard)
+        def call(actor, shard):
+            calls.append(1)
+            if len(calls) == len(shards) // 3:
+                cluster.remove_node(workers[0], allow_graceful=False)
+            return actor.chunk.remote(shard)
 
-            storm = pd.concat([t.to_pandas() for t in ordered_map(pool, call, shards, "chunk", False)])
-        return {
-            "shards": len(shards),
-            "actors_on_removed_node": homes.count(workers[0].node_id),
-            "actors_on_other_worker": homes.count(workers[1].node_id),
-            "same_chunks": calm.to_pandas().reset_index(drop=True).equals(storm.reset_index(drop=True)),
-            "chunks": len(storm),
-        }
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+        storm = pd.concat([t.to_pandas() for t in ordered_map(pool, call, shards, "chunk", False)])
+    return {
+        "shards": len(shards),
+        "actors_on_removed_node": homes.count(workers[0].node_id),
+        "actors_on_other_worker": homes.count(workers[1].node_id),
+        "same_chunks": calm.to_pandas().reset_index(drop=True).equals(storm.reset_index(drop=True)),
+        "chunks": len(storm),
+    }
 
 
 def main() -> int:
-    subject, work = sys.argv[1], Path(sys.argv[2])
+    work = Path(sys.argv[1])
     work.mkdir(parents=True, exist_ok=True)
-    result = {"judge": judge_scenario, "retrieval": retrieval_scenario}[subject](work)
-    (work / "result.json").write_text(json.dumps(result, indent=2, default=str))
+    cluster, workers = start_cluster()
+    try:
+        judge = judge_scenario(work, cluster, workers)
+        (work / "judge.json").write_text(json.dumps(judge, indent=2, default=str))
+        # the judge scenario removed workers[0]: a new worker node takes its place (the first removed here)
+        workers = [cluster.add_node(num_cpus=4, resources={WORKER_RESOURCE: 100}), workers[1]]
+        cluster.wait_for_nodes()
+        retrieval = retrieval_scenario(cluster, workers)
+        (work / "retrieval.json").write_text(json.dumps(retrieval, indent=2, default=str))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
     return 0
 
 

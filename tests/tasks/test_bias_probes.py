@@ -210,7 +210,7 @@ def test_verdict_shows_the_probes_of_a_run_that_asked_for_them(tmp_path, fake_fa
     assert "## Judge bias probes" in text and "| order | order | CC | stable | 2 |" in text
 
 
-def test_probes_are_logged_into_the_given_mlflow_run(tmp_path, fake_fan_out):
+def test_probes_are_logged_into_the_given_mlflow_run(tmp_path, mlflow_db, fake_fan_out):
     import mlflow
 
     from pipelines.reporting.probes import log_probes
@@ -221,7 +221,7 @@ def test_probes_are_logged_into_the_given_mlflow_run(tmp_path, fake_fan_out):
                     JudgeConfig(model="m", cache=False, ccrs=CcrsOptions(metrics=["ID"])), ClientConfig(),
                     "http://unused/v1", progress=False, draw=plot_probe_shifts)
     report, files = logged_probe_files(tmp_path)
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = mlflow_db
     client = mlflow.tracking.MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("probes-test", artifact_location=(tmp_path / "artifacts").as_uri())
     run_id = client.create_run(experiment).info.run_id

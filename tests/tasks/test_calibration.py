@@ -312,7 +312,7 @@ def test_the_requests_the_cost_plan_counts():
     assert len(preflight_requests(tests, one_prompt, 0)) == 2
 
 
-def test_a_stopped_run_is_a_failed_mlflow_run_with_the_pass_rates_and_files(tmp_path):
+def test_a_stopped_run_is_a_failed_mlflow_run_with_the_pass_rates_and_files(tmp_path, mlflow_db):
     from mlflow.tracking import MlflowClient
 
     from pipelines.reporting.calibration import log_stopped_run
@@ -321,7 +321,7 @@ def test_a_stopped_run_is_a_failed_mlflow_run_with_the_pass_rates_and_files(tmp_
     options = PreflightOptions(tests=str(tests))
     gate = run_preflight(tmp_path / "run", options, tests, GATE_JUDGE.model_copy(update={"cache": False}),
                          ClientConfig(), "", llm=_type_1_judge(), draw=plot_matrix)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     line = gate.line(20)
     run_id = log_stopped_run(uri, "ccrs-preflight-test", "demo", line, gate, tmp_path / "run",
                              {"ccrs.config_name": "demo"})

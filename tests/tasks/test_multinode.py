@@ -1,5 +1,6 @@
-"""A head and two worker nodes on this machine, one worker removed mid-stage (each scenario of
-tests/tasks/multinode_scenario.py runs in a process of its own: a driver joins one Ray cluster at a time)."""
+"""A head and two worker nodes on this machine, one worker removed mid-stage (the scenarios of
+tests/tasks/multinode_scenario.py run in a process of their own, a driver joins one Ray cluster at a time;
+both on one cluster, started once for the module: its start is seconds of the CI's 2 cores)."""
 import json
 import os
 import subprocess
@@ -7,22 +8,33 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PRE_STREAMING = Path(__file__).parent / "data" / "pre-streaming"  # its README says what it is
 
 
-def _scenario(subject: str, work: Path) -> dict:
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory) -> Path:
+    """The folder the scenarios wrote: judge.json, retrieval.json (each written when its scenario finished),
+    the judge runs' folders and status.txt (the process's exit code and the end of its stderr)."""
+    work = tmp_path_factory.mktemp("multinode")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
-    done = subprocess.run([sys.executable, "-m", "tests.tasks.multinode_scenario", subject, str(work)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=420)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((work / "result.json").read_text())
+    done = subprocess.run([sys.executable, "-m", "tests.tasks.multinode_scenario", str(work)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    (work / "status.txt").write_text(f"exit {done.returncode}\n{done.stderr[-3000:]}")
+    return work
 
 
-def test_judge_shards_run_on_both_workers_and_a_lost_node_loses_no_judgment(tmp_path):
-    result = _scenario("judge", tmp_path)
+def _result(work: Path, subject: str) -> dict:
+    status = (work / "status.txt").read_text()
+    assert status.startswith("exit 0\n") and (work / f"{subject}.json").exists(), status
+    return json.loads((work / f"{subject}.json").read_text())
+
+
+def test_judge_shards_run_on_both_workers_and_a_lost_node_loses_no_judgment(scenarios):
+    result = _result(scenarios, "judge")
     calm, storm = result["requests"]["calm"], result["requests"]["storm"]
     workers = set(result["worker_nodes"])
     assert set(calm["shards_by_node"]) == workers  # both worker nodes judged, the head none
@@ -36,13 +48,13 @@ def test_judge_shards_run_on_both_workers_and_a_lost_node_loses_no_judgment(tmp_
     assert result["same_judgments"] and result["same_stats"]
     # ... and the same as the stage wrote before it streamed (one pass, one node), on these judgments
     key = ["query_id", "system", "metric"]
-    scores = pd.read_parquet(tmp_path / "storm" / "judge_ccrs" / "scores.parquet")
+    scores = pd.read_parquet(scenarios / "storm" / "judge_ccrs" / "scores.parquet")
     pd.testing.assert_frame_equal(scores.sort_values(key).reset_index(drop=True),
                                   pd.read_parquet(PRE_STREAMING / "scores.parquet"))
     assert result["stats"] == json.loads((PRE_STREAMING / "per_metric.json").read_text())
 
 
-def test_retrieval_actor_pool_survives_a_lost_node(tmp_path):
-    result = _scenario("retrieval", tmp_path)
+def test_retrieval_actor_pool_survives_a_lost_node(scenarios):
+    result = _result(scenarios, "retrieval")
     assert result["actors_on_removed_node"] >= 1 and result["actors_on_other_worker"] >= 1
     assert result["same_chunks"] and result["chunks"] > result["shards"]

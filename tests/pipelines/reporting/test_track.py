@@ -34,14 +34,14 @@ def _record(run_dir, tags):
                      stage_summaries={"judge_ccrs": {"judgments": len(judgments)}}, retrieval_metrics={})
 
 
-def test_track_logs_a_run_with_its_tags_and_the_gqm_report_every_time(tmp_path):
+def test_track_logs_a_run_with_its_tags_and_the_gqm_report_every_time(tmp_path, mlflow_db):
     from mlflow.tracking import MlflowClient
 
     run_dir = make_run(tmp_path / "run")
     reduce = run_reduce(run_dir, [RunLayout(run_dir).scores("ccrs")], b=50, seed=0, alpha=0.05,
                         metric_order=metric_order(), suites=suite_membership())
     record = _record(run_dir, {"ccrs.config_name": "t"})
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     first = run_track(run_dir, record, reduce, uri, "track-test", GOALS)
     second = run_track(run_dir, record, reduce, uri, "track-test", GOALS)
     assert first.summary["run_id"] != second.summary["run_id"] and not second.reused
@@ -68,7 +68,7 @@ def test_the_track_stage_key_covers_the_mlflow_logging_and_the_gqm_report(tmp_pa
         monkeypatch.setattr(stage, "_module_file", found)
 
 
-def test_the_mlflow_run_spans_the_command_and_its_description_is_the_verdicts_headline(tmp_path):
+def test_the_mlflow_run_spans_the_command_and_its_description_is_the_verdicts_headline(tmp_path, mlflow_db):
     """The run starts when the command started (RunRecord.started_at) and ends when it is logged, so that
     the UI's Duration is the command's; its Description (mlflow.note.content) is the verdict's headline,
     and `ccrs nightly`'s gate outcome goes into it before the link to summary.md."""
@@ -88,7 +88,7 @@ def test_the_mlflow_run_spans_the_command_and_its_description_is_the_verdicts_he
     record = _record(run_dir, {"ccrs.config_name": "t"})
     record = dataclasses.replace(record, config={**record.config, "judge": {"model": "judge-x"}},
                                  started_at=started_at)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     tracked = run_track(run_dir, record, reduce, uri, "track-test").summary
     client = MlflowClient(uri)
     run = client.get_run(tracked["run_id"])

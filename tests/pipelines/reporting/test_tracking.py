@@ -38,14 +38,14 @@ def test_unreachable_tracking_server_is_a_clear_error_naming_the_address():
         check_tracking_reachable(f"http://127.0.0.1:{port}", timeout_s=2)
 
 
-def test_comparison_table_is_logged_as_an_mlflow_table(tmp_path):
+def test_comparison_table_is_logged_as_an_mlflow_table(tmp_path, mlflow_db):
     import mlflow
 
     from pipelines.reporting.tracking import COMPARISON_TABLE_ARTIFACT, log_comparison_table
 
     rows = [{"suite": "ccrs", "metric": "QR", "rank": 1, "discriminative_power": 0.9333},
             {"suite": "ragchecker", "metric": "rc_recall", "rank": 1, "discriminative_power": 0.8}]
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(mlflow_db)
     mlflow.set_experiment(experiment_id=mlflow.create_experiment(
         "comparison", artifact_location=(tmp_path / "artifacts").as_uri()))
     with mlflow.start_run() as logged:
@@ -117,7 +117,7 @@ def test_per_sample_table_shows_the_mean_of_the_repeats_and_each_repeats_reply()
                                "QR[1] failed: no integer in 0-100")
 
 
-def test_per_sample_table_is_an_mlflow_table_in_a_runs_first_experiment(tmp_path):
+def test_per_sample_table_is_an_mlflow_table_in_a_runs_first_experiment(tmp_path, mlflow_db):
     import mlflow
 
     from pipelines.reporting.tracking import (
@@ -128,7 +128,7 @@ def test_per_sample_table_is_an_mlflow_table_in_a_runs_first_experiment(tmp_path
         per_sample_table,
     )
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db
     mlflow.set_tracking_uri(uri)
     experiment_id = _ensure_experiment(uri, "per-sample")
     assert mlflow.get_experiment(experiment_id).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
@@ -139,7 +139,7 @@ def test_per_sample_table_is_an_mlflow_table_in_a_runs_first_experiment(tmp_path
     assert list(loaded["question"]) == list(table["question"]) and list(loaded["CC"]) == list(table["CC"])
 
 
-def test_logged_log_files_have_secret_values_masked(tmp_path, monkeypatch):
+def test_logged_log_files_have_secret_values_masked(tmp_path, mlflow_db, monkeypatch):
     import mlflow
 
     from infra import secrets
@@ -151,7 +151,7 @@ def test_logged_log_files_have_secret_values_masked(tmp_path, monkeypatch):
     (logs / "ray" / "serve").mkdir(parents=True)
     (logs / "console.log").write_text("INFO client ready, key sk-planted-logs-0042\n")
     (logs / "ray" / "serve" / "controller.log").write_text("deployed\n")
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    mlflow.set_tracking_uri(mlflow_db)
     mlflow.set_experiment(experiment_id=mlflow.create_experiment(
         "logs", artifact_location=(tmp_path / "artifacts").as_uri()))
     with mlflow.start_run() as run:
