@@ -63,6 +63,9 @@ def test_an_unreachable_tracking_server_or_unknown_experiment_is_one_line_and_ex
     from tests.pipelines.conftest import free_port
 
     monkeypatch.chdir(tmp_path)
+    # both commands shut down the Ray they joined on the way out: here that would be the session's, serving
+    # the real-stack tests' model
+    monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)
     unreachable = f"http://127.0.0.1:{free_port()}"
     for uri, experiment, said in ((unreachable, EXPERIMENT, "cannot reach the tracking server"),
                                   (app_store.uri, "no-such-experiment", "no-such-experiment")):
