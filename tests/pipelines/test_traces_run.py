@@ -146,6 +146,15 @@ def test_an_opentelemetry_app_is_read_judged_and_marked_like_mlflow_tracing(
     written = _feedback(production.url, production.otel.experiment_id)
     assert {trace_id for trace_id, marks in written.items() if marks} == set(production.otel.answered)
     assert all(len(written[trace_id]) == 1 for trace_id in production.otel.answered)
+    if CHROMIUM:  # the OTel spans and the mark, on the trace's page
+        SHOTS.mkdir(exist_ok=True)
+        trace_id = next(iter(production.otel.answered))
+        page = _render(f"{production.url}/#/experiments/{production.otel.experiment_id}/traces/{trace_id}",
+                       tmp_path, SHOTS / "mlflow-otel-trace-feedback.png")
+        assert "ccrs/QR" in page and "retrieval bm25" in page, page[:2000]
+    code, printed = _evaluate([*argv, "--from-stage", "track"], capsys)
+    assert code == 0 and "already there" in printed
+    assert _feedback(production.url, production.otel.experiment_id) == written
 
 
 def night(*argv: str) -> int:
