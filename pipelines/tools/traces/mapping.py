@@ -187,7 +187,7 @@ def _system(trace: Trace, source: tuple[str, str] | None, default: str) -> str |
         roots = [s for s in trace.data.spans or [] if s.parent_id is None]
         value = roots[0].get_attribute(name) if roots else None
     else:
-        value = (trace.info.tags if kind == "tag" else trace.info.trace_metadata or {}).get(name)
+        value = ((trace.info.tags if kind == "tag" else trace.info.trace_metadata) or {}).get(name)
     return str(value).strip() if value is not None and str(value).strip() else None
 
 
