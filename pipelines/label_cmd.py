@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str = "label") -> None:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR",
                         help="a run folder (`ccrs run`, `ccrs evaluate`)")
     options.add(parser, name, "--metric")
-    options.add_extensions(parser, name)  # --label-scale, --predicted-by HUMAN=JUDGE, --design ... (labels)
+    options.add_extensions(parser, name)  # --label-scale, --predicted-by HUMAN=JUDGE (the labels extension)
     options.add_alias(parser, "--scale", next(a for a in parser._actions if a.dest == "label_scale"))
     parser.add_argument("--describe", metavar="TEXT", help="a human metric's construct, shown on the page")
     parser.add_argument("--annotator", metavar="NAME", default="",
@@ -91,7 +91,6 @@ def _label(args: argparse.Namespace) -> int:
 def serve(layout, args: argparse.Namespace) -> int:
     from infra.console import say
     from pipelines.tools import labeling
-    from pipelines.tools.labeling.active import check_design_options, served_questions
 
     token = labeling.checked_token(args.token)  # before anything is written
     scale = options.parse_scale(args.label_scale, "--label-scale")
@@ -99,17 +98,12 @@ def serve(layout, args: argparse.Namespace) -> int:
     questions = labeling.load_questions(layout)
     if not questions:
         raise UsageError(f"{layout.queries} holds no question")
-    check_design_options(args.design, args.label_budget, args.label_floor, args.label_margin, len(questions))
-    order = labeling.question_order(layout, [question.query_id for question in questions], args.seed)
-    served, stop_line = served_questions(layout, metric, order, args.seed, args.design, args.label_budget,
-                                         args.label_floor, args.label_margin)
-    labeling.record_metric(layout, metric)
-    store = labeling.LabelStore(layout, metric, questions, served, args.seed, stop_line)
+    store = labeling.LabelStore.for_design(layout, metric, questions, args)  # the questions --design serves
     if store.repaired:
         say(f"ccrs label: dropped {store.repaired} unfinished line(s) a killed server left (never answered)",
             err=True)
     server = labeling.make_server(store, args.host, args.port, args.annotator, token)
-    print(start_line(server, metric, questions, layout.labels_file, stop_line), flush=True)
+    print(start_line(server, metric, questions, layout.labels_file), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -119,14 +113,10 @@ def serve(layout, args: argparse.Namespace) -> int:
     return 0
 
 
-def start_line(server, metric, questions, labels_file: Path, stop_line=None) -> str:
+def start_line(server, metric, questions, labels_file: Path) -> str:
     """The one line with the page's URL (its token included: the only place the token is shown)."""
     systems = len({answer.system for question in questions for answer in question.answers})
-    scale = f"{metric.scale[0]:g}-{metric.scale[1]:g}"
-    if stop_line is not None:
-        design = stop_line.design
-        scale += (f", active design: {sum(design.drawn)} of {len(design.drawn)} questions drawn by the "
-                  f"{design.source}, floor {design.rule['floor']:.3g}")
+    scale = f"{metric.scale[0]:g}-{metric.scale[1]:g}{server.store.design_note()}"
     reach = ("reachable from other machines: only holders of this URL, token included, can read or write "
              "the labels; " if server.beyond_loopback else "")
     return (f"ccrs label: {metric.name} ({scale}) of {len(questions)} questions x {systems} systems at "

@@ -91,8 +91,8 @@ def main(args: argparse.Namespace) -> int:
 
 def labels_main(args: argparse.Namespace) -> int:
     from judges.suite import metric_order
-    from pipelines.tools.label_designs import ACTIVE
-    from pipelines.tools.planning.labels import PLAN_FILE, load_pilot_and_labels, plan_labels, render
+    from pipelines.tools.planning.active_labels import plan_labels, render  # with the --design's part
+    from pipelines.tools.planning.labels import PLAN_FILE, load_pilot_and_labels
     from stats.errors import StatsInputError
 
     try:
@@ -105,15 +105,11 @@ def labels_main(args: argparse.Namespace) -> int:
         plan = plan_labels(frame, labels, args.metric, width=args.width, delta=args.delta,
                            power=0.8 if args.power is None else args.power, alpha=args.alpha,
                            n_questions=args.questions, replicates=args.replicates, seed=args.seed,
-                           metric_order=metric_order())
-        if args.design == ACTIVE:
-            from pipelines.tools.planning.active_labels import active_plan, render_active
-
-            plan[ACTIVE] = active_plan(plan, frame, args.pilot)
+                           metric_order=metric_order(), design=args.design, pilot=args.pilot)
     except StatsInputError as exc:
         print(f"ccrs plan labels: {exc}", file=sys.stderr)
         return 2
-    print(render(plan) + (f"\n\n{render_active(plan[ACTIVE])}" if ACTIVE in plan else ""))
+    print(render(plan))
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / PLAN_FILE).write_text(json.dumps(plan, indent=2))

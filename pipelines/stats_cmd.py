@@ -59,7 +59,6 @@ def _run(args: argparse.Namespace, plots) -> int:
         for hook in hooks:
             if hook.stats_verdict is not None:
                 verdict = hook.stats_verdict(args, frame, verdict)
-        result = _as_written(result, args.out)
     except StatsInputError as error:
         print(f"ccrs stats: error: {error}", file=sys.stderr)
         return 2
@@ -90,17 +89,6 @@ def _scores_and_inputs(args: argparse.Namespace):
     if found.failed:
         raise found.failed[0][1]
     return frame, found.kwargs
-
-
-def _as_written(result: dict, out_dir: Path) -> dict:
-    """stats.json as the hooks left it (one may have added to it, e.g. an active labeling design's
-    weighted estimates), for the console lines."""
-    import json
-
-    from tasks.runtime.layout import STATS_FILE
-
-    path = Path(out_dir) / STATS_FILE
-    return json.loads(path.read_text()) if path.is_file() else result
 
 
 def _print_comparison(rows: list[dict]) -> None:

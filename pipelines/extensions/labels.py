@@ -46,40 +46,33 @@ ACTIVE_IN_A_RUN = ("labels drawn by an active design (labels/design.json) are we
 def inputs(context: StatisticsContext) -> dict[str, Any]:
     """{"labels": LabelSet} for compute_all: a `--labels` file (`ccrs stats`), else the run folder's own
     labels/; {} without any. A run folder's labels drawn by an active design are checked against its
-    record (`ccrs stats` then weights them: stats_verdict); a run's own reduce stage leaves them out, with
-    a note (its estimates would assume a uniform draw)."""
+    record, and `ccrs stats` gets with them `amend`, which rewrites their metrics' human_calibrated blocks
+    with the weighted estimates, `design` and `decisions` before stats.json is written; a run's own reduce
+    stage leaves them out, with a note (its estimates would assume a uniform draw)."""
     labels = _labels(context.run_dir, context.options.get(NAME) or {})
-    if labels is not None and context.run_dir is not None and not (context.options.get(NAME) or {}).get(
-            "labels"):
-        _check_design(context.run_dir, labels, in_command=NAME in context.options)
-    return {} if labels is None else {"labels": labels}
+    if labels is None:
+        return {}
+    if context.run_dir is None or (context.options.get(NAME) or {}).get("labels"):
+        return {"labels": labels}
+    return {"labels": labels, **_designed(context.run_dir, labels, in_command=NAME in context.options)}
 
 
-def _check_design(run_dir: Path, labels, in_command: bool) -> None:
+def _designed(run_dir: Path, labels, in_command: bool) -> dict[str, Any]:
+    """{"amend": ...} for labels an active design drew, their record checked; {} for uniform ones."""
     from stats.errors import StatsInputError
 
     layout = RunLayout(run_dir)
     if not (layout.labels_design.exists() or '"design"' in _text(layout.labels_metrics)):
-        return
-    from pipelines.tools.labeling.weighted import check_active_labels
+        return {}
+    from pipelines.tools.labeling.weighted import active_amend
 
     if not in_command:
         raise StatsInputError(ACTIVE_IN_A_RUN)
-    check_active_labels(layout, labels)
+    return {"amend": active_amend(layout, labels)}
 
 
 def _text(path: Path) -> str:
     return path.read_text() if path.is_file() else ""
-
-
-def stats_verdict(args, frame: pd.DataFrame, verdict: str) -> str:
-    """`ccrs stats RUN_DIR` on labels an active design drew: their weighted estimates, `design` and
-    `decisions` in stats.json and the verdict (pipelines/tools/labeling/weighted.py)."""
-    if not Path(args.scores).is_dir() or args.labels is not None:
-        return verdict
-    from pipelines.tools.labeling.weighted import active_verdict
-
-    return active_verdict(RunLayout(args.scores), Path(args.out), frame, verdict)
 
 
 def _labels(run_dir: Path | None, given: dict[str, Any]):
@@ -106,9 +99,16 @@ def fingerprint(context: StatisticsContext) -> list[str]:
 # --- the verdict, MLflow
 
 def section(inputs: VerdictInputs) -> str:
+    """The human-calibrated section, and the active designs' (labels spent, decisions) where there are."""
     from pipelines.reporting.human_calibrated import human_calibrated_section
 
-    return human_calibrated_section(inputs.stats)
+    text = human_calibrated_section(inputs.stats)
+    if not any((entry.get("human_calibrated") or {}).get("design")
+               for entry in inputs.stats.get("per_metric", {}).values()):
+        return text
+    from pipelines.tools.labeling.weighted import design_section
+
+    return "\n\n".join(part for part in (text, design_section(inputs.stats)) if part)
 
 
 def run_metrics(stats: dict) -> dict[str, float]:
@@ -269,7 +269,7 @@ register_extension(RunExtension(
     verdict=(VerdictSection("hypotheses", section),),
     metrics=MetricsContribution(run_metrics, human_calibrated_metrics, artifacts),
     gate=GateCells(gate, "human", HUMAN_NOTE),
-    options=CommandOptions(OPTIONS, stats_verdict=stats_verdict, metric_lines=metric_lines),
+    options=CommandOptions(OPTIONS, metric_lines=metric_lines),
     files=(f"{LABELS_DIR}/",),
     names=(r"human_calibrated", r"\bLABELS_DIR\b", r"\bread_run_labels\b", r"\bread_labels_file\b",
            r"\blabels_fingerprint\b", r"\bANSWER_DIGEST\b", r"tasks\.runtime\.labels"),

@@ -67,12 +67,16 @@ def reduce_user_scores(scores: pd.DataFrame, out_dir: Path, *, scale: tuple[floa
                        alpha: float = 0.05, title: str = "your scores", on_metric=None,
                        sections: Sequence[VerdictSection] = (),
                        labels: LabelSet | None = None, in_parallel: bool = True,
-                       plots: BackgroundPlots | None = None) -> tuple[dict, list[Path], str]:
+                       plots: BackgroundPlots | None = None,
+                       amend: Callable[[dict, pd.DataFrame], dict] | None = None,
+                       ) -> tuple[dict, list[Path], str]:
     """Scores the user brings (`ccrs stats`, `ccrs_eval.compute_stats`): long or wide, on [0, 1] or on
     `scale`, through the same statistics as a run; writes stats.json, tables/, plots/ and the verdict
     (summary.md, with the caller's added `sections`) into out_dir. The user's metric names are theirs: no
     judge suite is attached to them. `labels`: human labels (stats.labels.validate_labels), for the
-    human-calibrated statistics. `in_parallel`: where two or more CPUs allow, the metrics' HSDs side by side
+    human-calibrated statistics. `amend(result, scores)`: the result as a run extension's statistics
+    contributor leaves it before anything is written (its inputs may give one; e.g. estimates valid under a
+    labeling design of its own). `in_parallel`: where two or more CPUs allow, the metrics' HSDs side by side
     on threads and the plots drawn in a second process while the statistics are computed: in `plots`
     (started by the caller, which ends it), else, for large scores, in one started here (the same files;
     False: one thing after another, here)."""
@@ -95,6 +99,8 @@ def reduce_user_scores(scores: pd.DataFrame, out_dir: Path, *, scale: tuple[floa
         result = compute_all(frame, hypotheses, b=b, seed=seed, alpha=alpha, on_metric=on_metric,
                              metric_order=metric_order(), metric_suites={}, labels=labels,
                              map_tests=map_tests)
+        if amend is not None:
+            result = amend(result, frame)
         written = write_outputs(result, frame, out_dir, background)
     verdict = build_stats_summary(result, title, str(hypotheses_path) if hypotheses_path else None, sections)
     summary = Path(out_dir) / SUMMARY_FILE

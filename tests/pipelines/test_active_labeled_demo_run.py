@@ -1,9 +1,11 @@
 """A run of the CPU demo (the session's e2e run: real SmolLM2 judge, 2 questions x 6 systems) labeled through
 `ccrs label --design active`'s page by a scripted annotator in headless Chromium: the page serves the
 questions the active design drew, in its order, and shows the comparisons (every one open: 2 questions are
-far below the 50 labels an anytime interval needs, so the page never says "you can stop" here; the stop
-itself: tests/pipelines/test_label_cmd.py on a synthetic run of 80 questions); then `ccrs stats RUN_DIR`
-writes `design` and `decisions` into stats.json. Needs the real stack (the e2e run): marked llm."""
+far below the 50 labels an anytime interval needs, so the page never says "you can stop" here, but once
+every drawn question is labeled it says labeling can stop, the design having nothing more to serve; the stop
+on settled comparisons: tests/pipelines/test_label_cmd.py on a synthetic run of 80 questions); then `ccrs
+stats RUN_DIR` writes `design` and `decisions` into stats.json. Needs the real stack
+(the e2e run): marked llm."""
 from __future__ import annotations
 
 import json
@@ -59,7 +61,15 @@ def test_a_demo_run_labeled_by_the_active_design_in_a_browser(e2e_run, tmp_path,
                      for answer in labeling.blinded(question, 0)]
             keys(browser, *[key for mark in marks for key in (*str(mark), Keys.TAB)], Keys.ENTER)
         wait_for_question(browser, None)
-        assert not browser.find_elements("id", "stop")  # 2 questions: nothing settles
+        # 2 questions settle nothing: the page says labeling can stop because the design has nothing more
+        WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "stop"))
+        stop = browser.find_element("id", "stop")
+        assert stop.get_attribute("data-stop") == "exhausted"
+        assert stop.text.startswith("Labeling can stop here: every question the design drew is labeled or "
+                                    "skipped, so it has nothing more to serve; ")
+        assert "15 of 15 comparisons stay open" in stop.text, stop.text
+        assert "ccrs plan labels --design active" in stop.text
+        assert "You can stop" not in browser.find_element("id", "decisions").text
         assert systems_behind(layout, served[0])
     finally:
         server.shutdown()
@@ -73,3 +83,4 @@ def test_a_demo_run_labeled_by_the_active_design_in_a_browser(e2e_run, tmp_path,
     block = written["per_metric"]["CC"]["human_calibrated"]
     assert block["design"]["labels_spent"]["questions"] == len(served)
     assert all(pair["decision"] == "open" for pair in block["decisions"]["pairs"])
+    assert block["decisions"]["stop"] == "exhausted" and "it has nothing more to serve" in shown

@@ -269,6 +269,7 @@ def test_a_browser_labels_by_the_active_design_sees_the_comparisons_settle_and_i
         WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "stop"))
         shown = browser.find_element("id", "decisions").text
         assert "3 settled, 0 open" in shown and "You can stop: every comparison is settled." in shown
+        assert browser.find_element("id", "stop").get_attribute("data-stop") == "settled"
         assert "A vs B: settled (different)" in shown and "B vs C: settled (equivalent)" in shown
         assert len(jsonl(run.labels_file)) == 3 * len(drawn)
     finally:
@@ -285,19 +286,61 @@ def test_design_options_that_cannot_be_used_are_one_line_and_exit_2_with_nothing
 
 
 def test_the_start_line_of_an_active_design_says_what_drew_the_questions(tmp_path):
+    import argparse
+
     from pipelines.label_cmd import start_line
-    from pipelines.tools.labeling.active import served_questions
 
     run = RunLayout(write_labeled_run(tmp_path / "run"))
     metric = labeling.resolve_metric(run, "CC", None, None, None)
     questions = labeling.load_questions(run)
-    order = labeling.question_order(run, [q.query_id for q in questions], 0)
-    served, stop_line = served_questions(run, metric, order, 0, "active")
-    store = labeling.LabelStore(run, metric, questions, served, 0, stop_line)
+    store = labeling.LabelStore.for_design(run, metric, questions, argparse.Namespace(
+        design="active", label_budget=None, label_floor=None, label_margin=None, seed=0))
     server = labeling.make_server(store)
     try:
-        line = start_line(server, metric, questions, run.labels_file, stop_line)
+        line = start_line(server, metric, questions, run.labels_file)
     finally:
         server.server_close()
-    assert f"CC (0-100, active design: {len(served)} of 3 questions drawn by the systems' disagreement, " \
+    drawn = len(store.order)
+    assert f"CC (0-100, active design: {drawn} of 3 questions drawn by the systems' disagreement, " \
            "floor 0.5) of 3 questions x 3 systems at http://127.0.0.1:" in line
+
+
+def test_a_browser_that_labels_every_drawn_question_of_a_small_design_is_told_it_can_stop_here(browser,
+                                                                                              tmp_path):
+    """`--design active` on 12 questions (every one drawn: the budget is at least 50): far below the 50 labels
+    an anytime interval needs, so no comparison settles; once every drawn question is labeled or skipped
+    the page says labeling can stop here, the comparisons left open and what forecasts the labels a settled
+    verdict needs."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from pipelines.tools.labeling.design import read_design
+    from tests.pipelines.tools.active_run import METRIC as ACTIVE_METRIC
+    from tests.pipelines.tools.active_run import human_mark, write_active_run
+
+    run = write_active_run(tmp_path / "run", questions=12)
+    server = Server(run.root, "--metric", ACTIVE_METRIC, "--design", "active", "--annotator", "ann")
+    try:
+        drawn = read_design(run, ACTIVE_METRIC).drawn_order
+        assert len(drawn) == 12
+        browser.get(server.url)
+        for index, query_id in enumerate(drawn):
+            wait_for_question(browser, query_id)
+            WebDriverWait(browser, 30).until(lambda d: d.find_element("id", "decisions").is_displayed())
+            assert not browser.find_elements("id", "stop")  # questions left to serve: label on
+            if index == len(drawn) - 1:
+                keys(browser, "s")  # the last one skipped: skipped counts as done
+                continue
+            keys(browser, *[key for system in systems_behind(run, query_id)
+                            for key in (str(human_mark(system, query_id)), Keys.TAB)], Keys.ENTER)
+        wait_for_question(browser, None)
+        WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "stop"))
+        stop = browser.find_element("id", "stop")
+        assert stop.get_attribute("data-stop") == "exhausted"
+        assert stop.text == ("Labeling can stop here: every question the design drew is labeled or skipped, "
+                             "so it has nothing more to serve; 3 of 3 comparisons stay open. For the labels "
+                             "a settled verdict would need: ccrs plan labels --design active.")
+        assert "0 settled, 3 open" in browser.find_element("id", "decisions").text
+        assert "You can stop" not in browser.find_element("id", "decisions").text
+    finally:
+        server.kill()

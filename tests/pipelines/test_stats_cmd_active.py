@@ -44,7 +44,7 @@ def test_stats_writes_the_weighted_estimates_the_design_and_the_decisions(labele
     assert design["probabilities"]["min"] >= design["floor"] - 1e-12 and design["budget"] == 110.0
     decisions = {(pair["a"], pair["b"]): pair["decision"] for pair in block["decisions"]["pairs"]}
     assert decisions == {("A", "B"): "different", ("A", "C"): "different", ("B", "C"): "equivalent"}
-    assert block["decisions"]["stop"] and block["interval"] == {s: "active t" for s in "ABC"}
+    assert block["decisions"]["stop"] == "settled" and block["interval"] == {s: "active t" for s in "ABC"}
     assert block["means"]["A"] - block["means"]["B"] > 0.3 and block["min_labels"] == 50
     assert [pair["significant"] for pair in block["pairwise"]] == [True, True, False]
     assert "### Active labeling: answer_relevancy" in out and "**Labels spent:** " in out
@@ -52,6 +52,28 @@ def test_stats_writes_the_weighted_estimates_the_design_and_the_decisions(labele
     assert f"active design: {drawn} questions labeled ({3 * drawn} answers) of {drawn} drawn; decisions: 2 " \
            "different, 1 equivalent, 0 open: labeling can stop" in out
     assert "### Active labeling" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_stats_of_a_small_design_labeled_to_the_end_say_it_has_nothing_more_to_serve(tmp_path, capsys):
+    """12 questions, every one drawn and labeled: no interval below 50 labels, every comparison open, and
+    the design exhausted; what is printed is what stats.json holds."""
+    run = write_active_run(tmp_path / "run", questions=12)
+    store, questions = open_active(run, budget=12.0)
+    while label_next(store, questions) is not None:
+        pass
+    code, out, _ = stats(run, tmp_path / "out", capsys)
+    assert code == 0
+    written = json.loads((tmp_path / "out" / "stats.json").read_text())
+    block = written["per_metric"][METRIC]["human_calibrated"]
+    assert block["decisions"]["stop"] == "exhausted" and block["decisions"]["open"] == 3
+    assert block["too_few_labels"] == ["A", "B", "C"] and block["design"]["labels_spent"]["questions"] == 12
+    assert "**Open:** 3 of 3 comparisons, and every question the design drew is labeled or skipped: it " \
+           "has nothing more to serve. `ccrs plan labels --design active` forecasts the labels a settled " \
+           "verdict needs." in out
+    assert "active design: 12 questions labeled (36 answers) of 12 drawn; decisions: 0 different, 0 " \
+           "equivalent, 3 open: every drawn question labeled or skipped (`ccrs plan labels --design " \
+           "active` for more)" in out
+    assert "0 of 0 pairs differ" in out and "3 systems with too few labels" in out  # the weighted block's
 
 
 def _copy(run, tmp_path):

@@ -30,7 +30,7 @@ PAGE = """<!doctype html>
   #decisions { background: #f7f7ef; padding: .5rem .8rem; border-radius: 6px; margin: .5rem 0; }
   #decisions ul { margin: .3rem 0; columns: 2; }
   #decisions .open { color: #8a5a00; } #decisions .settled { color: #1d6b2f; }
-  #stop { color: #1d6b2f; font-weight: 700; }
+  #stop { color: #1d6b2f; font-weight: 700; } #stop[data-stop="exhausted"] { color: #8a5a00; }
 </style>
 </head>
 <body>
@@ -116,7 +116,12 @@ function showDecisions(data) {
   if (data.stop) {
     const stop = document.createElement("div");
     stop.id = "stop";
-    stop.textContent = "You can stop: every comparison is settled.";
+    stop.dataset.stop = data.stop;
+    stop.textContent = data.stop === "settled" ? "You can stop: every comparison is settled." :
+      "Labeling can stop here: every question the design drew is labeled or skipped, " +
+      "so it has nothing more to serve; " +
+      `${data.open} of ${data.pairs.length} comparisons stay open. ` +
+      "For the labels a settled verdict would need: ccrs plan labels --design active.";
     box.append(stop);
   }
 }

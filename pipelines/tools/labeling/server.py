@@ -1,6 +1,6 @@
 """The page's HTTP server: the page and its JSON API (/api/state, /api/label, /api/skip, and
-/api/decisions: an active design's settled and open comparisons), every request
-checked against the server's Access before anything is read or written."""
+/api/decisions: an active design's settled and open comparisons, and whether labeling can stop), every
+request checked against the server's Access before anything is read or written."""
 from __future__ import annotations
 
 import ipaddress
@@ -46,6 +46,11 @@ class LabelServer(ThreadingHTTPServer):
         self.beyond_loopback = not ip.is_loopback
         shown = (_lan_address() or socket.gethostname()) if ip.is_unspecified else str(ip)
         self.url = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/?token={token}"
+
+    @property
+    def store(self) -> LabelStore:
+        """The store its handlers read and write (make_server's)."""
+        return self.RequestHandlerClass.store
 
 
 def make_server(store: LabelStore, host: str = "127.0.0.1", port: int = 0, default_annotator: str = "",

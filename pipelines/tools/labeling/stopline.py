@@ -4,8 +4,9 @@ difference, over the design's questions in its order up to the first drawn quest
 skipped yet, at alpha / (pairs x metrics of the run's designs) (Bonferroni, as sequential judging
 controls its family), decided by stats.active.decide_pairs: `different`, `equivalent` (inside the margin)
 or `open`. The page shows it after every question (GET /api/decisions) and `ccrs stats` writes it into
-stats.json. A drawn question that was skipped counts as not drawn (counted: skips chosen by content bias
-the estimate)."""
+stats.json, with whether labeling can stop: every comparison settled, or every drawn question labeled or
+skipped (the design has nothing more to serve; open comparisons then need a larger design). A drawn
+question that was skipped counts as not drawn (counted: skips chosen by content bias the estimate)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -18,6 +19,8 @@ from pipelines.tools.labeling.design import ActiveDesign
 from stats.active import DIFFERENCE_SCALE, active_confidence_sequence, decide_pairs
 
 OPEN = "open"
+SETTLED, EXHAUSTED = "settled", "exhausted"  # why labeling can stop (stop_reason)
+PLAN_COMMAND = "ccrs plan labels --design active"  # what forecasts the labels a settled verdict needs
 
 
 def reached(drawn: Sequence[bool], labeled: Sequence[bool], skipped: Sequence[bool]) -> int:
@@ -54,14 +57,24 @@ def pair_decisions(labels: np.ndarray, judged: np.ndarray, design: ActiveDesign,
     return pairs
 
 
+def stop_reason(n_pairs: int, open_pairs: int, covered: int, n_questions: int) -> str | None:
+    """Why labeling can stop: SETTLED (no comparison open), EXHAUSTED (some open, but every question the
+    design drew is labeled or skipped: it has nothing more to serve), else None (label on)."""
+    if n_pairs and not open_pairs:
+        return SETTLED
+    return EXHAUSTED if covered >= n_questions else None
+
+
 def summary(pairs: list[dict], design: ActiveDesign, covered: int, labeled_questions: int,
             skipped_drawn: int, family: int) -> dict:
-    """What the page and stats.json say: the pairs, how many are open, and whether labeling can stop."""
+    """What the page and stats.json say: the pairs, how many are open, and whether labeling can stop
+    (`stop`: stop_reason's)."""
     open_pairs = sum(pair["decision"] == OPEN for pair in pairs)
     return {"design": ACTIVE, "method": design.method, "alpha": design.alpha, "family_size": family,
             "margin": design.margin, "questions_covered": covered, "labeled_questions": labeled_questions,
             "drawn": sum(design.drawn), "skipped_drawn": skipped_drawn, "pairs": pairs, "open": open_pairs,
-            "settled": len(pairs) - open_pairs, "stop": bool(pairs) and open_pairs == 0}
+            "settled": len(pairs) - open_pairs,
+            "stop": stop_reason(len(pairs), open_pairs, covered, len(design.question_ids))}
 
 
 def decisions_of(design: ActiveDesign, systems: Sequence[str], judged: np.ndarray, labels: np.ndarray,
@@ -108,3 +121,9 @@ class StopLine:
     def status(self, records: Iterable[dict], skipped_questions: Iterable[str]) -> dict:
         labels = label_grid(records, self.design.question_ids, self.systems, self.scale)
         return decisions_of(self.design, self.systems, self.judged, labels, skipped_questions, self.family)
+
+    def start_note(self) -> str:
+        """What `ccrs label`'s start line adds after the metric's scale: what drew the questions."""
+        design = self.design
+        return (f", active design: {sum(design.drawn)} of {len(design.drawn)} questions drawn by the "
+                f"{design.source}, floor {design.rule['floor']:.3g}")

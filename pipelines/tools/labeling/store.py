@@ -2,16 +2,18 @@
 next, and the marks and skips it sends, checked and written before they are answered."""
 from __future__ import annotations
 
+import argparse
 import threading
 from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
 from pipelines.tools.label_designs import UNIFORM
+from pipelines.tools.labeling.active import check_design_options, served_questions
 from pipelines.tools.labeling.agreement import annotator_agreement
 from pipelines.tools.labeling.files import append_jsonl, read_jsonl, utc_now
-from pipelines.tools.labeling.metric import LabelError, LabelMetric
-from pipelines.tools.labeling.questions import Question, blinded
+from pipelines.tools.labeling.metric import LabelError, LabelMetric, record_metric
+from pipelines.tools.labeling.questions import Question, blinded, question_order
 from pipelines.tools.labeling.stopline import StopLine
 from tasks.runtime.labels import ANSWER_DIGEST, answer_digest
 from tasks.runtime.layout import RunLayout
@@ -41,6 +43,20 @@ class LabelStore:
         self._skips = {(str(record.get("annotator") or ""), str(record["question_id"])) for record in skips
                        if record.get("metric") == metric.name}
 
+    @classmethod
+    def for_design(cls, layout: RunLayout, metric: LabelMetric, questions: Sequence[Question],
+                   args: argparse.Namespace) -> LabelStore:
+        """`ccrs label`'s store of `metric` on the questions its --design serves (the seeded order of them
+        all, or an active design's draw with its stop line: active.py), the design's options checked before
+        anything is written and the metric recorded."""
+        check_design_options(args.design, args.label_budget, args.label_floor, args.label_margin,
+                             len(questions))
+        order = question_order(layout, [question.query_id for question in questions], args.seed)
+        served, stop_line = served_questions(layout, metric, order, args.seed, args.design, args.label_budget,
+                                             args.label_floor, args.label_margin)
+        record_metric(layout, metric)
+        return cls(layout, metric, questions, served, args.seed, stop_line)
+
     # -- reading
     def done(self, annotator: str, query_id: str) -> bool:
         """Labeled for every system that answered, or skipped, by this annotator."""
@@ -66,6 +82,10 @@ class LabelStore:
                      "progress": self.progress(annotator), "question": self._shown(annotator, question),
                      "agreement": self._agreement()}
         return state
+
+    def design_note(self) -> str:
+        """What the start line says of the design after the metric's scale ("" for a uniform one)."""
+        return "" if self.stop_line is None else self.stop_line.start_note()
 
     def decisions(self) -> dict[str, Any]:
         """Which comparisons the labels so far settle (an active design), for the page after each question."""

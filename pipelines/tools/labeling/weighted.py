@@ -1,31 +1,33 @@
 """`ccrs stats RUN_DIR` on labels an active design drew (docs/human-labels.md): the design record checked
 against the run and its labels (a missing or inconsistent record refuses the labels, in one line), then
-each actively labeled metric's `human_calibrated` block of stats.json rewritten with estimates valid under
-the design: stats.active's inverse-probability-weighted PPI++ means, pairwise differences (Holm over the
-pairs) and judge's bias with their fixed-n intervals, plus `design` (the rule, floor, labels spent, the
-probabilities' summary) and `decisions` (per pair, settled different / equivalent / open by the anytime
-intervals, as the page showed them)."""
+(active_amend, before stats.json is written) each actively labeled metric's `human_calibrated` block
+rewritten with estimates valid under the design: stats.active's inverse-probability-weighted PPI++ means,
+pairwise differences (Holm over the pairs) and judge's bias with their fixed-n intervals, plus `design`
+(the rule, floor, labels spent, the probabilities' summary) and `decisions` (per pair, settled different /
+equivalent / open by the anytime intervals, as the page showed them, and whether labeling can stop)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from itertools import combinations
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from pipelines.tools.labeling.active import active_metrics
 from pipelines.tools.labeling.design import ActiveDesign, check_design, family_size, read_design, read_designs
-from pipelines.tools.labeling.stopline import decisions_of, label_grid
+from pipelines.tools.labeling.stopline import EXHAUSTED, PLAN_COMMAND, SETTLED, decisions_of, label_grid
 from pipelines.tools.labeling.uncertainty import run_uncertainty
 from stats.active import MIN_ACTIVE_LABELS, active_ppi_difference, active_ppi_mean
 from stats.errors import StatsInputError
 from stats.labels import LabelMatrices, LabelSet, label_matrices
 from stats.multiple import holm_adjust
 from stats.scores import build_cube
-from tasks.runtime.layout import STATS_FILE, SUMMARY_FILE, RunLayout
+from tasks.runtime.layout import RunLayout
 
 INTERVAL = "active t"  # the fixed-n interval's kind: estimate +- t se, Kish's effective labels - 1 as df
+_STOP_CLAUSES = {SETTLED: ": labeling can stop",  # the console line's end, by decisions["stop"]
+                 EXHAUSTED: f": every drawn question labeled or skipped (`{PLAN_COMMAND}` for more)"}
 _BISECTIONS = 60
 
 
@@ -185,28 +187,16 @@ def _judged_in(uncertainty, design: ActiveDesign, systems) -> np.ndarray:
                     axis=1)
 
 
-def active_verdict(layout: RunLayout, out: Path, scores: pd.DataFrame, verdict: str) -> str:
-    """After `ccrs stats RUN_DIR` wrote stats.json and the verdict into `out`: the actively labeled
-    metrics' blocks rewritten there and their section in the verdict (summary.md); the verdict returned."""
-    from pipelines.reporting.human_calibrated import human_calibrated_section
-    from tasks.reduce import write_stats
-    from tasks.runtime.labels import read_run_labels
-
-    if not designed_metrics(layout):
-        return verdict
-    labels = read_run_labels(layout.root)
+def active_amend(layout: RunLayout, labels: LabelSet) -> Callable[[dict, pd.DataFrame], dict]:
+    """For `ccrs stats RUN_DIR` (its statistics' `amend`): the design records checked now (a missing or
+    inconsistent one: StatsInputError, one line), then a function that rewrites the actively labeled
+    metrics' human_calibrated blocks of the result (with_active_estimates) before it is written."""
     designs = check_active_labels(layout, labels)
-    stats = json.loads((out / STATS_FILE).read_text())
-    before = human_calibrated_section(stats)
-    stats = with_active_estimates(stats, scores, layout, labels, designs)
-    after = "\n\n".join(part for part in (human_calibrated_section(stats), design_section(stats)) if part)
-    write_stats(stats, out)
-    if before and before in verdict:
-        verdict = verdict.replace(before, after)
-    else:
-        verdict = f"{verdict.rstrip()}\n\n{after}\n"
-    (out / SUMMARY_FILE).write_text(verdict)
-    return verdict
+
+    def amend(stats: dict, scores: pd.DataFrame) -> dict:
+        return with_active_estimates(stats, scores, layout, labels, designs)
+
+    return amend
 
 
 def design_section(stats: dict) -> str:
@@ -245,11 +235,15 @@ def design_line(block: dict) -> str:
     return (f"    active design: {design['labels_spent']['questions']} questions labeled "
             f"({design['labels_spent']['answers']} answers) of {design['drawn']} drawn; decisions: "
             f"{counts['different']} different, {counts['equivalent']} equivalent, {counts['open']} open"
-            f"{': labeling can stop' if decisions['stop'] else ''}")
+            f"{_STOP_CLAUSES.get(decisions['stop'], '')}")
 
 
 def _stop_text(decisions: dict) -> str:
-    if decisions["stop"]:
+    if decisions["stop"] == SETTLED:
         return "**You can stop:** every comparison is settled."
+    if decisions["stop"] == EXHAUSTED:
+        return (f"**Open:** {decisions['open']} of {len(decisions['pairs'])} comparisons, and every question "
+                f"the design drew is labeled or skipped: it has nothing more to serve. `{PLAN_COMMAND}` "
+                "forecasts the labels a settled verdict needs.")
     return (f"**Open:** {decisions['open']} of {len(decisions['pairs'])} comparisons; labeling the next "
             f"questions of the design may settle them.")

@@ -19,14 +19,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pipelines.tools.label_designs import ACTIVE, UNIFORM
 from pipelines.tools.labeling.design import FLOOR_SHARE
 from pipelines.tools.labeling.uncertainty import mark_spreads, uncertainty_of
+from pipelines.tools.planning import labels as uniform_plan
 from stats.active import sampling_probabilities
 from tasks.runtime.layout import RunLayout
 
 _BISECTIONS = 60
 ASSUMPTION = ("the judge's error sd taken proportional to its uncertainty per question (optimistic where it "
               "tracks the error less well); floor at half the uniform rate")
+
+
+def plan_labels(scores: pd.DataFrame, labels, metrics, *, design: str = UNIFORM, pilot: Path | None = None,
+                **settings) -> dict:
+    """`ccrs plan labels`' plan (planning/labels.py's plan_labels with `settings`), and for
+    `design="active"` the active design's part, plan["active"], from the pilot's uncertainty."""
+    plan = uniform_plan.plan_labels(scores, labels, metrics, **settings)
+    if design == ACTIVE:
+        plan[ACTIVE] = active_plan(plan, scores, pilot)
+    return plan
+
+
+def render(plan: dict) -> str:
+    """The plan's console text (planning/labels.py's render), the active design's part after it."""
+    text = uniform_plan.render(plan)
+    return f"{text}\n\n{render_active(plan[ACTIVE])}" if ACTIVE in plan else text
 
 
 def active_labels(uniform_n: int | None, uncertainty: np.ndarray | None,

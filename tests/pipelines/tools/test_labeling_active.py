@@ -18,7 +18,7 @@ from pipelines.tools import labeling
 from pipelines.tools.labeling.active import check_design_options, served_questions
 from pipelines.tools.labeling.design import ActiveDesign, read_design
 from pipelines.tools.labeling.page import PAGE
-from pipelines.tools.labeling.stopline import decisions_of, reached
+from pipelines.tools.labeling.stopline import EXHAUSTED, SETTLED, decisions_of, reached, stop_reason
 from pipelines.tools.labeling.uncertainty import DISAGREEMENT, REPEATS, SPREAD, uncertainty_of
 from stats.active import sampling_probabilities
 from stats.errors import StatsInputError
@@ -150,10 +150,53 @@ def test_decisions_settle_a_large_difference_and_an_equal_pair_and_then_say_stop
                           tuple(f"q{i}" for i in range(n)), (0.0,) * n, (1.0,) * n, (True,) * n)
     first_20 = np.where(np.arange(n)[:, None] < 20, labels, np.nan)
     early = decisions_of(design, ("A", "B", "C"), judged, first_20, [], 3)
-    assert early["questions_covered"] == 20 and early["open"] == 3 and not early["stop"]  # < 50 labels: open
+    assert early["questions_covered"] == 20 and early["open"] == 3 and early["stop"] is None  # < 50: open
     final = decisions_of(design, ("A", "B", "C"), judged, labels, [], 3)
     assert [pair["decision"] for pair in final["pairs"]] == ["different", "different", "equivalent"]
-    assert final["stop"] and final["labeled_questions"] == n and final["family_size"] == 3
+    assert final["stop"] == "settled" and final["labeled_questions"] == n and final["family_size"] == 3
+
+
+def test_labeling_can_stop_when_every_comparison_is_settled_or_the_drawn_questions_run_out():
+    assert stop_reason(3, 0, 10, 100) == SETTLED  # settled, whatever is left to serve
+    assert stop_reason(3, 0, 100, 100) == SETTLED
+    assert stop_reason(3, 1, 100, 100) == EXHAUSTED  # open, but nothing more to serve
+    assert stop_reason(0, 0, 100, 100) == EXHAUSTED  # one system: no comparison, nothing more to serve
+    assert stop_reason(3, 1, 99, 100) is None
+
+
+def test_a_small_design_labeled_to_the_end_says_it_has_nothing_more_to_serve():
+    """6 questions, every one drawn and labeled, one skipped: far below the 50 labels an anytime interval
+    needs, so every comparison stays open, and the design is exhausted."""
+    n = 6
+    design = ActiveDesign("M", "M", 0, {"budget": n, "floor": 1.0, "lowest": 1.0, "kind": "uniform",
+                                        "n_items": n}, DISAGREEMENT, "", 0.1, 0.05, "asymptotic",
+                          tuple(f"q{i}" for i in range(n)), (0.0,) * n, (1.0,) * n, (True,) * n)
+    labels = np.tile([0.9, 0.2, 0.5], (n, 1))
+    partly = np.where(np.arange(n)[:, None] < 4, labels, np.nan)
+    assert decisions_of(design, ("A", "B", "C"), labels, partly, ["q5"], 3)["stop"] is None  # q4 is next
+    labels[5] = np.nan  # q5 skipped, not labeled
+    final = decisions_of(design, ("A", "B", "C"), labels, labels, ["q5"], 3)
+    assert final["stop"] == EXHAUSTED and final["open"] == 3 and final["questions_covered"] == n
+    assert final["labeled_questions"] == 5 and final["skipped_drawn"] == 1
+
+
+def test_the_store_for_a_design_serves_what_the_option_says_and_checks_it_before_writing(run):
+    import argparse
+
+    def args(design, **given):
+        unset = {"label_budget": None, "label_floor": None, "label_margin": None, "seed": 0}
+        return argparse.Namespace(design=design, **{**unset, **given})
+
+    metric = labeling.resolve_metric(run, METRIC, None, None, None)
+    questions = labeling.load_questions(run)
+    with pytest.raises(UsageError, match="--label-floor needs --design active"):
+        labeling.LabelStore.for_design(run, metric, questions, args("uniform", label_floor=0.2))
+    assert not run.labels_dir.exists()
+    store = labeling.LabelStore.for_design(run, metric, questions, args("active", label_budget=60.0))
+    assert store.order == read_design(run, METRIC).drawn_order and store.stop_line is not None
+    assert store.design_note().startswith(f", active design: {len(store.order)} of 120 questions drawn by "
+                                          "the systems' disagreement, floor ")
+    assert json.loads(run.labels_metrics.read_text())[METRIC]["design"] == "active"
 
 
 def call(url: str, token: str | None, origin: str | None = None) -> tuple[int, dict]:
@@ -175,7 +218,7 @@ def test_the_page_shows_the_decisions_after_each_question_and_refuses_other_orig
     base = f"http://127.0.0.1:{port}"
     try:
         status, first = call(f"{base}/api/decisions", server.token)
-        assert status == 200 and first["design"] == "active" and first["open"] == 3 and not first["stop"]
+        assert status == 200 and first["design"] == "active" and first["open"] == 3 and first["stop"] is None
         assert call(f"{base}/api/decisions", None)[0] == 403
         assert call(f"{base}/api/decisions", server.token, "http://evil.example")[0] == 403
         while label_next(store, questions) is not None:
@@ -184,8 +227,26 @@ def test_the_page_shows_the_decisions_after_each_question_and_refuses_other_orig
         assert status == 200 and final["labeled_questions"] == len(store.order) >= 50
         decisions = {(pair["a"], pair["b"]): pair["decision"] for pair in final["pairs"]}
         assert decisions == {("A", "B"): "different", ("A", "C"): "different", ("B", "C"): "equivalent"}
-        assert final["stop"] and final["open"] == 0
-        assert "You can stop" in PAGE and "/api/decisions" in PAGE
+        assert final["stop"] == "settled" and final["open"] == 0
+        assert "You can stop" in PAGE and "/api/decisions" in PAGE and "nothing more to serve" in PAGE
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_decisions_say_why_labeling_can_stop_once_a_small_design_runs_out(tmp_path):
+    small = write_active_run(tmp_path / "small", questions=12)
+    store, questions = open_active(small, budget=12.0)
+    server = labeling.make_server(store)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        while store.state("ann")["question"] is not None:
+            assert call(f"{base}/api/decisions", server.token)[1]["stop"] is None  # more to serve
+            label_next(store, questions)
+        status, final = call(f"{base}/api/decisions", server.token)
+        assert status == 200 and final["stop"] == "exhausted" and final["open"] == 3
+        assert final["labeled_questions"] == final["drawn"] == len(store.order) == 12
     finally:
         server.shutdown()
         server.server_close()
@@ -193,7 +254,7 @@ def test_the_page_shows_the_decisions_after_each_question_and_refuses_other_orig
 
 def test_a_uniform_page_has_no_decisions(run):
     store, _ = open_active(run, budget=None, design="uniform")
-    assert store.decisions() == {"design": "uniform"}
+    assert store.decisions() == {"design": "uniform"} and store.design_note() == ""
     assert not run.labels_design.exists()
 
 
