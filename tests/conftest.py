@@ -250,6 +250,26 @@ def mlflow_db(tmp_path, empty_mlflow_db) -> str:
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
+def copy_empty_mlflow_db(empty_mlflow_db: Path, path: Path,
+                         default_artifact_root: str | Path = "mlruns") -> str:
+    """The URI of a new, empty MLflow SQLite store at `path`, made as a copy of `empty_mlflow_db`, whose
+    Default experiment (0) gets the artifact location MLflow gives it in a new store: default_artifact_root/0
+    (MLflow's own resolution; a local path is absolute from the working directory now). Pass what the first
+    process to open the store would use: ./mlruns of its working directory for a client (the default: this
+    process, here), "mlflow-artifacts:/" for `mlflow server` with proxied artifacts."""
+    import shutil
+    import sqlite3
+    from contextlib import closing
+
+    from mlflow.utils.uri import append_to_uri_path, resolve_uri_if_local
+
+    shutil.copyfile(empty_mlflow_db, path)
+    location = append_to_uri_path(resolve_uri_if_local(str(default_artifact_root)), "0")
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (location,))
+    return f"sqlite:///{path}"
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """Ray for the stage tests, started once per session; never shut down here (other session fixtures,

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from pipelines.config import DEFAULT_CONFIG, load_config
-from tests.conftest import process_state_restored, write_bioasq_subset
+from tests.conftest import copy_empty_mlflow_db, process_state_restored, write_bioasq_subset
 
 # 2, not 3: the demo's expected marks cost 3x the judging time of integer ones (CI time)
 E2E_QUESTIONS = 2
@@ -79,11 +79,14 @@ def s3_endpoint():
 
 
 @pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory, s3_endpoint):
+def mlflow_server(tmp_path_factory, s3_endpoint, empty_mlflow_db):
     """Remote mode as deployed: `mlflow server` with a database backend (SQLite) and S3 artifacts
-    (proxied; boto3 talks to the loopback S3), bound to 127.0.0.1."""
+    (proxied; boto3 talks to the loopback S3), bound to 127.0.0.1. Its new store is a copy of the
+    session's empty one, the Default experiment's artifacts proxied as the server makes it
+    (mlflow-artifacts:/0)."""
     s3_url, credentials = s3_endpoint
     root = tmp_path_factory.mktemp("mlflow-server")
+    copy_empty_mlflow_db(empty_mlflow_db, root / "mlflow.db", "mlflow-artifacts:/")
     port = free_port()
     command = [
         str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1", "--port", str(port),

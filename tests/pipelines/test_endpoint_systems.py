@@ -19,8 +19,8 @@ READERS = [{"name": "extractive-top1", "kind": "extractive", "max_sentences": 1}
 @pytest.mark.llm
 @pytest.mark.slow
 def test_an_endpoint_system_is_judged_beside_a_built_in_reader_and_a_rerun_completes_its_failures(
-        tmp_path, llm_endpoint, rag_service):
-    config = e2e_config(tmp_path / "run", llm_endpoint.base_url, f"sqlite:///{tmp_path / 'mlflow.db'}",
+        tmp_path, llm_endpoint, rag_service, mlflow_db):
+    config = e2e_config(tmp_path / "run", llm_endpoint.base_url, mlflow_db,  # a copy of the empty store
                         experiment="ccrs-endpoint-systems")
     systems = [{"kind": "endpoint", "name": "my-rag", "url": rag_service.url, "max_retries": 1,
                 "concurrency": 2}]

@@ -156,7 +156,7 @@ def test_one_system_is_a_valid_run_and_a_config_copied_from_the_demo_names_no_hy
 
 @pytest.mark.llm
 @pytest.mark.slow
-def test_a_wheel_install_evaluates_from_any_directory(llm_endpoint, tmp_path):
+def test_a_wheel_install_evaluates_from_any_directory(llm_endpoint, tmp_path, mlflow_db):
     wheels, site, source = tmp_path / "wheels", tmp_path / "site", tmp_path / "source"
     # pip builds in the source tree (build/, *.egg-info): a copy of what the wheel is made of, not the repo
     for part in PACKAGED:
@@ -172,7 +172,8 @@ def test_a_wheel_install_evaluates_from_any_directory(llm_endpoint, tmp_path):
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
                               str(site), str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr[-2000:]
-    env = {"PYTHONPATH": str(site), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    # the store: a copy of a new one (no migrations); the runs go next to it, in tmp_path/mlartifacts
+    env = {"PYTHONPATH": str(site), "MLFLOW_TRACKING_URI": mlflow_db}
     where = ccrs("--help", cwd=tmp_path, env=env)
     assert "evaluate" in where.stdout
     config = integer_config(tmp_path / "config.yaml")

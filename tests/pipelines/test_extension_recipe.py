@@ -364,7 +364,7 @@ def test_a_toy_judge_loop_policy_is_handed_to_the_judge_stage_and_keyed_by_what_
 
 @pytest.mark.llm
 def test_a_toy_extension_is_planned_run_in_the_verdict_and_in_mlflow(toy, toy_loop, toy_share, tmp_path,
-                                                                     llm_endpoint):
+                                                                     llm_endpoint, mlflow_db):
     """The three toys at once, on the real stack: the stage extension, the judge-loop policy (2 of the 3
     questions judged) and the statistics contributor (over the judged ones)."""
     from mlflow.tracking import MlflowClient
@@ -372,7 +372,7 @@ def test_a_toy_extension_is_planned_run_in_the_verdict_and_in_mlflow(toy, toy_lo
     from ccrs_eval import evaluate
     from pipelines.tools.planning.cost import cost_plan
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db  # tmp_path/mlflow.db, a copy of the session's empty store
     config = toy_config(tmp_path / "config.yaml", uri)
     plan = cost_plan(load_config(config), 4, sample_size=2)
     assert [stage["stage"] for stage in plan["stages"]][-2:] == ["judge_ccrs", "toy"]

@@ -5,11 +5,6 @@ judges with integer marks, structured output where the endpoint accepts `respons
 and logs an MLflow run that spans the command, its Description the verdict's headline."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
@@ -19,32 +14,37 @@ from tests.loopback import JudgeProxy
 from tests.tasks.test_outputs import EXAMPLE
 
 pytestmark = pytest.mark.llm
-REPO = Path(__file__).resolve().parents[2]
 SETTINGS = ("judge: settings for an OpenAI-compatible endpoint: integer marks, no vLLM-only request field, "
             "a window of 8,192 tokens, structured output through OpenAI's response_format (the endpoint "
             "accepts it); --scoring or --config choose others")
 
 
-def test_evaluate_with_a_hosted_judge_and_no_config_exits_0_with_scores(llm_endpoint, tmp_path):
+def test_evaluate_with_a_hosted_judge_and_no_config_exits_0_with_scores(llm_endpoint, tmp_path, mlflow_db,
+                                                                       monkeypatch, capsys):
+    """The command's own path (pipelines.cli.main, as `ccrs evaluate` runs it) in this process: a process
+    of its own (its start-up: about half of this test's time on the CI's CPUs) is not the subject here; the
+    CLI in a process of its own is tested from a wheel install in test_evaluate_cmd.py."""
     from mlflow.tracking import MlflowClient
 
+    from pipelines.cli import main
     from pipelines.reporting.tracking import NOTE_TAG
 
     proxy = JudgeProxy(llm_endpoint.base_url, refused=VLLM_ONLY_FIELDS, logprobs=False)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db  # a copy of a new store (MLflow's migrations are seconds)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     # a judgment cache of its own: every judgment is asked through the proxy
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "CCRS_JUDGE_CACHE": str(tmp_path / "cache"),
-           "PYTHONPATH": str(REPO)}
+    monkeypatch.setenv("CCRS_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray stays up
     run_dir = tmp_path / "run"
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pipelines.cli", "evaluate", str(EXAMPLE), "--limit", "2", "--metrics",
-             "QR,CC", "--out", str(run_dir), "--judge-base-url", proxy.url, "--judge-model",
-             llm_endpoint.judge_model], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+        code = main(["evaluate", str(EXAMPLE), "--limit", "2", "--metrics", "QR,CC", "--out", str(run_dir),
+                     "--judge-base-url", proxy.url, "--judge-model", llm_endpoint.judge_model])
     finally:
         proxy.close()
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert SETTINGS in done.stdout.splitlines()
+    done = capsys.readouterr()
+    assert code == 0, done.err[-3000:]
+    assert SETTINGS in done.out.splitlines()
     layout = RunLayout(run_dir)
     scores = pd.read_parquet(layout.scores("ccrs"))
     assert len(scores) and set(scores["metric"]) <= {"QR", "CC"}

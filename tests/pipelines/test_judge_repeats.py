@@ -29,10 +29,10 @@ def repeats_config(path: Path, tracking_uri: str) -> Path:
 
 @pytest.mark.llm
 def test_sampled_repeats_are_judged_k_times_reported_as_judge_noise_and_served_from_the_cache_again(
-        tmp_path, llm_endpoint, judge_cache_dir):
+        tmp_path, llm_endpoint, judge_cache_dir, mlflow_db):
     from ccrs_eval import evaluate
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_db  # tmp_path/mlflow.db, a copy of the session's empty store
     config = repeats_config(tmp_path / "config.yaml", uri)
     result = evaluate(EXAMPLE, config=config, limit=QUESTIONS, llm_base_url=llm_endpoint.base_url,
                       out=tmp_path / "one")

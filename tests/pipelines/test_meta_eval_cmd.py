@@ -113,10 +113,10 @@ def test_agreement_mode_missing_file(tmp_path, capsys):
 
 
 @pytest.mark.llm
-def test_real_run_reports_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys):
+def test_real_run_reports_and_logs_to_mlflow(tmp_path, llm_endpoint, capsys, mlflow_db):
     import mlflow
 
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = mlflow_db  # tmp_path/mlflow.db, a copy of the session's empty store
     args = ["meta-eval", "--tests", str(DATA / "train.jsonl"), "--limit", "1",
             "--llm-base-url", llm_endpoint.base_url, "--judge-model", llm_endpoint.judge_model,
             "--structured-output", "--max-tokens", "128", "--faithfulness-max-tokens", "256",

@@ -193,27 +193,28 @@ def test_one_production_system_judged_every_night_names_the_questions_that_got_w
 
 
 def test_a_crash_is_a_failed_mlflow_run_with_its_error_and_exit_1(llm_endpoint, tmp_path, monkeypatch,
-                                                                   receiver):
+                                                                   receiver, mlflow_db):
     def disk_full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("tasks.outputs.run_outputs_stage", disk_full)  # the night's first stage fails
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_db)  # a copy of a new store: no migrations to wait for
     config = nightly_config(tmp_path / "c.yaml")
     code = night("--outputs", str(outputs(tmp_path / "a.jsonl")), "--config", str(config),
                  "--llm-base-url", llm_endpoint.base_url, "--out", str(tmp_path / "run"),
                  "--experiment", "nightly-crash", "--notify", receiver.url)
     assert code == 1
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(mlflow_db)
     (run,) = client.search_runs([client.get_experiment_by_name("nightly-crash").experiment_id])
     assert run.info.status == "FAILED" and run.data.tags["regression.status"] == "crash"
     assert "No space left on device" in run.data.tags["ccrs.error"]
     assert receiver.received[-1]["status"] == "crash" and receiver.received[-1]["exit_code"] == 1
 
 
-def test_the_cron_recipe_runs_two_nights_on_a_local_ray_head(ray_head, llm_endpoint, tmp_path):
-    env = {**ray_head.env, "RAY_ADDRESS": ray_head.gcs,
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}",
+def test_the_cron_recipe_runs_two_nights_on_a_local_ray_head(ray_head, llm_endpoint, tmp_path, mlflow_db):
+    # the store: a copy of a new one (the recipe runs from the repository root, where the empty store was
+    # made; its runs go to their experiment's artifact location, next to the store in tmp_path)
+    env = {**ray_head.env, "RAY_ADDRESS": ray_head.gcs, "MLFLOW_TRACKING_URI": mlflow_db,
            "CCRS_NIGHTLY_CONFIG": str(nightly_config(tmp_path / "nightly.yaml", "integer")),
            "CCRS_NIGHTLY_OUTPUTS": str(outputs(tmp_path / "answers.jsonl")),
            "CCRS_JUDGE_CACHE": os.environ["CCRS_JUDGE_CACHE"]}

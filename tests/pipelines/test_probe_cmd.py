@@ -124,12 +124,12 @@ def test_samples_are_real_questions_with_their_ideal_answer_and_gold_snippets():
 
 @pytest.mark.llm
 def test_tiny_real_run_of_the_injection_and_verbosity_probes_prints_and_logs_to_mlflow(tmp_path, llm_endpoint,
-                                                                                     capsys):
+                                                                                     capsys, mlflow_db):
     """`ccrs probe --kind injection verbosity` on the real CPU judge (2 questions, QR and ID, one injection
     template in the response): the table with CIs, the detector's flag rates, every file, the MLflow run."""
     import mlflow
 
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = mlflow_db  # tmp_path/mlflow.db, a copy of the session's empty store
     out = tmp_path / "probe"
     args = ["probe", "--kind", "injection", "verbosity", "--limit", "2", "--templates", "score_dictation",
             "--placements", "response", "--metrics", "QR,ID", "--max-chunks", "1", "--b", "200",

@@ -7,10 +7,7 @@ logs its run to a real `mlflow server`, and exits 4 with one line: no traceback,
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -61,8 +58,13 @@ def prose_config(path: Path) -> Path:
 
 
 def test_a_judge_that_answers_only_prose_ends_with_the_failures_its_replies_an_mlflow_run_and_exit_4(
-        llm_endpoint, mlflow_server, tmp_path):
+        llm_endpoint, mlflow_server, tmp_path, monkeypatch, capsys):
+    """The command's own path (pipelines.cli.main, as `ccrs evaluate` runs it: the quiet console, the one
+    line of an exit) in this process: a process of its own (its start-up: more than half of this test's
+    time on the CI's CPUs) is not the subject here."""
     from mlflow.tracking import MlflowClient
+
+    from pipelines.cli import main
 
     outputs = tmp_path / "prod.jsonl"
     outputs.write_text("".join(json.dumps(row) + "\n" for row in example_rows()
@@ -71,22 +73,22 @@ def test_a_judge_that_answers_only_prose_ends_with_the_failures_its_replies_an_m
     proxy = DigitlessJudge(llm_endpoint.base_url)
     # a judgment cache of its own: the proxy reports the real server's identity, whose cached marks would
     # otherwise be served
-    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow_server, "CCRS_JUDGE_CACHE": str(tmp_path / "cache"),
-           "PYTHONPATH": str(REPO)}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    monkeypatch.setenv("CCRS_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("infra.ray_runtime.shutdown_ray", lambda: None)  # the session's Ray stays up
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pipelines.cli", "evaluate", str(outputs), "--config",
-             str(prose_config(tmp_path / "mine.yaml")), "--limit", "2", "--metrics", "QR", "--out",
-             str(run_dir), "--judge-base-url", proxy.url, "--judge-model", llm_endpoint.judge_model,
-             "--experiment", "prose-judge"], cwd=tmp_path, env=env, capture_output=True, text=True,
-            timeout=900)
+        code = main(["evaluate", str(outputs), "--config", str(prose_config(tmp_path / "mine.yaml")),
+                     "--limit", "2", "--metrics", "QR", "--out", str(run_dir), "--judge-base-url", proxy.url,
+                     "--judge-model", llm_endpoint.judge_model, "--experiment", "prose-judge"])
     finally:
         proxy.close()
-    assert done.returncode == 4, done.stderr[-3000:]
-    assert "Traceback" not in done.stdout + done.stderr and "found []" not in done.stdout + done.stderr
+    printed = capsys.readouterr()
+    assert code == 4, printed.err[-3000:]
+    assert "Traceback" not in printed.out + printed.err and "found []" not in printed.out + printed.err
     layout = RunLayout(run_dir)
     # the one line (the console's last note is where the log records went)
-    (line,) = [text for text in done.stderr.splitlines() if text.startswith("ccrs evaluate:")]
+    (line,) = [text for text in printed.err.splitlines() if text.startswith("ccrs evaluate:")]
     assert line.startswith("ccrs evaluate: every one of the 2 judgments failed (")
     assert line.endswith(f"no scores, so no statistics; the failure table, reasons and the judge's replies: "
                          f"{layout.summary_md}")
@@ -94,8 +96,8 @@ def test_a_judge_that_answers_only_prose_ends_with_the_failures_its_replies_an_m
     judgments = pd.read_parquet(layout.judgments("ccrs"))
     assert (judgments["status"] == "failed").all() and len(judgments) == 2
     assert not judgments["raw"].str.contains(r"\d").any()
-    assert re.search(r"^judge_ccrs\s+2\s+2\s", done.stdout, re.MULTILINE)  # the failure table
-    assert "Most common reasons" in done.stdout and "The judge's replies" in done.stdout
+    assert re.search(r"^judge_ccrs\s+2\s+2\s", printed.out, re.MULTILINE)  # the failure table
+    assert "Most common reasons" in printed.out and "The judge's replies" in printed.out
     verdict = layout.summary_md.read_text()
     shown = judgments.iloc[0]
     assert f"| {shown['query_id']} | top1-sentence | QR | {shown['reason']} |" in verdict

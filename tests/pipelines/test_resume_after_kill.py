@@ -18,6 +18,7 @@ import yaml
 
 from pipelines.config import DEFAULT_CONFIG
 from tasks.runtime.layout import RunLayout
+from tests.conftest import copy_empty_mlflow_db
 
 pytestmark = pytest.mark.llm
 JUDGE = RunLayout.judge_stage("ccrs")
@@ -97,10 +98,14 @@ def _results(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
 
 
 def test_a_killed_run_resumes_between_and_inside_stages_with_identical_results(tmp_path, llm_endpoint,
-                                                                               monkeypatch):
+                                                                               monkeypatch, empty_mlflow_db):
     baseline_dir, killed_dir = tmp_path / "baseline", tmp_path / "killed"
     baseline_cfg = _write_config(baseline_dir / "config.yaml", llm_endpoint.base_url)
     killed_cfg = _write_config(killed_dir / "config.yaml", llm_endpoint.base_url)
+    # each run's new store (its config's tracking_uri), copied from the session's empty one as the process
+    # that opens it first would make it: this one for the baseline, `ccrs run` in killed_dir for the other
+    copy_empty_mlflow_db(empty_mlflow_db, baseline_dir / "mlflow.db")
+    copy_empty_mlflow_db(empty_mlflow_db, killed_dir / "mlflow.db", killed_dir / "mlruns")
     _run_here(baseline_cfg, tmp_path / "cache-baseline", monkeypatch)
 
     run_dir = killed_dir / "run"

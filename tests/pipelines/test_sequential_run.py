@@ -95,7 +95,9 @@ def _run_here(tmp_path: Path, run: str, base_url: str, cache: Path, monkeypatch)
         run_evaluation(config, outputs)
 
 
-def test_a_sequential_run_stops_early_and_resumes_exactly_after_a_kill(llm_endpoint, tmp_path, monkeypatch):
+def test_a_sequential_run_stops_early_and_resumes_exactly_after_a_kill(llm_endpoint, tmp_path, monkeypatch,
+                                                                       mlflow_db):
+    # mlflow_db: the runs' store, tmp_path/mlflow.db, a copy of the session's empty one (first opened here)
     _outputs(tmp_path / "outputs.jsonl")
     _config(tmp_path / "config.yaml")
     _run_here(tmp_path, "whole", llm_endpoint.base_url, tmp_path / "cache-whole", monkeypatch)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tasks.runtime.layout import RunLayout
+from tests.conftest import copy_empty_mlflow_db
 from tests.pipelines.conftest import E2E_PROBES, MLFLOW_SERVER_ENV, e2e_config, free_port, wait_http
 
 pytestmark = pytest.mark.llm
@@ -47,9 +48,12 @@ class MlflowServer:
 
 
 @pytest.fixture
-def mlflow_outage_server(tmp_path):
+def mlflow_outage_server(tmp_path, empty_mlflow_db):
     server = MlflowServer(tmp_path / "mlflow")
     server.root.mkdir()
+    # its new store: a copy of the session's empty one, the Default experiment's artifacts proxied as the
+    # server makes it (mlflow-artifacts:/0)
+    copy_empty_mlflow_db(empty_mlflow_db, server.root / "mlflow.db", "mlflow-artifacts:/")
     try:  # stopped even when it never answered
         server.start()
         yield server

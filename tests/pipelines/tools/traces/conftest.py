@@ -8,15 +8,16 @@ from dataclasses import replace
 
 import pytest
 
-from tests.conftest import process_state_restored
+from tests.conftest import copy_empty_mlflow_db, process_state_restored
 from tests.pipelines.tools.traces.app import AppStore, log_app
 
 
 @pytest.fixture(scope="package")
-def app_store(tmp_path_factory) -> AppStore:
+def app_store(tmp_path_factory, empty_mlflow_db) -> AppStore:
     import mlflow
 
     root = tmp_path_factory.mktemp("traced-app")
+    copy_empty_mlflow_db(empty_mlflow_db, root / "mlflow.db")  # the app's new store, without its migrations
     with process_state_restored():
         os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"  # each trace in the store on return
         try:

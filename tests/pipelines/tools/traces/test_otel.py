@@ -10,7 +10,7 @@ import pytest
 
 from pipelines.tools.traces.mapping import trace_rows
 from pipelines.tools.traces.select import TraceSelection, select_traces
-from tests.conftest import process_state_restored
+from tests.conftest import copy_empty_mlflow_db, process_state_restored
 from tests.pipelines.tools.traces.production_app import (
     OTEL_VARIANT,
     REPEATS,
@@ -49,11 +49,11 @@ class StoreExporter:
 
 
 @pytest.fixture(scope="module")
-def otel_store(tmp_path_factory):
+def otel_store(tmp_path_factory, empty_mlflow_db):
     from mlflow import MlflowClient
 
     root = tmp_path_factory.mktemp("otel-app")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = copy_empty_mlflow_db(empty_mlflow_db, root / "mlflow.db")  # a new store, without its migrations
     with process_state_restored():
         experiment_id = MlflowClient(uri).create_experiment("otel-app", artifact_location=root.as_uri())
         retriever = Retriever(root / "index")
