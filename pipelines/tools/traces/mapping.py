@@ -184,8 +184,8 @@ def _system(trace: Trace, source: tuple[str, str] | None, default: str) -> str |
         return default
     kind, name = source
     if kind == "attribute":
-        root = _find_span(trace, None)
-        value = root.get_attribute(name) if root is not None else None
+        roots = [s for s in trace.data.spans or [] if s.parent_id is None]
+        value = roots[0].get_attribute(name) if roots else None
     else:
         value = ((trace.info.tags if kind == "tag" else trace.info.trace_metadata) or {}).get(name)
     return str(value).strip() if value is not None and str(value).strip() else None
@@ -224,17 +224,12 @@ def _error_of(trace: Trace) -> str:
     return ""
 
 
-def _find_span(trace: Trace, name: str | None) -> Span | None:
-    """The first span (by start) named `name`, the root span for None; None where there is none."""
-    spans = sorted(trace.data.spans or [], key=lambda s: s.start_time_ns or 0)
-    return next((s for s in spans if (s.parent_id is None if name is None else s.name == name)), None)
-
-
 def _span(trace: Trace, name: str | None, reason: str) -> Span:
-    found = _find_span(trace, name)
-    if found is None:
+    spans = sorted(trace.data.spans, key=lambda s: s.start_time_ns or 0)
+    found = [s for s in spans if (s.parent_id is None if name is None else s.name == name)]
+    if not found:
         raise Unusable(reason, "no root span" if name is None else f"no span named {name!r}")
-    return found
+    return found[0]
 
 
 def _at(value: Any, path: str) -> Any:
