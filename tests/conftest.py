@@ -243,11 +243,8 @@ def empty_mlflow_db(tmp_path_factory) -> Path:
 @pytest.fixture
 def mlflow_db(tmp_path, empty_mlflow_db) -> str:
     """The URI of a new, empty MLflow SQLite store at tmp_path/mlflow.db: a copy of `empty_mlflow_db`, what
-    MLflow itself would create there (for tests that stay in the repository root), without its seconds."""
-    import shutil
-
-    shutil.copyfile(empty_mlflow_db, tmp_path / "mlflow.db")
-    return f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MLflow itself would create there from the working directory, minus its seconds (copy_empty_mlflow_db)."""
+    return copy_empty_mlflow_db(empty_mlflow_db, tmp_path / "mlflow.db")
 
 
 def copy_empty_mlflow_db(empty_mlflow_db: Path, path: Path,
