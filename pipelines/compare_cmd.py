@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     options.add_gate(parser, name)
     options.add_config(parser, name)
     options.add_tracking(parser, command=name)
+    options.add_extensions(parser, name)
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit with the status' code (3 regression, 4 failure rate, 5 incomparable)")
     parser.add_argument("--accept", action="store_true", help="move the baseline on purpose: tag --run "
@@ -55,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
                 "accepted as the baseline" if args.accept else "",
                 f"tagged ccrs.baseline={args.name_baseline}" if args.name_baseline else "") if part))
             return 0
-        report = gate(uri, experiment, args.run, args.baseline, gate_options(args))
+        report = gate(uri, experiment, args.run, args.baseline, gate_options(args, "compare"))
     except (RegressionError, ConfigError, ValueError) as exc:
         say(f"ccrs compare: {exc}", err=True)
         return 2

@@ -78,7 +78,7 @@ def night(args: argparse.Namespace) -> int:
     uri = options.tracking_uri(args, config)
     try:
         report = gate(uri, config.mlflow.experiment, result.tracked["run_id"], args.baseline,
-                      gate_options(args))
+                      gate_options(args, "nightly"))
     except RegressionError as exc:
         report = RegressionReport("setup_error", result.tracked["run_id"], None, None, 0, str(exc),
                                   experiment=config.mlflow.experiment)

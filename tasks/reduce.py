@@ -90,15 +90,20 @@ def run_reduce(
 def contributed_statistics(contributors: Sequence[StatisticsContributor], context: StatisticsContext,
                            scores: pd.DataFrame, **options) -> dict:
     """compute_all with what the contributors add to it (read from the run's files or the command's
-    options); inputs that cannot be used (a bad file, a system the scores lack) leave the core statistics
-    whole, with a note that says why."""
+    options; an `amend(result, scores)` among them rewrites the result before it is written, as in
+    pipelines.reporting.report.reduce_user_scores); inputs that cannot be used (a bad file, a system the
+    scores lack) leave the core statistics whole, with a note that says why."""
     inputs = contributed_inputs(contributors, context)
     failed, result = inputs.failed, None
-    if inputs.kwargs:
+    kwargs = dict(inputs.kwargs)
+    amend = kwargs.pop("amend", None)
+    if kwargs:
         try:
-            result = compute_all(scores, **inputs.kwargs, **options)
+            result = compute_all(scores, **kwargs, **options)
+            result = amend(result, scores) if amend is not None else result
         except StatsInputError as error:
             failed += [(unusable, error) for unusable in inputs.given]
+            result = None
     if result is None:
         result = compute_all(scores, **options)
     result["notes"] += [f"{unusable}: {error}" for unusable, error in failed]

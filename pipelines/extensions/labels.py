@@ -18,6 +18,7 @@ from pipelines.extensions.registry import (
     ExtensionOption,
     GateCells,
     GateInputs,
+    GateStatus,
     RunExtension,
     register_extension,
 )
@@ -37,8 +38,18 @@ HUMAN_NOTE = ("human-calibrated cells (basis `human`): both nights have human la
 LABEL_OPTIONS_IN_A_RUN = ("--label-scale and --predicted-by describe a --labels file; a run directory's "
                           "labels carry their scales (labels/metrics.json)")
 LABEL_OPTIONS_ALONE = "--label-scale and --predicted-by need --labels LABELS"
-ACTIVE_IN_A_RUN = ("labels drawn by an active design (labels/design.json) are weighted by `ccrs stats "
-                   "RUN_DIR`, not by a run's reduce stage")
+UNCONFIRMED = "unconfirmed"  # a cell failed on the judge scale, held until both nights' labels decide it
+AWAITING = GateStatus(
+    UNCONFIRMED, "awaiting_labels", 7,
+    lambda cells: (f"{len(cells)} cell(s) fail on the judge scale and await a human-scale decision "
+                   f"(--require-human): {', '.join(cells)}"),
+    "unconfirmed cells (--require-human): the judge-only test fails them, and the gate holds the verdict "
+    "until people decide it: a human-scale decision needs human labels of the cell on both nights, and "
+    "`needs_labels` names the night(s) whose logged statistics have no human-calibrated mean of it. Label "
+    "that night's run folder (`ccrs label RUN_DIR --metric M`; `--design active` asks only for the answers "
+    "where the judge is unsure), then run the night again with --require-human: its finished stages are "
+    "reused, its reduce stage reads the labels, and the new run is checked against the same baseline "
+    "(docs/human-labels.md, \"The nightly gate\"). Exit 7; such a night is not a baseline.")
 
 
 # --- the statistics
@@ -46,28 +57,24 @@ ACTIVE_IN_A_RUN = ("labels drawn by an active design (labels/design.json) are we
 def inputs(context: StatisticsContext) -> dict[str, Any]:
     """{"labels": LabelSet} for compute_all: a `--labels` file (`ccrs stats`), else the run folder's own
     labels/; {} without any. A run folder's labels drawn by an active design are checked against its
-    record, and `ccrs stats` gets with them `amend`, which rewrites their metrics' human_calibrated blocks
-    with the weighted estimates, `design` and `decisions` before stats.json is written; a run's own reduce
-    stage leaves them out, with a note (its estimates would assume a uniform draw)."""
+    record, and the statistics (`ccrs stats RUN_DIR` and a run's reduce stage) get with them `amend`, which
+    rewrites their metrics' human_calibrated blocks with the weighted estimates, `design` and `decisions`
+    before stats.json is written."""
     labels = _labels(context.run_dir, context.options.get(NAME) or {})
     if labels is None:
         return {}
     if context.run_dir is None or (context.options.get(NAME) or {}).get("labels"):
         return {"labels": labels}
-    return {"labels": labels, **_designed(context.run_dir, labels, in_command=NAME in context.options)}
+    return {"labels": labels, **_designed(context.run_dir, labels)}
 
 
-def _designed(run_dir: Path, labels, in_command: bool) -> dict[str, Any]:
+def _designed(run_dir: Path, labels) -> dict[str, Any]:
     """{"amend": ...} for labels an active design drew, their record checked; {} for uniform ones."""
-    from stats.errors import StatsInputError
-
     layout = RunLayout(run_dir)
     if not (layout.labels_design.exists() or '"design"' in _text(layout.labels_metrics)):
         return {}
     from pipelines.tools.labeling.weighted import active_amend
 
-    if not in_command:
-        raise StatsInputError(ACTIVE_IN_A_RUN)
     return {"amend": active_amend(layout, labels)}
 
 
@@ -91,9 +98,14 @@ def _labels(run_dir: Path | None, given: dict[str, Any]):
 
 
 def fingerprint(context: StatisticsContext) -> list[str]:
+    """The reduce stage's key over the labels and, where an active design drew them, its record."""
     from tasks.runtime.labels import labels_fingerprint
+    from tasks.runtime.stage import file_fingerprint
 
-    return labels_fingerprint(context.run_dir) if context.run_dir is not None else []
+    if context.run_dir is None:
+        return []
+    design = RunLayout(context.run_dir).labels_design
+    return labels_fingerprint(context.run_dir) + ([file_fingerprint(design)] if design.is_file() else [])
 
 
 # --- the verdict, MLflow
@@ -204,6 +216,30 @@ def gate(table: pd.DataFrame, inputs: GateInputs) -> pd.DataFrame:
                                  inputs.alpha)
 
 
+def require_human(table: pd.DataFrame, inputs: GateInputs) -> pd.DataFrame:
+    """With --require-human, every cell the night fails that no human-scale test decided is held
+    (`unconfirmed`), `needs_labels` naming the night(s) without a human-calibrated mean of it."""
+    if not (inputs.options.get(NAME) or {}).get("require_human"):
+        return table
+    basis = table["basis"] if "basis" in table else pd.Series("judge", index=table.index)
+    held = (table["verdict"] == "regression") & (basis != "human")
+    if not held.any():
+        return table
+    nights = {"tonight": human_cells(inputs.run_stats), "baseline": human_cells(inputs.base_stats())}
+    table = table.assign(needs_labels="")
+    cells = zip(table.loc[held, "system"], table.loc[held, "metric"])
+    table.loc[held, "needs_labels"] = [", ".join(night for night, has in nights.items() if cell not in has)
+                                       for cell in cells]
+    table.loc[held, "verdict"] = UNCONFIRMED
+    return table
+
+
+def human_cells(stats: dict | None) -> set[tuple[str, str]]:
+    """The (system, metric) cells a night's stats.json has a human-calibrated mean of."""
+    return {(system, metric) for metric, block in ((stats or {}).get("per_metric") or {}).items()
+            for system in ((block.get("human_calibrated") or {}).get("means") or {})}
+
+
 # --- `ccrs stats`
 
 def metric_lines(entry: dict) -> list[str]:
@@ -256,6 +292,12 @@ OPTIONS = (
         "--label-margin", "with --design active: pairs whose anytime interval of the mean human difference "
         "lies in [-M, M] (labels on [0, 1]) are settled equivalent", {"type": float, "metavar": "M"},
         {ANY_COMMAND: (None, f"{DEFAULT_MARGIN:g}")}), ("label",)),
+    ExtensionOption(Option(
+        "--require-human", "a cell the judge-only test fails is a regression only once decided on the human "
+        "scale (both nights' human labels of it); until then the night is awaiting_labels (exit 7) and "
+        "names the night(s) to label", {"action": "store_true"},
+        {ANY_COMMAND: (False, "off: the judge-only test decides cells without labels")}),
+        ("nightly", "compare")),
 )
 
 
@@ -268,7 +310,7 @@ register_extension(RunExtension(
                                      fingerprint=fingerprint, code=(__name__,)),
     verdict=(VerdictSection("hypotheses", section),),
     metrics=MetricsContribution(run_metrics, human_calibrated_metrics, artifacts),
-    gate=GateCells(gate, "human", HUMAN_NOTE),
+    gate=GateCells(gate, "human", HUMAN_NOTE, last=require_human, status=AWAITING),
     options=CommandOptions(OPTIONS, metric_lines=metric_lines),
     files=(f"{LABELS_DIR}/",),
     names=(r"human_calibrated", r"\bLABELS_DIR\b", r"\bread_run_labels\b", r"\bread_labels_file\b",

@@ -121,9 +121,10 @@ class JudgeLoop:
 @dataclass(frozen=True)
 class GateInputs:
     """What a gate cell kind reads: the night's stats.json (None where the run logged none), the baseline's
-    (fetched only when asked: `base_stats()`), the baseline run's id and the gate's alpha; and, for a kind
+    (fetched only when asked: `base_stats()`), the baseline run's id and the gate's alpha; for a kind
     that tests cells itself, both nights' scores (one per question, system, metric: query_id, system,
-    metric, score) with the gate's iterations `b` and `seed`."""
+    metric, score) with the gate's iterations `b` and `seed`; and `options`, the values of the extensions'
+    options of the gate's command ({extension: {dest: value}}, as command_values gives them)."""
 
     run_stats: dict | None
     base_stats: Callable[[], dict | None]
@@ -133,17 +134,35 @@ class GateInputs:
     base_scores: pd.DataFrame | None = None
     b: int = 10_000
     seed: int = 0
+    options: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GateStatus:
+    """A night's outcome a gate cell kind adds: when no cell regressed and some cell has `verdict`, the
+    night's status is `status` with `exit_code` (not accepted as a baseline); `headline(cells)`, the alert's
+    headline, given those cells ("system/metric" each); `note`, said under the table where a cell has it."""
+
+    verdict: str
+    status: str
+    exit_code: int
+    headline: Callable[[list[str]], str]
+    note: str = ""
 
 
 @dataclass(frozen=True)
 class GateCells:
     """How an extension decides gate cells (`ccrs nightly`, `ccrs compare`): `decide(table, inputs)` returns
     the gate's table (system, metric, diff, p_value, verdict, ...) with the cells it decides given its
-    `basis`; `note` is said under the table where a cell has that basis."""
+    `basis`; `note` is said under the table where a cell has that basis. `last(table, inputs)`, where given,
+    runs after every kind's `decide` (a verdict on the cells all kinds decided, e.g. a regression held back
+    until people confirm it), and `status` is the night's outcome its verdict gives (GateStatus)."""
 
     decide: Callable[[pd.DataFrame, GateInputs], pd.DataFrame]
     basis: str
     note: str = ""
+    last: Callable[[pd.DataFrame, GateInputs], pd.DataFrame] | None = None
+    status: GateStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -426,6 +445,11 @@ def metrics_contributions() -> tuple[MetricsContribution, ...]:
 def gate_cells() -> tuple[GateCells, ...]:
     """Every extension's gate cell kind, in registry order (a later one decides over an earlier one)."""
     return tuple(extension.gate for extension in extensions().values() if extension.gate)
+
+
+def gate_statuses() -> tuple[GateStatus, ...]:
+    """The night's outcomes the gate cell kinds add, in registry order."""
+    return tuple(kind.status for kind in gate_cells() if kind.status is not None)
 
 
 def run_stops() -> tuple[type[RunStopped], ...]:

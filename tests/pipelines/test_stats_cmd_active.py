@@ -1,7 +1,7 @@
 """`ccrs stats RUN_DIR` on labels an active design drew (tests/pipelines/tools/active_run.py): the weighted
 estimates, `design` and `decisions` in stats.json's human_calibrated block, the labels spent and the
 decisions in the verdict and on the console; a missing or inconsistent design record refused in one line
-(exit 2); a run's own reduce stage leaves such labels out with a note."""
+(exit 2); a run's own reduce stage weights them as `ccrs stats` does."""
 from __future__ import annotations
 
 import json
@@ -124,11 +124,31 @@ def test_a_changed_run_is_refused(labeled, tmp_path, capsys):
     assert code == 2 and "the run changed since the design was drawn" in err
 
 
-def test_a_runs_reduce_stage_leaves_active_labels_out_with_a_note(labeled):
-    from pipelines.extensions.labels import ACTIVE_IN_A_RUN, inputs
-    from stats.errors import StatsInputError
+def test_a_runs_reduce_stage_weights_active_labels_as_ccrs_stats_does(labeled, tmp_path, capsys):
+    """The reduce stage (its statistics with the contributors, as `ccrs run --from-stage reduce` and a
+    rerun night compute them) writes the same weighted block as `ccrs stats RUN_DIR`."""
+    from judges.suite import metric_order
+    from pipelines.extensions import statistics_contributors
+    from tasks.reduce import concat_scores, contributed_statistics, load_scores, run_scores
     from tasks.runtime.contributions import StatisticsContext
 
-    with pytest.raises(StatsInputError, match="weighted by `ccrs stats"):
-        inputs(StatisticsContext(labeled.root))  # the reduce stage: no command options
-    assert "not by a run's reduce stage" in ACTIVE_IN_A_RUN
+    code, _, _ = stats(labeled, tmp_path / "out", capsys)
+    assert code == 0
+    by_command = json.loads((tmp_path / "out" / "stats.json").read_text())["per_metric"][METRIC]
+    scores = concat_scores([load_scores(path) for path in run_scores(labeled.root)])
+    reduced = contributed_statistics(statistics_contributors(), StatisticsContext(labeled.root), scores,
+                                     b=200, seed=0, alpha=0.05, metric_order=list(metric_order()),
+                                     metric_suites={})
+    block = reduced["per_metric"][METRIC]["human_calibrated"]
+    assert block["design"] == by_command["human_calibrated"]["design"]
+    assert block["decisions"] == by_command["human_calibrated"]["decisions"]
+    assert block["means"] == pytest.approx(by_command["human_calibrated"]["means"])
+    assert block["interval"] == {s: "active t" for s in "ABC"}
+
+
+def test_the_reduce_stage_key_covers_the_design_record(labeled):
+    from pipelines.extensions.labels import fingerprint
+    from tasks.runtime.contributions import StatisticsContext
+    from tasks.runtime.stage import file_fingerprint
+
+    assert file_fingerprint(labeled.labels_design) in fingerprint(StatisticsContext(labeled.root))

@@ -43,7 +43,7 @@ def _checked(client, current, base, options: GateOptions, work: Path,
     if screened is not None:
         return screened
     inputs = GateInputs(fetch.stats(client, current, work), cache(lambda: fetch.stats(client, base, work)),
-                        base_id, options.alpha)
+                        base_id, options.alpha, options=options.extensions)
     base_judgments = fetch.judgments(client, base, work)
     comparison = decide.compare(judgments, base_judgments, (fetch.answers(client, current, work),
                                                             fetch.answers(client, base, work)),

@@ -16,6 +16,7 @@ from pipelines.tools.gate.decide import (
     Comparison,
     GateOptions,
     RegressionReport,
+    cell_status,
     differing_text,
     in_cells,
     stop_headline,
@@ -134,9 +135,15 @@ def alert_moves_text(moves: pd.DataFrame | None, regressed: list[tuple[str, str]
 
 
 def headline(report: RegressionReport) -> str:
-    """The alert's headline of the outcome: the gate's own statuses, else the stopping extension's."""
+    """The alert's headline of the outcome: the gate's own statuses, else the stopping extension's, else
+    the gate cell kind's whose outcome it is."""
     said = HEADLINES.get(report.status)
-    return said(report) if said else stop_headline(report.status) or report.status
+    if said:
+        return said(report)
+    kind = cell_status(report.status)
+    if kind is not None:
+        return kind.headline(report.cells_with(kind.verdict))
+    return stop_headline(report.status) or report.status
 
 
 def alert_payload(report: RegressionReport) -> dict:
@@ -182,10 +189,14 @@ def notify_target(value: str | None) -> str | None:
 
 # --- the commands' ends (`ccrs compare`, `ccrs nightly`) ----------------------------------------------------
 
-def gate_options(args: argparse.Namespace) -> GateOptions:
-    """The gate's limits from the options of pipelines.options.add_gate."""
+def gate_options(args: argparse.Namespace, command: str) -> GateOptions:
+    """The gate's limits from the options of pipelines.options.add_gate, and the values of the run
+    extensions' options of `command` (their gate cell kinds read them)."""
+    from pipelines.extensions.registry import command_values
+
     return GateOptions(alpha=args.alpha, b=args.b, seed=args.seed, max_failure_rate=args.max_failure_rate,
-                       allow_judge_change=args.allow_judge_change, show_moves=args.show_moves)
+                       allow_judge_change=args.allow_judge_change, show_moves=args.show_moves,
+                       extensions=command_values(args, command))
 
 
 def describe_gate(uri: str, report: RegressionReport, command: str) -> None:

@@ -10,12 +10,14 @@ contribute (the registry's GateCells, in registry order); the questions whose sc
 (`question_moves`, a pure function of two `sample_view` frames)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pipelines.extensions.registry import GateInputs, gate_cells, run_stops
+from pipelines.extensions.registry import GateInputs, GateStatus, gate_cells, gate_statuses, run_stops
 from stats.multiple import holm_adjust
 from stats.paired import paired_randomization_test
 from stats.power import paired_minimum_detectable_difference
@@ -53,13 +55,19 @@ class RegressionError(RuntimeError):
 
 def statuses() -> dict[str, int]:
     """Every status with its exit code: the gate's own, then each run extension's stop (tasks/runtime/
-    stops.py), in registry order."""
-    return STATUSES | {stop.status: stop.exit_code for stop in run_stops()}
+    stops.py) and each gate cell kind's outcome (GateStatus), in registry order."""
+    return (STATUSES | {stop.status: stop.exit_code for stop in run_stops()}
+            | {kind.status: kind.exit_code for kind in gate_statuses()})
 
 
 def stop_headline(status: str) -> str | None:
     """What the alert says of a run an extension stopped with `status` (None: no extension's status)."""
     return next((stop.headline for stop in run_stops() if stop.status == status), None)
+
+
+def cell_status(status: str) -> GateStatus | None:
+    """The gate cell kind's outcome named `status` (None: no kind adds it)."""
+    return next((kind for kind in gate_statuses() if kind.status == status), None)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,7 @@ class GateOptions:
     max_failure_rate: float = 0.05
     allow_judge_change: bool = False
     show_moves: int | None = None  # None: MOVES_PER_CELL movers of each regressed cell; N: of every cell
+    extensions: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # options' values: GateInputs
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,13 @@ class RegressionReport:
     def regressed_cells(self) -> list[str]:
         return [f"{r.system}/{r.metric} ({r.diff:+.3f}, adjusted p {r.adjusted_p:.4f})"
                 for r in self._regressed_rows().itertuples()]
+
+    def cells_with(self, verdict: str) -> list[str]:
+        """The cells ("system/metric") whose verdict is `verdict`."""
+        if self.table is None:
+            return []
+        rows = self.table[self.table["verdict"] == verdict]
+        return [f"{system}/{metric}" for system, metric in zip(rows["system"], rows["metric"])]
 
     def regressed_pairs(self) -> list[tuple[str, str]]:
         rows = self._regressed_rows()
@@ -187,7 +203,12 @@ class Comparison:
 
     @property
     def status(self) -> str:
-        return "regression" if self.n_regressions else "pass"
+        """regression where a cell regressed; else the outcome of the first cell kind whose verdict a cell
+        has (GateStatus); else pass."""
+        if self.n_regressions:
+            return "regression"
+        verdicts = set(self.table["verdict"])
+        return next((kind.status for kind in gate_statuses() if kind.verdict in verdicts), "pass")
 
 
 def compare(run: pd.DataFrame, base: pd.DataFrame, answers: tuple[pd.DataFrame | None, pd.DataFrame | None],
@@ -257,8 +278,14 @@ def contributed_cells(table: pd.DataFrame, inputs: GateInputs) -> tuple[pd.DataF
     kinds = gate_cells()
     for kind in kinds:
         table = kind.decide(table, inputs)
+    for kind in kinds:
+        if kind.last is not None:
+            table = kind.last(table, inputs)
     decided = set(table["basis"]) if "basis" in table else set()
-    return table, [kind.note for kind in kinds if kind.basis in decided and kind.note]
+    verdicts = set(table["verdict"])
+    return table, [note for kind in kinds for note in (
+        kind.note if kind.basis in decided else "",
+        kind.status.note if kind.status is not None and kind.status.verdict in verdicts else "") if note]
 
 
 def unpaired_systems(run: pd.DataFrame, baseline: pd.DataFrame) -> dict[str, list[str]]:
@@ -328,9 +355,9 @@ def in_cells(frame: pd.DataFrame, cells: list[tuple[str, str]]) -> np.ndarray:
 
 
 def moved_cells(table: pd.DataFrame, show_moves: int | None) -> tuple[list[tuple[str, str]] | None, int]:
-    """(cells, top) whose movers the report lists: every regressed cell's MOVES_PER_CELL by default; every
-    cell's N with --show-moves N."""
+    """(cells, top) whose movers the report lists: every regressed (or held: GateStatus) cell's
+    MOVES_PER_CELL by default; every cell's N with --show-moves N."""
     if show_moves is not None:
         return None, show_moves
-    regressed = table[table["verdict"] == "regression"]
+    regressed = table[table["verdict"].isin(["regression", *(kind.verdict for kind in gate_statuses())])]
     return list(zip(regressed["system"], regressed["metric"])), MOVES_PER_CELL

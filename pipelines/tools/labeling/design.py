@@ -106,6 +106,11 @@ def make_design(metric: str, uncertainty: JudgeUncertainty, order: Sequence[str]
                         tuple(bool(d) for d in drawn))
 
 
+# a folder reused by another run (a nightly series' folder holds each night in turn)
+RUN_CHANGED_HINT = (" (labels/ belongs to an earlier run in this folder, e.g. last night's: to label this "
+                    "run, move labels/ aside; that run's labels stay logged with its MLflow run)")
+
+
 def check_design(design: ActiveDesign, uncertainty: JudgeUncertainty, order: Sequence[str] | None) -> None:
     """The record explains itself and this run: the same questions (in labels/order.json's order), the
     same judge scores, and probabilities and draws that its rule, uncertainties and seed give again (a
@@ -113,10 +118,10 @@ def check_design(design: ActiveDesign, uncertainty: JudgeUncertainty, order: Seq
     where = f"labels/design.json ({design.metric})"
     if order is not None and list(design.question_ids) != list(order):
         raise StatsInputError(f"{where} lists other questions, or another order, than labels/order.json: the "
-                              "run changed since the design was drawn")
+                              f"run changed since the design was drawn{RUN_CHANGED_HINT}")
     if uncertainty.digest() != design.scores_digest or uncertainty.source != design.source:
         raise StatsInputError(f"{where} was drawn from other judge scores of {design.predicted_by} than the "
-                              "run holds now: the run changed since the design was drawn")
+                              f"run holds now: the run changed since the design was drawn{RUN_CHANGED_HINT}")
     if not np.allclose(uncertainty.for_questions(design.question_ids), design.uncertainty, rtol=0.0,
                        atol=_TOLERANCE):
         raise StatsInputError(f"{where}: its uncertainties are not the ones the run's scores give (edited "

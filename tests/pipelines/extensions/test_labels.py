@@ -58,3 +58,25 @@ def test_a_human_calibrated_cell_is_decided_by_its_human_test_with_holm_over_eve
     assert gated["adjusted_p"].tolist() == pytest.approx([0.01 * 1, 0.001 * 2])
     assert gated["verdict"].tolist() == ["regression", "regression"]
     assert with_human_calibrated(table, human.iloc[:0], 0.05) is table
+
+
+def test_require_human_holds_each_judge_regression_until_both_nights_labels_decide_it():
+    """(A, CC) failed on the judge scale, tonight has no human mean of it: held, tonight named; (B, CC) was
+    decided on the human scale: kept; (A, QR) did not fail: kept. Without the option nothing changes."""
+    from pipelines.extensions.labels import AWAITING, require_human
+    from pipelines.extensions.registry import GateInputs
+
+    table = pd.DataFrame({"system": ["A", "A", "B"], "metric": ["CC", "QR", "CC"],
+                          "basis": ["judge", "judge", "human"],
+                          "verdict": ["regression", "same", "regression"]})
+    run = _human_stats({"B": 0.5}, {"B": [0.4, 0.6]})
+    base = _human_stats({"A": 0.7, "B": 0.7}, {"A": [0.6, 0.8], "B": [0.6, 0.8]})
+    required = GateInputs(run, lambda: base, "base", 0.05, options={"labels": {"require_human": True}})
+    held = require_human(table, required)
+    assert held["verdict"].tolist() == [AWAITING.verdict, "same", "regression"]
+    assert held["needs_labels"].tolist() == ["tonight", "", ""]
+    unlabeled = GateInputs(None, lambda: None, "base", 0.05, options={"labels": {"require_human": True}})
+    assert require_human(table.drop(columns="basis"), unlabeled)["needs_labels"].tolist() == [
+        "tonight, baseline", "", "tonight, baseline"]
+    assert require_human(table, GateInputs(run, lambda: base, "base", 0.05)) is table
+    assert (AWAITING.status, AWAITING.exit_code) == ("awaiting_labels", 7)

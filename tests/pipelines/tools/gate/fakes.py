@@ -3,6 +3,8 @@ pipeline runs logged to a real (local SQLite) MLflow store the way pipelines/rep
 them."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -37,7 +39,8 @@ class Store:
         self.experiment_id = self.client.create_experiment("gate", artifact_location=(root / "art").as_uri())
         self.root = root
 
-    def log(self, scores: pd.DataFrame, failed: int = 0, answers: bool = False, **tags) -> str:
+    def log(self, scores: pd.DataFrame, failed: int = 0, answers: bool = False, stats: dict | None = None,
+            **tags) -> str:
         judgments = scores.assign(status="ok")
         if failed:
             judgments.loc[judgments.index[:failed], ["status", "score"]] = ["failed", None]
@@ -50,6 +53,9 @@ class Store:
         self.client.log_artifact(run.info.run_id, str(folder / "judgments.parquet"), "samples")
         if answers:
             self._log_answers(run.info.run_id, scores)
+        if stats is not None:  # stats.json where the track stage logs it (fetch.STATS_ARTIFACT)
+            (folder / "stats.json").write_text(json.dumps(stats))
+            self.client.log_artifact(run.info.run_id, str(folder / "stats.json"), "stats")
         self.client.set_terminated(run.info.run_id, "FINISHED")
         return run.info.run_id
 

@@ -145,13 +145,15 @@ def test_a_night_is_screened_before_pairing_by_its_failure_rate_its_baseline_and
     assert screen("run", night, "base", differing, GateOptions(allow_judge_change=True), "") is None
 
 
-def test_every_status_has_one_exit_code_and_the_extensions_stops_add_theirs():
-    from pipelines.extensions.registry import run_stops
+def test_every_status_has_one_exit_code_and_the_extensions_stops_and_cell_kinds_add_theirs():
+    from pipelines.extensions.registry import gate_statuses, run_stops
     from pipelines.tools.gate.decide import STATUSES, statuses
 
     stops = {stop.status: stop.exit_code for stop in run_stops()}
     assert stops == {"judge_calibration": 6}  # judge.preflight's stop, declared by its extension
-    assert statuses() == STATUSES | stops and not set(stops) & set(STATUSES)
+    held = {kind.status: kind.exit_code for kind in gate_statuses()}
+    assert held == {"awaiting_labels": 7}  # the labels extension's --require-human
+    assert statuses() == STATUSES | stops | held and not (set(stops) | set(held)) & set(STATUSES)
     assert len(set(statuses().values()) - {0}) == len(statuses()) - 2  # pass and baseline share 0, no other
 
 

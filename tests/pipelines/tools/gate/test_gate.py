@@ -180,3 +180,42 @@ def test_ccrs_compare_puts_the_gates_outcome_in_the_checked_runs_description(sto
     note = store.tags(second)[NOTE_TAG].split("\n\n")
     assert note[0].startswith(f"{GATE_PREFIX} **regression** against run {first}: B/IR (-0.")
     assert "regression/summary.md" in note[0] and note[1].startswith("Verdict:")
+
+
+def _human(mean: float) -> dict:
+    """stats.json whose IR has a human-calibrated (PPI++) mean of system B, as the reduce stage logs it."""
+    return {"per_metric": {"IR": {"human_calibrated": {"means": {"B": mean}, "ci95": {"B": [mean - 0.05,
+                                                                                          mean + 0.05]}}}}}
+
+
+def test_require_human_holds_a_judge_regression_until_both_nights_labels_decide_it(store, capsys):
+    """`--require-human`: the judge-only drop of B/IR is held (exit 7, awaiting_labels, tonight named) while
+    tonight has no labels; labeled, the human scale decides it: a regression when people see the drop too
+    (exit 3), a pass when they do not (exit 0). The held night is no baseline."""
+    from pipelines.cli import main
+    from pipelines.tools.gate.alert import alert_payload
+
+    def compare(run, *extra):
+        code = main(["compare", "--tracking-uri", store.uri, "--experiment", "gate", "--run", run, "--b",
+                     "500", "--fail-on-regression", *extra])
+        return code, capsys.readouterr().out
+
+    first = store.log(planted_scores(np.random.default_rng(0)), stats=_human(0.6))
+    bad = planted_scores(np.random.default_rng(0), shift_cell=("B", "IR"), shift=-0.3)
+    unlabeled = store.log(bad)
+    code, out = compare(unlabeled, "--require-human")
+    assert code == 7 and '"status": "awaiting_labels"' in out and "| unconfirmed |" in out
+    assert "| tonight " in out and "unconfirmed cells (--require-human)" in out
+    assert "### B/IR: -0.2" in out  # the held cell's movers are listed as a regressed cell's
+    assert store.tags(unlabeled)["regression.status"] == "awaiting_labels"
+    report = gate_of(store, run=unlabeled, extensions={"labels": {"require_human": True}})
+    assert "AWAITING_LABELS (exit 7): 1 cell(s) fail on the judge scale and await a human-scale decision " \
+           "(--require-human): B/IR" in alert_payload(report)["text"]
+    assert compare(unlabeled)[0] == 3  # without the option the judge-only test decides
+
+    confirmed = store.log(bad, stats=_human(0.3))
+    code, out = compare(confirmed, "--require-human")
+    assert code == 3 and f'"baseline": "{first}"' in out and "| human " in out
+    not_seen = store.log(bad, stats=_human(0.6))
+    code, out = compare(not_seen, "--require-human", "--baseline", first)
+    assert code == 0 and '"status": "pass"' in out
