@@ -21,6 +21,12 @@ from tasks.runtime.layout import RunLayout
 MAX_ANNOTATOR_CHARS = 100
 
 
+def _of_this_answer(record: dict, answers: dict[tuple[str, str], str]) -> bool:
+    """Whether a label marks the answer the run holds now (one without a fingerprint is taken as it)."""
+    digest = record.get(ANSWER_DIGEST)
+    return digest is None or answers.get((str(record["question_id"]), str(record["system"]))) == digest
+
+
 class LabelStore:
     """One metric's labels and skips of a run, in memory beside their files; thread-safe."""
 
@@ -35,7 +41,12 @@ class LabelStore:
         labels, dropped = read_jsonl(layout.labels_file, repair=True)
         skips, dropped_skips = read_jsonl(layout.labels_skips, repair=True)
         self.repaired = dropped + dropped_skips  # unfinished lines a killed server left (never answered)
-        self._records = [record for record in labels if record.get("metric") == metric.name]
+        answers = {(question.query_id, answer.system): answer_digest(answer.text) for question in questions
+                   for answer in question.answers}
+        # a mark of another answer than the run holds now (an earlier night's, in a reused folder) is not
+        # this answer's: it is served again, as the statistics leave that mark out (tasks/runtime/labels.py)
+        self._records = [record for record in labels if record.get("metric") == metric.name
+                         and _of_this_answer(record, answers)]
         self._marks: dict[tuple[str, str], dict[str, Any]] = {}  # (annotator, question) -> {system: mark}
         for record in self._records:
             self._marks.setdefault((str(record.get("annotator") or ""), str(record["question_id"])), {})[

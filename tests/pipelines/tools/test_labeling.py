@@ -169,6 +169,24 @@ def test_a_skip_is_recorded_and_reopening_resumes_per_annotator(run):
     assert other_metric.state("ann")["question"]["query_id"] == store.order[0]
 
 
+def test_a_mark_of_an_answer_the_run_no_longer_holds_is_served_again(run):
+    """A later night in the same folder changed one system's answer to the first question: its old mark is
+    not this answer's, so the question is served again with only that answer to mark."""
+    import pandas as pd
+
+    store = open_store(run)
+    query_id = store.order[0]
+    store.label("ann", *marks_of(store, "ann"))
+    answers = pd.read_parquet(run.generations)
+    changed = answers.index[answers["query_id"] == query_id][0]
+    answers.loc[changed, "answer"] = "Another night's answer."
+    answers.to_parquet(run.generations, index=False)
+    shown = open_store(run).state("ann")["question"]
+    assert shown["query_id"] == query_id
+    unmarked = [answer["text"] for answer in shown["answers"] if answer["labeled"] is None]
+    assert unmarked == ["Another night's answer."]
+
+
 def test_a_question_partly_labeled_resumes_with_only_its_unmarked_answers(run):
     store = open_store(run)
     query_id = store.order[0]
