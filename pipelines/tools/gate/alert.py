@@ -149,7 +149,7 @@ def headline(report: RegressionReport) -> str:
 def alert_payload(report: RegressionReport) -> dict:
     """A Slack-compatible message (`text`) and the machine-readable outcome."""
     table = [] if report.table is None else json.loads(report.table.to_json(orient="records"))
-    regressed = report.regressed_pairs()
+    regressed = report.failing_pairs()
     extra = " ".join(part for part in (alert_moves_text(report.moves, regressed),
                                        unpaired_line(report.unpaired)) if part)
     moves = [] if report.moves is None else [
@@ -206,7 +206,8 @@ def describe_gate(uri: str, report: RegressionReport, command: str) -> None:
 
     from pipelines.reporting.tracking import GATE_PREFIX, run_url, set_gate_status
 
-    cells = report.regressed_cells()
+    held = cell_status(report.status)
+    cells = report.regressed_cells() + (report.cells_with(held.verdict) if held is not None else [])
     shown = "; ".join(cells[:5]) + (f"; and {len(cells) - 5} more" if len(cells) > 5 else "")
     try:
         experiment_id = MlflowClient(uri).get_run(report.run_id).info.experiment_id

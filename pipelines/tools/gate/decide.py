@@ -65,6 +65,11 @@ def stop_headline(status: str) -> str | None:
     return next((stop.headline for stop in run_stops() if stop.status == status), None)
 
 
+def failing_verdicts() -> tuple[str, ...]:
+    """The verdicts of the cells a night fails: regression, and those a gate cell kind holds (GateStatus)."""
+    return ("regression", *(kind.verdict for kind in gate_statuses()))
+
+
 def cell_status(status: str) -> GateStatus | None:
     """The gate cell kind's outcome named `status` (None: no kind adds it)."""
     return next((kind for kind in gate_statuses() if kind.status == status), None)
@@ -118,6 +123,13 @@ class RegressionReport:
 
     def regressed_pairs(self) -> list[tuple[str, str]]:
         rows = self._regressed_rows()
+        return list(zip(rows["system"], rows["metric"]))
+
+    def failing_pairs(self) -> list[tuple[str, str]]:
+        """The (system, metric) cells regressed or held (failing_verdicts), whose movers the alert names."""
+        if self.table is None:
+            return []
+        rows = self.table[self.table["verdict"].isin(failing_verdicts())]
         return list(zip(rows["system"], rows["metric"]))
 
     def _regressed_rows(self) -> pd.DataFrame:
@@ -359,5 +371,5 @@ def moved_cells(table: pd.DataFrame, show_moves: int | None) -> tuple[list[tuple
     MOVES_PER_CELL by default; every cell's N with --show-moves N."""
     if show_moves is not None:
         return None, show_moves
-    regressed = table[table["verdict"].isin(["regression", *(kind.verdict for kind in gate_statuses())])]
+    regressed = table[table["verdict"].isin(failing_verdicts())]
     return list(zip(regressed["system"], regressed["metric"])), MOVES_PER_CELL

@@ -193,6 +193,7 @@ def test_require_human_holds_a_judge_regression_until_both_nights_labels_decide_
     tonight has no labels; labeled, the human scale decides it: a regression when people see the drop too
     (exit 3), a pass when they do not (exit 0). The held night is no baseline."""
     from pipelines.cli import main
+    from pipelines.reporting.tracking import NOTE_TAG
     from pipelines.tools.gate.alert import alert_payload
 
     def compare(run, *extra):
@@ -208,9 +209,13 @@ def test_require_human_holds_a_judge_regression_until_both_nights_labels_decide_
     assert "| tonight " in out and "unconfirmed cells (--require-human)" in out
     assert "### B/IR: -0.2" in out  # the held cell's movers are listed as a regressed cell's
     assert store.tags(unlabeled)["regression.status"] == "awaiting_labels"
+    assert "**awaiting_labels** against run " in store.tags(unlabeled)[NOTE_TAG]
+    assert ": B/IR ([regression/summary.md]" in store.tags(unlabeled)[NOTE_TAG]
     report = gate_of(store, run=unlabeled, extensions={"labels": {"require_human": True}})
+    alert = alert_payload(report)
     assert "AWAITING_LABELS (exit 7): 1 cell(s) fail on the judge scale and await a human-scale decision " \
-           "(--require-human): B/IR" in alert_payload(report)["text"]
+           "(--require-human): B/IR. Largest drops: B/IR" in alert["text"]
+    assert alert["moves"] and {move["metric"] for move in alert["moves"]} == {"IR"}
     assert compare(unlabeled)[0] == 3  # without the option the judge-only test decides
 
     confirmed = store.log(bad, stats=_human(0.3))
