@@ -37,23 +37,17 @@ def compute_stats(scores: pd.DataFrame | str | Path, *, scale: tuple[float, floa
     """The statistics of `ccrs run` (randomized Tukey HSD, bootstrap CIs, discriminative power, Holm over
     hypotheses) for scores you already have: a DataFrame (or a Parquet/CSV/JSONL path), long (query_id,
     system, metric, score) or wide (query_id, system, one column per metric); `scale=(1, 5)` maps marks
-    onto [0, 1]. `labels`: human labels (a DataFrame or a JSONL/CSV/Parquet path: question_id, system, metric,
-    label[, annotator]) on `label_scale`, for the human-calibrated (PPI++) statistics in
-    stats["per_metric"][M]["human_calibrated"]; `predicted_by={"acceptable": "CC"}` for labels of a human
-    metric of their own. `out`: the output folder, as `ccrs stats --out` (`out_dir` is its old name, one
-    release, with a DeprecationWarning). Raises stats.errors.StatsInputError (one line) on bad scores or
-    labels."""
+    onto [0, 1]. Or a run folder, as `ccrs stats RUN_DIR`: its judge stages' scores and, without `labels`,
+    its own labels/ (those an active design drew weighted by its record). `labels`: human labels (a
+    DataFrame or a JSONL/CSV/Parquet path: question_id, system, metric, label[, annotator]) on
+    `label_scale`, for the human-calibrated (PPI++) statistics in stats["per_metric"][M]["human_calibrated"];
+    `predicted_by={"acceptable": "CC"}` for labels of a human metric of their own. `out`: the output folder,
+    as `ccrs stats --out` (`out_dir` is its old name, one release, with a DeprecationWarning). Raises
+    stats.errors.StatsInputError (one line) on bad scores, labels or a run folder's labeling design."""
     from pipelines.extensions import verdict_sections
     from pipelines.reporting.report import reduce_user_scores
-    from stats.labels import validate_labels
-    from tasks.reduce import read_scores_file
-    from tasks.runtime.labels import read_labels_file
 
-    checked_labels = None
-    if labels is not None:
-        table = labels if isinstance(labels, pd.DataFrame) else read_labels_file(labels)
-        checked_labels = validate_labels(table, label_scale, predicted_by)
-    frame = scores if isinstance(scores, pd.DataFrame) else read_scores_file(scores)
+    frame, contributed = _scores_and_labels(scores, labels, label_scale, predicted_by)
     if out_dir is not None:
         warnings.warn("compute_stats(out_dir=) is deprecated, use out= (the old name goes in the next "
                       "release)",
@@ -63,5 +57,25 @@ def compute_stats(scores: pd.DataFrame | str | Path, *, scale: tuple[float, floa
     title = Path(scores).name if isinstance(scores, (str, Path)) else "your scores"
     result, _, verdict = reduce_user_scores(frame, folder, scale=scale, hypotheses_path=hypotheses, b=b,
                                             seed=seed, alpha=alpha, title=title, sections=verdict_sections(),
-                                            labels=checked_labels)
+                                            **contributed)
     return StatsResult(result, verdict, folder)
+
+
+def _scores_and_labels(scores, labels, label_scale, predicted_by) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The scores and the statistics' label inputs: given labels checked; a run folder's own read as
+    `ccrs stats RUN_DIR` reads them (pipelines.stats_cmd.scores_and_inputs)."""
+    import argparse
+
+    from pipelines.stats_cmd import scores_and_inputs
+    from stats.labels import validate_labels
+    from tasks.reduce import read_scores_file
+    from tasks.runtime.labels import read_labels_file
+
+    checked = None
+    if labels is not None:
+        table = labels if isinstance(labels, pd.DataFrame) else read_labels_file(labels)
+        checked = validate_labels(table, label_scale, predicted_by)
+    if isinstance(scores, pd.DataFrame) or not Path(scores).is_dir():
+        return (scores if isinstance(scores, pd.DataFrame) else read_scores_file(scores)), {"labels": checked}
+    frame, contributed = scores_and_inputs(argparse.Namespace(scores=Path(scores)))
+    return frame, contributed if checked is None else {"labels": checked}

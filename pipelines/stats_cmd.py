@@ -49,7 +49,7 @@ def _run(args: argparse.Namespace, plots) -> int:
         for hook in hooks:
             if hook.check is not None:
                 hook.check(args)
-        frame, contributed = _scores_and_inputs(args)
+        frame, contributed = scores_and_inputs(args)
         frame = user_scores(frame, options.parse_scale(args.scale))
         with _progress(frame["metric"].nunique(), disabled=args.no_progress) as advance:
             result, written, verdict = reduce_user_scores(
@@ -73,10 +73,10 @@ def _run(args: argparse.Namespace, plots) -> int:
     return 0
 
 
-def _scores_and_inputs(args: argparse.Namespace):
+def scores_and_inputs(args: argparse.Namespace):
     """The scores (a file, or a run directory's judge stages) and what the run extensions' statistics
     contributors add to them from their options or the run directory (e.g. its human labels); an input that
-    cannot be read is the command's error."""
+    cannot be read is the command's error. `ccrs_eval.compute_stats` reads a run folder through it."""
     from pipelines.extensions import command_values, statistics_contributors
     from tasks.reduce import concat_scores, read_scores_file, run_scores
     from tasks.runtime.contributions import StatisticsContext, contributed_inputs
