@@ -61,6 +61,13 @@ class LabelMatrices:
     skipped_unlabeled: int = 0  # questions skipped by an annotator that no one labeled for any system
 
 
+def label_step(labels: np.ndarray) -> float:
+    """The smallest gap between two distinct labels (on [0, 1]; 0 where they are all one value): the step of
+    the lattice a mean of them moves on, for a continuity correction (the nightly gate's human-scale test)."""
+    values = np.unique(np.asarray(labels, dtype=np.float64))
+    return float(np.diff(values).min()) if values.size > 1 else 0.0
+
+
 def validate_labels(frame: pd.DataFrame, scale: Scale | Mapping[str, Scale] | None = None,
                     predicted_by: Mapping[str, str] | None = None) -> LabelSet:
     """Labels from the user's table: `question_id` (or query_id), system, metric, label[, annotator].
@@ -197,6 +204,7 @@ def human_calibrated_entry(matrices: LabelMatrices, judge_pairwise: list[dict],
         "min_labels": MIN_LABELS,
         "unjudged_labels": matrices.unjudged_labels,
         "se": {system: value.se for system, value in means.items()},
+        "label_step": {system: label_step(labels[labeled[:, s], s]) for s, system in enumerate(systems)},
         "interval": {system: value.interval for system, value in means.items()},
         "constant_labels": [system for system, value in means.items() if value.constant],
         "constant_pairs": [[pair.system_a, pair.system_b] for pair in estimate.pairs

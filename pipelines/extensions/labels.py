@@ -32,9 +32,10 @@ from tasks.runtime.layout import LABELS_DIR, RunLayout
 
 NAME = "labels"
 HUMAN_NOTE = ("human-calibrated cells (basis `human`): both nights have human labels of the cell, so its "
-              "test is the difference of the two nights' PPI++ means (human scale, z test with the two "
-              "nights' standard errors added, conservative for paired nights); `diff`, `p_value` and the "
-              "verdict are that test's, the judge-only paired test is in `judge_diff`, `judge_p`.")
+              "test is the difference of the two nights' PPI++ means (human scale, Welch t test on the two "
+              "nights' standard errors with a continuity correction, conservative for paired nights); "
+              "`diff`, `p_value` and the verdict are that test's, the judge-only paired test is in "
+              "`judge_diff`, `judge_p`.")
 LABEL_OPTIONS_IN_A_RUN = ("--label-scale and --predicted-by describe a --labels file; a run directory's "
                           "labels carry their scales (labels/metrics.json)")
 LABEL_OPTIONS_ALONE = "--label-scale and --predicted-by need --labels LABELS"
@@ -168,13 +169,14 @@ def has_human_calibrated(run_stats: dict | None) -> bool:
 
 def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> pd.DataFrame:
     """(system, metric, human_diff, human_p) for each cell both nights estimated on the human scale (PPI++
-    means, stats.json human_calibrated): run - baseline, z test with the nights' standard errors (read
-    from their 95% intervals' widths as if normal; conservative for t or score intervals) added."""
+    means, stats.json human_calibrated): run - baseline, a Welch t test on the two nights' standard errors
+    (read from their 95% intervals' widths as if normal: never smaller than the t or score interval's own)
+    with Welch-Satterthwaite degrees of freedom from their label counts, and a continuity correction of half
+    a label step per night (a mean of n labels moves in steps of label_step / n). Without the correction
+    and the t reference the test rejected in up to 8.7% of simulated nights at 10 labels; with them, at
+    most 4.3% at 10-60 labels (docs/human-labels.md, "The nightly gate")."""
     from scipy import stats
 
-    # stats.json's human-calibrated 95% intervals are t or score intervals (stats/ppi.py), at least as wide
-    # as the normal one: the standard error read back from their width is never smaller, so the gate stays
-    # conservative at few labels.
     z_95 = float(stats.norm.ppf(0.975))
     rows = []
     for metric, block in ((run_stats or {}).get("per_metric") or {}).items():
@@ -183,12 +185,28 @@ def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> p
         if not tonight or not before:
             continue
         for system in sorted(set(tonight["means"]) & set(before["means"])):
-            se = np.hypot(*(np.subtract(*reversed(entry["ci95"][system])) / (2 * z_95)
-                            for entry in (tonight, before)))
+            nights = (tonight, before)
+            se = [float(np.subtract(*reversed(entry["ci95"][system]))) / (2 * z_95) for entry in nights]
+            n = [max(int(entry["n_labels"].get(system, 2)), 2) for entry in nights]
+            step = sum(float((entry.get("label_step") or {}).get(system, 0.0)) / (2 * count)
+                       for entry, count in zip(nights, n))
             diff = tonight["means"][system] - before["means"][system]
-            p_value = float(2 * stats.norm.sf(abs(diff) / se)) if se > 0 else float(diff == 0)
-            rows.append({"system": system, "metric": metric, "human_diff": diff, "human_p": p_value})
+            rows.append({"system": system, "metric": metric, "human_diff": diff,
+                         "human_p": welch_p_value(diff, se, n, step)})
     return pd.DataFrame(rows, columns=["system", "metric", "human_diff", "human_p"])
+
+
+def welch_p_value(diff: float, se: list[float], n: list[int], correction: float) -> float:
+    """Two-sided p of a difference of two independent means with standard errors `se` from `n` labels each,
+    |diff| less `correction` (continuity), against Welch's t."""
+    from scipy import stats
+
+    shrunk = max(abs(diff) - correction, 0.0)
+    total = float(np.hypot(*se))
+    if total <= 0.0:
+        return float(shrunk == 0.0)
+    df = total ** 4 / sum(s ** 4 / (count - 1) for s, count in zip(se, n))
+    return float(2 * stats.t.sf(shrunk / total, df))
 
 
 def with_human_calibrated(table: pd.DataFrame, human: pd.DataFrame, alpha: float) -> pd.DataFrame:

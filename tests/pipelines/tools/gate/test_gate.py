@@ -184,8 +184,9 @@ def test_ccrs_compare_puts_the_gates_outcome_in_the_checked_runs_description(sto
 
 def _human(mean: float) -> dict:
     """stats.json whose IR has a human-calibrated (PPI++) mean of system B, as the reduce stage logs it."""
-    return {"per_metric": {"IR": {"human_calibrated": {"means": {"B": mean}, "ci95": {"B": [mean - 0.05,
-                                                                                          mean + 0.05]}}}}}
+    block = {"means": {"B": mean}, "ci95": {"B": [mean - 0.05, mean + 0.05]}, "n_labels": {"B": 60},
+             "label_step": {"B": 0.25}}
+    return {"per_metric": {"IR": {"human_calibrated": block}}}
 
 
 def test_require_human_holds_a_judge_regression_until_both_nights_labels_decide_it(store, capsys):
