@@ -9,6 +9,7 @@ so far (an append-only JSON-lines file per stage key), so a killed run resumes i
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import json
@@ -56,8 +57,15 @@ def _module_file(module: str) -> Path | None:
 
 def _project_imports(path: Path, package: str) -> set[str]:
     """Project modules that a source file imports (absolute and relative imports alike)."""
+    return set(_imports_in(path.read_bytes(), package, PROJECT_PACKAGES))
+
+
+@functools.lru_cache(maxsize=4096)
+def _imports_in(source: bytes, package: str, packages: tuple[str, ...]) -> frozenset[str]:
+    """_project_imports of one source text, parsed once a process (keyed by the text itself: an edited
+    file is parsed again); every stage key walks the imports of its code, ~0.3 s a stage unparsed."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(source.decode("utf-8"))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -69,8 +77,8 @@ def _project_imports(path: Path, package: str) -> set[str]:
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
-        found |= {name for name in names if name.split(".")[0] in PROJECT_PACKAGES and _module_file(name)}
-    return found
+        found |= {name for name in names if name.split(".")[0] in packages and _module_file(name)}
+    return frozenset(found)
 
 
 def code_modules(*modules: str) -> dict[str, Path]:

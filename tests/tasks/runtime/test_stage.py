@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tasks.runtime.stage import code_version, file_fingerprint, run_stage, stage_key
+from tasks.runtime.stage import code_modules, code_version, file_fingerprint, run_stage, stage_key
 
 
 def _writer(calls):
@@ -74,6 +74,10 @@ def test_code_version_follows_the_source_of_the_stage_and_what_it_imports(tmp_pa
     assert before == code_version("tasks_probe.stage_a")
     (package / "sub" / "helper.py").write_text("def f():\n    return 2\n")  # an edit two imports away
     assert code_version("tasks_probe.stage_a") != before
+    assert set(code_modules("tasks_probe.stage_a")) == {"tasks_probe.stage_a", "tasks_probe.sub",
+                                                         "tasks_probe.sub.helper"}
+    (package / "stage_a.py").write_text("VALUE = 1\n")  # its imports edited: walked again, not remembered
+    assert set(code_modules("tasks_probe.stage_a")) == {"tasks_probe.stage_a"}
 
 
 def test_code_version_of_the_real_stages_is_stable_and_distinct():
