@@ -173,8 +173,8 @@ def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> p
     (read from their 95% intervals' widths as if normal: never smaller than the t or score interval's own)
     with Welch-Satterthwaite degrees of freedom from their label counts, and a continuity correction of half
     a label step per night (a mean of n labels moves in steps of label_step / n). Without the correction
-    and the t reference the test rejected in up to 8.7% of simulated nights at 10 labels; with them, at
-    most 4.3% at 10-60 labels (docs/human-labels.md, "The nightly gate")."""
+    and the t reference the test rejected in up to 9.0% of simulated equal nights at 10 labels; with them,
+    at most 4.25% at 10-60 labels (benchmarks/bench_gate_human_scale.py; docs/human-labels.md)."""
     from scipy import stats
 
     z_95 = float(stats.norm.ppf(0.975))
