@@ -62,6 +62,10 @@ class ServedModel(_Strict):
     # where several vLLM engines share two cores a busy replica can miss them and be restarted (minutes each).
     health_check_period_s: float | None = Field(default=None, gt=0, description="Serve health check period")
     health_check_timeout_s: float | None = Field(default=None, gt=0, description="Serve health check timeout")
+    graceful_shutdown_timeout_s: float | None = Field(
+        default=None, ge=0, description="how long Serve waits for a stopping replica before it kills it "
+        "(None: Serve's default, 20 s); a replica the cluster never placed waits it too when its app is "
+        "deleted")
 
 
     @model_validator(mode="after")
@@ -77,6 +81,9 @@ class ServingConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     ready_timeout_s: float = Field(default=600.0, gt=0)
+    wait_report_after_s: float | None = Field(
+        default=None, ge=0, description="how long the app's demand stays unplaced before the wait says what "
+        "the cluster cannot place (`serving: waiting for resources: ...`); None: WAIT_REPORT_AFTER_S, 20 s")
     app_name: str = APP_NAME
     base_url: str | None = Field(default=None, description="external profile: the OpenAI /v1 URL (or env)")
     base_url_env: str = "CCRS_LLM_BASE_URL"
@@ -150,7 +157,7 @@ def llm_config_kwargs(model: ServedModel, profile: str) -> dict[str, Any]:
     deployment: dict[str, Any] = {"autoscaling_config": autoscaling}
     if model.max_ongoing_requests:
         deployment["max_ongoing_requests"] = model.max_ongoing_requests
-    for option in ("health_check_period_s", "health_check_timeout_s"):
+    for option in ("health_check_period_s", "health_check_timeout_s", "graceful_shutdown_timeout_s"):
         if getattr(model, option) is not None:
             deployment[option] = getattr(model, option)
     router = ROUTERS[model.request_router]
@@ -194,7 +201,7 @@ def start_serve_app(cfg: ServingConfig, owned_elsewhere: bool = False,
     """Deploy (or find) the app and wait until every model answers; returns the OpenAI base URL.
 
     What the cluster cannot place while the app waits (its pending demand and free resources) is told to
-    `announce` (default: a note on the console) after WAIT_REPORT_AFTER_S; at `ready_timeout_s` the app is
+    `announce` (default: a note on the console) after `wait_report_after_s`; at `ready_timeout_s` the app is
     removed again and a TimeoutError says, in one line, what it waited for.
     `owned_elsewhere=True` (e.g. a test-session fixture) keeps `stop_serve_app()` without a config from
     stopping this app; only `stop_serve_app(cfg)` does."""
@@ -237,7 +244,8 @@ def wait_for_deployed_app(cfg: ServingConfig, announce: Callable[[str], None] | 
     return url
 
 
-WAIT_REPORT_AFTER_S = 20.0  # demand unplaced after this long waits for resources (placing takes seconds)
+WAIT_REPORT_AFTER_S = 20.0  # demand unplaced after this long waits for resources (placing takes seconds);
+# the default of ServingConfig.wait_report_after_s
 WAIT_REPORT_EVERY_S = 60.0
 POLL_S = 2.0
 CHAT_TIMEOUT_S = 20.0  # a request to a replica Ray has not placed hangs: short, so the report stays timely
@@ -251,9 +259,10 @@ def _note(text: str) -> None:
 
 def wait_for_app(cfg: ServingConfig, url: str, deadline: float, announce: Callable[[str], None]) -> None:
     """Until every model is listed by the app's /models and has answered one chat request, tell what the
-    cluster cannot place (after WAIT_REPORT_AFTER_S, again when it changes, at most once a minute);
+    cluster cannot place (after `wait_report_after_s`, again when it changes, at most once a minute);
     TimeoutError at the deadline, in one line."""
     started, told, told_at = deadline - cfg.ready_timeout_s, "", 0.0
+    report_after = WAIT_REPORT_AFTER_S if cfg.wait_report_after_s is None else cfg.wait_report_after_s
     unproven = list(cfg.model_ids())
     while True:
         detail = _not_answering(url, unproven, deadline)
@@ -261,7 +270,7 @@ def wait_for_app(cfg: ServingConfig, url: str, deadline: float, announce: Callab
             return
         waiting = ray_runtime.pending_demand()
         now = time.monotonic()
-        if waiting and waiting != told and now - started >= WAIT_REPORT_AFTER_S \
+        if waiting and waiting != told and now - started >= report_after \
                 and now - told_at >= (WAIT_REPORT_EVERY_S if told else 0.0):
             announce(f"waiting for resources: {waiting}")
             told, told_at = waiting, now

@@ -46,8 +46,9 @@ def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_ca
         llm_endpoint, mlflow_server, tmp_path, monkeypatch, capsys):
     """`ccrs evaluate` on the shipped RAGAS-named example (the command's own path, in this process on the
     session's Ray: the CLI in a process of its own is tested from a wheel install below), then the same
-    outputs through `ccrs_eval.evaluate` in a plain `python -c` from outside the repository: every judgment
-    comes from the cache."""
+    outputs through `ccrs_eval.evaluate` from outside the repository (in this process too, its working
+    directory there; a `python -c` of its own took 27 s of CI time, and a process of its own is the wheel
+    install's `ccrs evaluate` below): every judgment comes from the judgment cache on disk."""
     config = integer_config(tmp_path / "config.yaml")
     # a judgment cache of its own: the first call's requests do not depend on the tests before it
     env = {"MLFLOW_TRACKING_URI": mlflow_server, "CCRS_JUDGE_CACHE": str(tmp_path / "cache")}
@@ -77,29 +78,19 @@ def test_ragas_jsonl_of_two_systems_is_judged_logged_and_then_served_from_the_ca
                        .read_text())
     assert len(table["data"]) == 4 and {"question", "system", "answer", *CCRS} <= set(table["columns"])
 
-    script = (
-        "from ccrs_eval import evaluate\n"
-        f"r = evaluate({str(EXAMPLE)!r}, config={str(config)!r}, limit=2,\n"
-        f"             llm_base_url={llm_endpoint.base_url!r}, out='two', experiment='evaluate-e2e')\n"
-        "import json\n"
-        "print('RESULT ' + json.dumps({'systems': sorted(r.scores['system'].unique()),\n"
-        "      'columns': list(r.scores.columns), 'judgments': len(r.judgments),\n"
-        "      'stats_systems': r.stats['systems'], 'verdict': r.verdict.splitlines()[0],\n"
-        "      'run_dir': str(r.run_dir), 'mlflow_run_id': r.mlflow_run_id, 'new': r.new_judge_requests}))\n"
-    )
+    from ccrs_eval import evaluate
+
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    second = subprocess.run([sys.executable, "-c", script], cwd=outside, env={**os.environ, **env},
-                            capture_output=True, text=True, timeout=900)
-    assert second.returncode == 0, second.stderr[-3000:]
-    assert "20 judgments: 0 new judge requests, 20 from the judgment cache" in second.stdout
-    (line,) = [line for line in second.stdout.splitlines() if line.startswith("RESULT ")]
-    result = json.loads(line.removeprefix("RESULT "))
-    assert result["systems"] == result["stats_systems"] == ["top1-sentence", "top3-sentences"]
-    assert result["columns"][:4] == ["question_id", "system", "metric", "score"]
-    assert result["judgments"] == 20 and result["new"] == 0
-    assert result["verdict"] == "# Verdict: evaluate-ragas-two-systems"
-    assert result["run_dir"] == str(outside / "two") and result["mlflow_run_id"] != parent.info.run_id
+    monkeypatch.chdir(outside)
+    r = evaluate(str(EXAMPLE), config=str(config), limit=2, llm_base_url=llm_endpoint.base_url, out="two",
+                 experiment="evaluate-e2e")
+    assert "20 judgments: 0 new judge requests, 20 from the judgment cache" in capsys.readouterr().out
+    assert sorted(r.scores["system"].unique()) == r.stats["systems"] == ["top1-sentence", "top3-sentences"]
+    assert list(r.scores.columns)[:4] == ["question_id", "system", "metric", "score"]
+    assert len(r.judgments) == 20 and r.new_judge_requests == 0
+    assert r.verdict.splitlines()[0] == "# Verdict: evaluate-ragas-two-systems"
+    assert r.run_dir == outside / "two" and r.mlflow_run_id != parent.info.run_id
     again = pd.read_parquet(outside / "two" / "judge_ccrs" / "scores.parquet")
     pd.testing.assert_frame_equal(again, scores)
 

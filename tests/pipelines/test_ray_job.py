@@ -65,18 +65,28 @@ def test_a_serve_app_too_large_for_the_head_fails_in_one_line_at_ready_timeout(r
     placement group (the replica actor's CPU + 5) is larger than the head's 5. The app waits, the command
     says for what (the pending demand, the free CPUs: 4 of 5, the ingress holds one), fails with one
     line at ready_timeout_s and removes the app again."""
+    from infra.models import models_dir, prepare_local_models
     from infra.serving import ServingConfig
 
-    serving = ServingConfig.for_profile("cpu", port=free_port(), ready_timeout_s=25)
+    # CI time: the wait is told after wait_report_after_s (the product's 20 s made 1 s), so the ready timeout
+    # is short; the replica the head never places is killed 1 s after the app's deletion (Serve's grace
+    # period, 20 s, made 1 s)
+    serving = ServingConfig.for_profile("cpu", port=free_port(), ready_timeout_s=12, wait_report_after_s=1)
     serving.models[0].cpus_per_replica = 5
+    serving.models[0].graceful_shutdown_timeout_s = 1
     config_path = tmp_path / "too-large.yaml"
     config_path.write_text(yaml.safe_dump(serving.model_dump(mode="json")))
+    # a CCRS_HOME of its own (logs, no head recorded), with the models `ccrs setup` prepared: converting the
+    # GGUF again there took ~20 s of the command
+    prepare_local_models()
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "models").symlink_to(models_dir(), target_is_directory=True)
     env = {**ray_head.env, "RAY_ADDRESS": ray_head.gcs, "CCRS_HOME": str(tmp_path / "home")}
     done = subprocess.run([str(BIN / "ccrs"), "serve", "up", "--config", str(config_path)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     (error,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert "not ready within ready_timeout_s=25s: waiting for resources" in error, error
+    assert "not ready within ready_timeout_s=12s: waiting for resources" in error, error
     assert "pending demand: placement groups 1 x {CPU: 6}; free: CPU 4 of 5" in error, error
     assert "this app asks for 7 logical CPUs" in error  # 1 + 5 for the replica, 1 for the ingress
     assert "serving: waiting for resources: pending demand:" in done.stderr

@@ -31,8 +31,15 @@ WORKER_RESOURCE = "ccrs_test_worker"
 SYSTEMS = ("bm25", "knn")
 
 
+# The GCS declares a node dead after this many failed health checks, one a second (Ray's default: 5, one
+# every 3 s): a removed node's shards are sent again seconds after it went, not ~15 s (CI time). A check
+# fails at once on a node whose raylet is gone; a live but busy one has Ray's 10 s per check to answer.
+HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+
+
 def start_cluster() -> tuple[Cluster, list]:
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                            "_system_config": HEALTH_CHECKS})
     forget_cluster_address()
     workers = [cluster.add_node(num_cpus=4, resources={WORKER_RESOURCE: 100}) for _ in range(2)]
     cluster.wait_for_nodes()
@@ -115,8 +122,9 @@ def judge_scenario(work: Path, cluster: Cluster, workers: list) -> dict:
     from judges.suite import metric_order, suite_membership
     from tasks.reduce import run_reduce
 
-    # answers in 300 ms: a shard takes ~1 s, so shards are in flight on the node when it goes
-    simulator, base_url = start_simulator(work, latency_ms=300)
+    # answers in 100 ms: a shard (one question x retriever: 15 judgments, 2 at a time) takes ~1 s, so shards
+    # are in flight on the node when it goes (300 ms: ~2.4 s a shard, CI time)
+    simulator, base_url = start_simulator(work, latency_ms=100)
     try:
         inputs = judge_inputs(work / "inputs")
         judge = JudgeConfig(model="simulated-judge", cache=False)
