@@ -62,20 +62,23 @@ def compute_stats(scores: pd.DataFrame | str | Path, *, scale: tuple[float, floa
 
 
 def _scores_and_labels(scores, labels, label_scale, predicted_by) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The scores and the statistics' label inputs: given labels checked; a run folder's own read as
-    `ccrs stats RUN_DIR` reads them (pipelines.stats_cmd.scores_and_inputs)."""
+    """The scores and the statistics' label inputs: given labels checked (for a run folder they stand for
+    its own, as `ccrs stats RUN_DIR --labels` takes them); a run folder's own read as `ccrs stats RUN_DIR`
+    reads them (pipelines.stats_cmd.scores_and_inputs)."""
     import argparse
 
     from pipelines.stats_cmd import scores_and_inputs
     from stats.labels import validate_labels
-    from tasks.reduce import read_scores_file
+    from tasks.reduce import read_scores_file, run_folder_scores
     from tasks.runtime.labels import read_labels_file
 
+    run_dir = None if isinstance(scores, pd.DataFrame) or not Path(scores).is_dir() else Path(scores)
+    if labels is None and run_dir is not None:
+        return scores_and_inputs(argparse.Namespace(scores=run_dir))
     checked = None
     if labels is not None:
         table = labels if isinstance(labels, pd.DataFrame) else read_labels_file(labels)
         checked = validate_labels(table, label_scale, predicted_by)
-    if isinstance(scores, pd.DataFrame) or not Path(scores).is_dir():
-        return (scores if isinstance(scores, pd.DataFrame) else read_scores_file(scores)), {"labels": checked}
-    frame, contributed = scores_and_inputs(argparse.Namespace(scores=Path(scores)))
-    return frame, contributed if checked is None else {"labels": checked}
+    if run_dir is not None:
+        return run_folder_scores(run_dir), {"labels": checked}
+    return (scores if isinstance(scores, pd.DataFrame) else read_scores_file(scores)), {"labels": checked}

@@ -78,12 +78,11 @@ def scores_and_inputs(args: argparse.Namespace):
     contributors add to them from their options or the run directory (e.g. its human labels); an input that
     cannot be read is the command's error. `ccrs_eval.compute_stats` reads a run folder through it."""
     from pipelines.extensions import command_values, statistics_contributors
-    from tasks.reduce import concat_scores, read_scores_file, run_scores
+    from tasks.reduce import read_scores_file, run_folder_scores
     from tasks.runtime.contributions import StatisticsContext, contributed_inputs
 
     run_dir = args.scores if args.scores.is_dir() else None
-    frame = (concat_scores([read_scores_file(path) for path in run_scores(run_dir)]) if run_dir is not None
-             else read_scores_file(args.scores))
+    frame = run_folder_scores(run_dir) if run_dir is not None else read_scores_file(args.scores)
     found = contributed_inputs(statistics_contributors(),
                                StatisticsContext(run_dir, options=command_values(args, "stats")))
     if found.failed:

@@ -110,6 +110,11 @@ def contributed_statistics(contributors: Sequence[StatisticsContributor], contex
     return result
 
 
+def run_folder_scores(run_dir: Path) -> pd.DataFrame:
+    """A run's judge stages' scores in one long table (`ccrs stats RUN_DIR`, `ccrs_eval.compute_stats`)."""
+    return concat_scores([read_scores_file(path) for path in run_scores(run_dir)])
+
+
 def run_scores(run_dir: Path) -> list[Path]:
     """The scores of a run's finished judge stages (`ccrs stats RUN_DIR`)."""
     layout = RunLayout(run_dir)

@@ -99,14 +99,9 @@ def _labels(run_dir: Path | None, given: dict[str, Any]):
 
 
 def fingerprint(context: StatisticsContext) -> list[str]:
-    """The reduce stage's key over the labels and, where an active design drew them, its record."""
     from tasks.runtime.labels import labels_fingerprint
-    from tasks.runtime.stage import file_fingerprint
 
-    if context.run_dir is None:
-        return []
-    design = RunLayout(context.run_dir).labels_design
-    return labels_fingerprint(context.run_dir) + ([file_fingerprint(design)] if design.is_file() else [])
+    return labels_fingerprint(context.run_dir) if context.run_dir is not None else []
 
 
 # --- the verdict, MLflow
@@ -198,14 +193,16 @@ def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> p
 
 def welch_p_value(diff: float, se: list[float], n: list[int], correction: float) -> float:
     """Two-sided p of a difference of two independent means with standard errors `se` from `n` labels each,
-    |diff| less `correction` (continuity), against Welch's t."""
+    |diff| less `correction` (continuity), against Welch's t (stats.unpaired.welch_standard_error, given
+    each night's sd as se * sqrt(n))."""
     from scipy import stats
 
+    from stats.unpaired import welch_standard_error
+
     shrunk = max(abs(diff) - correction, 0.0)
-    total = float(np.hypot(*se))
+    total, df = welch_standard_error(n[0], n[1], se[0] * np.sqrt(n[0]), se[1] * np.sqrt(n[1]))
     if total <= 0.0:
         return float(shrunk == 0.0)
-    df = total ** 4 / sum(s ** 4 / (count - 1) for s, count in zip(se, n))
     return float(2 * stats.t.sf(shrunk / total, df))
 
 

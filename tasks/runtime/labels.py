@@ -66,7 +66,8 @@ def _current_labels(frame: pd.DataFrame, layout: RunLayout) -> tuple[pd.DataFram
 
 
 def labels_fingerprint(run_dir: Path) -> list:
-    """What the reduce stage's key covers of a run's labels (nothing when it has none)."""
+    """What the reduce stage's key covers of a run's labels (nothing when it has none), an active design's
+    record with them (it weights them)."""
     layout = RunLayout(run_dir)
-    files = (layout.labels_file, layout.labels_metrics, layout.labels_skips)
+    files = (layout.labels_file, layout.labels_metrics, layout.labels_skips, layout.labels_design)
     return [file_fingerprint(path) for path in files if path.is_file()]

@@ -43,3 +43,5 @@ def test_a_run_folder_with_active_labels_gives_the_weighted_block_ccrs_stats_wri
     run.labels_design.unlink()  # the record gone: refused in one line, as by `ccrs stats`
     with pytest.raises(StatsInputError, match="record is missing"):
         compute_stats(run.root, b=200, out=tmp_path / "again")
+    given = compute_stats(run.root, labels=run.labels_file, label_scale=(1, 5), b=200, out=tmp_path / "given")
+    assert "design" not in given.stats["per_metric"][METRIC]["human_calibrated"]  # as `--labels` takes them
