@@ -182,7 +182,7 @@ def human_calibrated_cells(run_stats: dict | None, base_stats: dict | None) -> p
         for system in sorted(set(tonight["means"]) & set(before["means"])):
             nights = (tonight, before)
             se = [float(np.subtract(*reversed(entry["ci95"][system]))) / (2 * z_95) for entry in nights]
-            n = [max(int(entry["n_labels"].get(system, 2)), 2) for entry in nights]
+            n = [max(int((entry.get("n_labels") or {}).get(system, 2)), 2) for entry in nights]
             step = sum(float((entry.get("label_step") or {}).get(system, 0.0)) / (2 * count)
                        for entry, count in zip(nights, n))
             diff = tonight["means"][system] - before["means"][system]
